@@ -1,0 +1,3 @@
+"""Scheduling policies: classic heuristics with backfilling, and learning agents."""
+
+__all__: list[str] = []

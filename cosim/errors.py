@@ -1,0 +1,37 @@
+"""User-facing errors.
+
+Every error a user can cause (a bad scenario key, a malformed SWF line, a
+missing file) is a :class:`CosimError`. The CLIs print ``str(error)`` as one
+line and exit with code 2; anything else escaping is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CosimError", "InputError", "ScenarioError", "WorkloadError"]
+
+
+class CosimError(Exception):
+    """Base class of errors caused by user input, printed as one line."""
+
+
+class InputError(CosimError):
+    """A file or value given by the user is missing or malformed.
+
+    Args:
+        where: file and line (``"trace.swf:12"``) or key path (``"cluster.cores"``).
+        found: what was found, already formatted for the message.
+        expected: what was expected instead.
+    """
+
+    def __init__(self, where: str, found: str, expected: str):
+        self.where, self.found, self.expected = where, found, expected
+        super().__init__(f"{where}: expected {expected}, got {found}")
+
+
+class ScenarioError(InputError):
+    """A scenario file or ``--set`` override is invalid."""
+
+
+class WorkloadError(InputError):
+    """A workload (trace or generator parameters) is invalid."""
