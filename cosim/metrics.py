@@ -1,0 +1,492 @@
+"""Scheduling metrics from a run's jobs and events tables.
+
+Every definition follows ``METRICS.md`` (one definition per metric); the
+functions take the engine's tables as dicts of equal-length arrays (the
+columns of :data:`cosim.records.JOBS_SCHEMA` and
+:data:`cosim.records.EVENTS_SCHEMA`; a :class:`cosim.records.RecordTable`
+read back from Parquet works too).
+
+Rules shared by all metrics here:
+
+* **Finished jobs** are those with outcome ``completed`` or ``timeout``: they
+  ran, ended, and their final attempt counts as done work. Averages, maxima
+  and percentiles of per-job metrics (wait, response, slowdown, bsld) are
+  over finished jobs only. ``failed``, ``rejected`` and ``unfinished`` jobs
+  are counted (``jobs_unfinished`` says how many were still queued or running
+  when the run stopped) but enter no average.
+* **Span** is first submit (over all jobs) to last end (over jobs that
+  ended). Time averages (queue length, queued load, resource holes) are
+  integrals over the span divided by its length.
+* **Step functions** over time come from the events table: several rows can
+  share a time, and the LAST row at each time holds the state from that time
+  until the next distinct time. Before the first row the state is empty.
+* A metric that is undefined (no finished job, zero-length span) is ``None``
+  in :func:`summarize`, so the summary is strict JSON.
+
+Size classes (by ``procs``, absolute, so one cluster's classes compare across
+policies and traces; a node-granular cluster counts nodes):
+``1`` (serial), ``2-8``, ``9-32``, ``33-128``, ``>128``.
+Run-time classes (by the actual run of the final attempt):
+``<10m``, ``10m-1h``, ``1h-4h``, ``>4h``, each interval closed below.
+
+Examples:
+    >>> jobs = {"submit": [0.0, 0.0], "start": [0.0, 10.0], "end": [10.0, 30.0],
+    ...         "run": [10.0, 20.0], "procs": [2, 2], "outcome": ["completed"] * 2,
+    ...         "mode": ["ready"] * 2, "killed_seconds": [0.0, 0.0],
+    ...         "killed_core_seconds": [0.0, 0.0]}
+    >>> s = summarize(jobs, None, cores=4)
+    >>> s["wait_mean"], s["utilization"], s["bsld_mean"]
+    (5.0, 0.5, 1.25)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from cosim.errors import InputError
+
+__all__ = [
+    "SIZE_CLASSES",
+    "RUN_CLASSES",
+    "EXEC_MODES",
+    "size_class",
+    "run_class",
+    "job_metrics",
+    "summarize",
+    "time_series",
+    "step_integral",
+    "prediction_error",
+]
+
+_INF = float("inf")
+#: (label, key suffix, lowest procs, highest procs) of each job size class.
+SIZE_CLASSES: tuple[tuple[str, str, float, float], ...] = (
+    ("1", "1", 1, 1),
+    ("2-8", "2_8", 2, 8),
+    ("9-32", "9_32", 9, 32),
+    ("33-128", "33_128", 33, 128),
+    (">128", "gt128", 129, _INF),
+)
+#: (label, key suffix, lower bound s (closed), upper bound s (open)) of each run-time class.
+RUN_CLASSES: tuple[tuple[str, str, float, float], ...] = (
+    ("<10m", "lt10m", 0.0, 600.0),
+    ("10m-1h", "10m_1h", 600.0, 3600.0),
+    ("1h-4h", "1h_4h", 3600.0, 14400.0),
+    (">4h", "gt4h", 14400.0, _INF),
+)
+#: Execution modes (DRAS, seed 004, table IV).
+EXEC_MODES = ("ready", "reserved", "backfilled")
+
+_FINISHED = ("completed", "timeout")
+_OUTCOMES = ("completed", "timeout", "failed", "rejected", "unfinished")
+_JOB_COLUMNS = {
+    "submit": np.float64, "start": np.float64, "end": np.float64, "run": np.float64,
+    "procs": np.int64, "killed_seconds": np.float64, "killed_core_seconds": np.float64,
+}
+_EVENT_COLUMNS = {
+    "time": np.float64, "kind": object, "queue_len": np.float64, "used_cores": np.float64,
+    "up_cores": np.float64, "queued_area": np.float64, "idle_fit_cores": np.float64,
+    "running": np.float64,
+}
+
+
+# ------------------------------------------------------------- helpers ----
+
+def _columns(table: Mapping[str, Any], spec: Mapping[str, Any], name: str,
+             required: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Columns of ``table`` named in ``spec`` as numpy arrays of equal length."""
+    out: dict[str, np.ndarray] = {}
+    for col, dtype in spec.items():
+        if col not in table:
+            if required is not None and col not in required:
+                continue
+            raise InputError(name, f"no column {col!r}",
+                             f"a table with columns {', '.join(spec)}")
+        try:
+            arr = np.asarray(table[col], dtype=dtype)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{name}.{col}", f"values not convertible ({exc})",
+                             f"numbers of type {np.dtype(dtype).name}") from None
+        if arr.ndim != 1:
+            raise InputError(f"{name}.{col}", f"an array of shape {arr.shape}",
+                             "a 1-D column")
+        out[col] = arr
+    lengths = {c: len(a) for c, a in out.items()}
+    if len(set(lengths.values())) > 1:
+        first = next(iter(lengths))
+        bad = next(c for c in lengths if lengths[c] != lengths[first])
+        raise InputError(f"{name}.{bad}", f"{lengths[bad]} rows",
+                         f"{lengths[first]} rows like column {first}")
+    return out
+
+
+def _strings(table: Mapping[str, Any], col: str, name: str, allowed: tuple[str, ...],
+             n: int) -> np.ndarray:
+    if col not in table:
+        raise InputError(name, f"no column {col!r}", f"a column {col!r} of strings")
+    arr = np.asarray(table[col]).astype(str)
+    if arr.shape != (n,):
+        raise InputError(f"{name}.{col}", f"{arr.shape[0] if arr.ndim else 0} rows",
+                         f"{n} rows")
+    bad = ~np.isin(arr, allowed)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}.{col}[{i}]", repr(str(arr[i])),
+                         "one of " + ", ".join(repr(a) for a in allowed))
+    return arr
+
+
+def _f(x: float) -> float | None:
+    """A Python float, or None when undefined (NaN/inf) so JSON stays strict."""
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _mean(x: np.ndarray) -> float | None:
+    return _f(np.mean(x)) if len(x) else None
+
+
+def _class_index(values: np.ndarray, classes, upper_closed: bool) -> np.ndarray:
+    """Index into ``classes`` for each value, -1 if none applies."""
+    idx = np.full(len(values), -1, dtype=np.int64)
+    for k, (_, _, lo, hi) in enumerate(classes):
+        inside = (values >= lo) & ((values <= hi) if upper_closed else (values < hi))
+        idx[inside & (idx < 0)] = k
+    return idx
+
+
+def size_class(procs: Any) -> np.ndarray:
+    """Index into :data:`SIZE_CLASSES` of each job size (``procs`` < 1 gives -1)."""
+    return _class_index(np.asarray(procs, dtype=np.float64), SIZE_CLASSES, upper_closed=True)
+
+
+def run_class(run: Any) -> np.ndarray:
+    """Index into :data:`RUN_CLASSES` of each run time in seconds (NaN or < 0 gives -1)."""
+    return _class_index(np.asarray(run, dtype=np.float64), RUN_CLASSES, upper_closed=False)
+
+
+def _knots(time: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Distinct times and the values of the LAST row at each of them."""
+    if len(time) == 0:
+        return (time, *values)
+    last = np.ones(len(time), dtype=bool)
+    last[:-1] = time[1:] != time[:-1]
+    return (time[last], *(v[last] for v in values))
+
+
+def step_integral(time: Any, value: Any, t0: float, t1: float) -> float:
+    """Integral over ``[t0, t1]`` of a right-continuous step function.
+
+    Args:
+        time: non-decreasing change times; when several share a time the
+            last one's value holds from that time on.
+        value: value after each change.
+        t0, t1: integration bounds (``t1 >= t0``); the function is 0 before
+            the first change.
+
+    Returns:
+        The integral (value x seconds).
+    """
+    t, v = _knots(np.asarray(time, dtype=np.float64), np.asarray(value, dtype=np.float64))
+    if len(t) == 0 or t1 <= t0:
+        return 0.0
+    # Segment k is [t[k], t[k+1]); clipping both ends to [t0, t1] keeps the
+    # boundaries monotone, so lengths outside the window become exactly 0.
+    edges = np.clip(np.append(t, t1), t0, t1)
+    return float(np.sum(v * np.diff(edges)))
+
+
+def _check_events(events: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    ev = _columns(events, _EVENT_COLUMNS, "events",
+                  required=("time", "kind"))
+    t = ev["time"]
+    if not np.all(np.isfinite(t)):
+        i = int(np.flatnonzero(~np.isfinite(t))[0])
+        raise InputError(f"events.time[{i}]", repr(float(t[i])), "a finite time")
+    if len(t) > 1 and np.any(np.diff(t) < 0):
+        i = int(np.flatnonzero(np.diff(t) < 0)[0]) + 1
+        raise InputError(f"events.time[{i}]", f"{t[i]} after {t[i - 1]}",
+                         "rows in non-decreasing time order")
+    ev["kind"] = np.asarray(ev["kind"]).astype(str)
+    return ev
+
+
+# ------------------------------------------------------------ per job ----
+
+def job_metrics(jobs: Mapping[str, Any], *, tau: float = 10.0) -> dict[str, np.ndarray]:
+    """Per-job wait, response, slowdown and bounded slowdown.
+
+    Args:
+        jobs: the jobs table (needs ``submit``, ``start``, ``end``, ``run``,
+            ``procs``, ``outcome``, ``killed_seconds``).
+        tau: bounded-slowdown bound in seconds (> 0).
+
+    Returns:
+        Arrays of one value per job: ``finished`` (bool: completed or
+        timeout), ``wait`` (``start - submit - killed_seconds``), ``response``
+        (``end - submit``), ``slowdown`` (``response / run``, NaN when run is
+        0), ``bsld`` (``max(1, response / max(tau, run))``). Values are NaN
+        for jobs that did not finish.
+    """
+    try:
+        ok = not isinstance(tau, bool) and np.isfinite(float(tau)) and float(tau) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError("tau", repr(tau), "a positive number of seconds")
+    tau = float(tau)
+    c = _columns(jobs, {k: v for k, v in _JOB_COLUMNS.items() if k != "killed_core_seconds"},
+                 "jobs")
+    n = len(c["submit"])
+    outcome = _strings(jobs, "outcome", "jobs", _OUTCOMES, n)
+    finished = np.isin(outcome, _FINISHED)
+    for col in ("start", "end", "run"):
+        bad = finished & ~np.isfinite(c[col])
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"jobs.{col}[{i}]", f"{c[col][i]} for a {outcome[i]} job",
+                             "a finite time for a job that finished")
+    nan = np.full(n, np.nan)
+    wait = np.where(finished, c["start"] - c["submit"] - c["killed_seconds"], nan)
+    response = np.where(finished, c["end"] - c["submit"], nan)
+    run = np.where(finished, c["run"], nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slowdown = np.where(finished & (run > 0), response / run, nan)
+        bsld = np.where(finished, np.maximum(1.0, response / np.maximum(tau, run)), nan)
+    return {"finished": finished, "wait": wait, "response": response,
+            "slowdown": slowdown, "bsld": bsld}
+
+
+# ------------------------------------------------------------ summary ----
+
+def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, cores: int,
+              tau: float = 10.0) -> dict[str, Any]:
+    """Every metric of ``METRICS.md`` for one run, as a flat JSON-able dict.
+
+    Args:
+        jobs: the jobs table (columns of ``jobs/1``; ``user``, ``req_time``,
+            ``estimate``, ``mem``, ``reason``, ``attempts`` and
+            ``reservation`` are not needed).
+        events: the events table (``events/1``), or None to skip the
+            time-average metrics (they are then None).
+        cores: nominal total cores of the machine (> 0).
+        tau: bounded-slowdown bound in seconds (> 0).
+
+    Returns:
+        A flat dict; undefined values are None. Keys:
+
+        * ``jobs_total``, ``jobs_completed``, ``jobs_timeout``,
+          ``jobs_failed``, ``jobs_rejected``, ``jobs_unfinished``,
+          ``jobs_finished`` (completed + timeout: the jobs every average is over);
+        * ``wait_mean``, ``wait_median``, ``wait_p95``, ``wait_p99``
+          (linear-interpolated percentiles), ``wait_max``, ``response_mean``,
+          ``slowdown_mean`` (over finished jobs with run > 0; jobs with run 0
+          are counted in ``slowdown_excluded``), ``bsld_mean``, ``bsld_max``;
+        * ``work_core_seconds``: sum of ``procs * run`` over finished jobs,
+          the final attempt of a timeout job counting as done work;
+          ``wasted_core_seconds``: sum of ``killed_core_seconds`` over all
+          jobs (killed attempts, node failures); ``killed_seconds``;
+        * ``utilization`` = work / (cores x span); ``utilization_up`` = work /
+          integral of ``up_cores`` over the span (differs under node failures);
+        * ``span_start``, ``span_end``, ``makespan`` (= span length);
+        * ``queue_len_mean``, ``queued_load_mean`` (time averages over the
+          span of ``queue_len`` and ``queued_area`` from all event rows);
+        * ``resource_holes_core_seconds``: integral over the span of
+          ``idle_fit_cores`` read from ``pass`` rows only (RLSchert, seed 001,
+          fig. 12), and ``resource_holes_frac`` = that / (cores x span);
+        * ``mode_jobs_<mode>`` and ``mode_corehours_<mode>`` for ready,
+          reserved, backfilled: shares of finished jobs, and of their
+          ``procs * run``, by execution mode (DRAS, seed 004, table IV);
+        * ``wait_mean_size_<class>`` / ``jobs_size_<class>`` and
+          ``wait_mean_run_<class>`` / ``jobs_run_<class>`` per class of
+          :data:`SIZE_CLASSES` and :data:`RUN_CLASSES` (key suffixes);
+        * ``cores``, ``tau``.
+
+    Raises:
+        InputError: a column is missing or malformed, an outcome or mode is
+            unknown, a finished job lacks times, events are out of order,
+            or cores/tau are not positive.
+    """
+    if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores <= 0:
+        raise InputError("cores", repr(cores), "a positive integer")
+    cores = int(cores)
+    per = job_metrics(jobs, tau=tau)
+    c = _columns(jobs, _JOB_COLUMNS, "jobs")
+    n = len(c["submit"])
+    outcome = _strings(jobs, "outcome", "jobs", _OUTCOMES, n)
+    mode = _strings(jobs, "mode", "jobs", (*EXEC_MODES, ""), n)
+    fin = per["finished"]
+
+    out: dict[str, Any] = {"jobs_total": n}
+    for o in _OUTCOMES:
+        out[f"jobs_{o}"] = int(np.sum(outcome == o))
+    out["jobs_finished"] = int(fin.sum())
+
+    wait = per["wait"][fin]
+    out["wait_mean"] = _mean(wait)
+    if len(wait):
+        med, p95, p99 = np.percentile(wait, [50, 95, 99])
+        out.update(wait_median=_f(med), wait_p95=_f(p95), wait_p99=_f(p99),
+                   wait_max=_f(wait.max()))
+    else:
+        out.update(wait_median=None, wait_p95=None, wait_p99=None, wait_max=None)
+    out["response_mean"] = _mean(per["response"][fin])
+    sld = per["slowdown"][fin]
+    out["slowdown_mean"] = _mean(sld[np.isfinite(sld)])
+    out["slowdown_excluded"] = int(np.sum(~np.isfinite(sld)))
+    bsld = per["bsld"][fin]
+    out["bsld_mean"] = _mean(bsld)
+    out["bsld_max"] = _f(bsld.max()) if len(bsld) else None
+
+    area = np.where(fin, c["procs"] * np.where(fin, c["run"], 0.0), 0.0)
+    work = float(area.sum())
+    out["work_core_seconds"] = work
+    out["wasted_core_seconds"] = float(np.nansum(c["killed_core_seconds"]))
+    out["killed_seconds"] = float(np.nansum(c["killed_seconds"]))
+
+    ended = np.isfinite(c["end"])
+    if n and ended.any():
+        t0, t1 = float(np.min(c["submit"])), float(np.max(c["end"][ended]))
+        span = t1 - t0
+    else:
+        t0 = t1 = float("nan")
+        span = 0.0
+    out["span_start"], out["span_end"] = _f(t0), _f(t1)
+    out["makespan"] = _f(span) if np.isfinite(t1) else None
+    out["utilization"] = _f(work / (cores * span)) if span > 0 else None
+
+    keys_time = ("utilization_up", "queue_len_mean", "queued_load_mean",
+                 "resource_holes_core_seconds", "resource_holes_frac")
+    out.update(dict.fromkeys(keys_time))
+    if events is not None and span > 0:
+        ev = _check_events(events)
+        t = ev["time"]
+        if "up_cores" in ev:
+            up = step_integral(t, ev["up_cores"], t0, t1)
+            out["utilization_up"] = _f(work / up) if up > 0 else None
+        if "queue_len" in ev:
+            out["queue_len_mean"] = step_integral(t, ev["queue_len"], t0, t1) / span
+        if "queued_area" in ev:
+            out["queued_load_mean"] = step_integral(t, ev["queued_area"], t0, t1) / span
+        if "idle_fit_cores" in ev:
+            passes = ev["kind"] == "pass"
+            holes = step_integral(t[passes], ev["idle_fit_cores"][passes], t0, t1)
+            out["resource_holes_core_seconds"] = holes
+            out["resource_holes_frac"] = holes / (cores * span)
+
+    nfin = int(fin.sum())
+    total_area = float(area.sum())
+    for m in EXEC_MODES:
+        sel = fin & (mode == m)
+        out[f"mode_jobs_{m}"] = float(sel.sum()) / nfin if nfin else None
+        out[f"mode_corehours_{m}"] = _f(area[sel].sum() / total_area) if total_area > 0 else None
+
+    sclass = size_class(c["procs"])
+    rclass = run_class(np.where(fin, c["run"], np.nan))
+    for classes, idx, key in ((SIZE_CLASSES, sclass, "size"), (RUN_CLASSES, rclass, "run")):
+        for k, (_, suffix, _, _) in enumerate(classes):
+            sel = fin & (idx == k)
+            out[f"jobs_{key}_{suffix}"] = int(sel.sum())
+            out[f"wait_mean_{key}_{suffix}"] = _mean(per["wait"][sel])
+
+    out["cores"] = cores
+    out["tau"] = float(tau)
+    return out
+
+
+# -------------------------------------------------------- time series ----
+
+def time_series(events: Mapping[str, Any], cores: int, *,
+                max_points: int | None = None) -> dict[str, np.ndarray]:
+    """Machine state over time as step functions, for plots.
+
+    Args:
+        events: the events table (``events/1``).
+        cores: nominal total cores (utilization = ``used_cores / cores``).
+        max_points: when the run has more distinct event times than this,
+            return time-weighted averages over ``max_points`` equal bins
+            between the first and last event instead (keeps plots of long
+            runs fast without dropping short spikes' area).
+
+    Returns:
+        ``time`` (start of each step or bin) and, aligned with it,
+        ``utilization``, ``used_cores``, ``queue_len``, ``running``,
+        ``up_cores``, ``queued_area``: the value from that time until the
+        next (draw with ``drawstyle="steps-post"``).
+    """
+    if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores <= 0:
+        raise InputError("cores", repr(cores), "a positive integer")
+    ev = _check_events(events)
+    names = [k for k in ("used_cores", "queue_len", "running", "up_cores", "queued_area")
+             if k in ev]
+    t, *vals = _knots(ev["time"], *(ev[k] for k in names))
+    series = dict(zip(names, vals, strict=True))
+    if max_points is not None and len(t) > max_points >= 1 and t[-1] > t[0]:
+        edges = np.linspace(t[0], t[-1], max_points + 1)
+        width = np.diff(edges)
+        for k, v in series.items():
+            # Cumulative integral at the knots, then linearly interpolated at
+            # the bin edges (exact: the integral of a step function is
+            # piecewise linear between knots).
+            cum = np.concatenate(([0.0], np.cumsum(v[:-1] * np.diff(t))))
+            series[k] = np.diff(np.interp(edges, t, cum)) / width
+        t = edges[:-1]
+    out = {"time": t}
+    if "used_cores" in series:
+        out["utilization"] = series["used_cores"] / cores
+    out.update(series)
+    return out
+
+
+# --------------------------------------------------- prediction error ----
+
+def prediction_error(y: Any, yhat: Any, *, progress: Any = None) -> dict[str, Any]:
+    """Error of run-time (or remaining-time) predictions.
+
+    Args:
+        y: true values (seconds, > 0).
+        yhat: predictions, same length.
+        progress: optional fraction of the job done when each prediction was
+            made (0..1); adds the MAPE per progress decile (RLSchert, seed 001).
+
+    Returns:
+        ``n``; ``mape`` = mean(|y - yhat| / y); ``underestimation_rate`` =
+        share with yhat < y; ``accuracy`` = mean(min(y, yhat') / max(y, yhat'))
+        with yhat' = max(yhat, 0) (1 is perfect); with ``progress``, also
+        ``mape_progress_0`` .. ``mape_progress_9`` (decile d covers
+        [d/10, (d+1)/10), progress 1 falls in decile 9; None if empty).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    yhat = np.asarray(yhat, dtype=np.float64)
+    if y.ndim != 1 or yhat.shape != y.shape:
+        raise InputError("yhat", f"shape {yhat.shape}", f"shape {y.shape} like y")
+    for name, arr in (("y", y), ("yhat", yhat)):
+        if not np.all(np.isfinite(arr)):
+            i = int(np.flatnonzero(~np.isfinite(arr))[0])
+            raise InputError(f"{name}[{i}]", repr(float(arr[i])), "a finite number")
+    if np.any(y <= 0):
+        i = int(np.flatnonzero(y <= 0)[0])
+        raise InputError(f"y[{i}]", repr(float(y[i])), "a positive true value")
+    ape = np.abs(y - yhat) / y
+    clipped = np.maximum(yhat, 0.0)
+    out: dict[str, Any] = {
+        "n": len(y),
+        "mape": _mean(ape),
+        "underestimation_rate": _mean((yhat < y).astype(np.float64)),
+        "accuracy": _mean(np.minimum(y, clipped) / np.maximum(y, clipped)),
+    }
+    if progress is not None:
+        p = np.asarray(progress, dtype=np.float64)
+        if p.shape != y.shape:
+            raise InputError("progress", f"shape {p.shape}", f"shape {y.shape} like y")
+        bad = ~((p >= 0) & (p <= 1))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"progress[{i}]", repr(float(p[i])), "a fraction in [0, 1]")
+        decile = np.minimum((p * 10).astype(np.int64), 9)
+        for d in range(10):
+            out[f"mape_progress_{d}"] = _mean(ape[decile == d])
+    return out

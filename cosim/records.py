@@ -1,0 +1,459 @@
+"""Versioned Parquet tables and JSON files of a run, written atomically.
+
+A run produces three tables (see ``docs/schemas.md``):
+
+* ``jobs``: one row per job that entered the system, in submit order;
+* ``events``: one row per state change, in occurrence order;
+* ``decisions``: one row per scheduler decision applied.
+
+Each Parquet file carries its schema id (``cosim.schema`` = ``"jobs/1"``) and
+the run metadata (``cosim.run``, canonical JSON: cores, policy, tau, ...) in
+its key-value metadata. Readers refuse a file whose schema id is absent or
+not one they understand, so a results folder from another tool or a future
+version fails with one clear message instead of a wrong metric.
+
+Files are written to a temporary name in the target directory, fsynced and
+renamed with :func:`os.replace`, so an interrupted run never leaves a
+half-written file under the final name. The bytes are deterministic: the same
+columns and metadata give byte-identical files (pyarrow embeds no timestamp
+or random id; ``created_by`` names the pyarrow version only).
+
+Examples:
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> cols = {"time": [0.0], "job_id": [1], "action": ["start"], "mode": ["ready"],
+    ...         "reason": ["fits at head"], "reserved_time": [float("nan")]}
+    >>> _ = write_table(d / "decisions.parquet", cols, DECISIONS_SCHEMA, {"cores": 4})
+    >>> t = read_decisions(d / "decisions.parquet")
+    >>> t.schema_id, t.meta["cores"], str(t["action"][0])
+    ('decisions/1', 4, 'start')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cosim.errors import InputError
+
+__all__ = [
+    "JOBS_SCHEMA",
+    "EVENTS_SCHEMA",
+    "DECISIONS_SCHEMA",
+    "SCHEMAS",
+    "OUTCOMES",
+    "MODES",
+    "EVENT_KINDS",
+    "ACTIONS",
+    "RecordTable",
+    "write_table",
+    "write_json_atomic",
+    "write_run",
+    "read_table",
+    "read_jobs",
+    "read_events",
+    "read_decisions",
+    "read_json",
+    "to_jsonable",
+]
+
+#: Allowed values of ``jobs.outcome``.
+OUTCOMES = ("completed", "timeout", "failed", "rejected", "unfinished")
+#: Allowed values of ``jobs.mode`` and ``decisions.mode`` ("" = never started / none).
+MODES = ("ready", "reserved", "backfilled", "")
+#: Allowed values of ``events.kind``.
+EVENT_KINDS = ("submit", "start", "end", "kill", "requeue", "reject", "timeout",
+               "node_down", "node_up", "overrun", "pass")
+#: Allowed values of ``decisions.action``.
+ACTIONS = ("start", "reserve", "kill", "wait")
+
+# (name, arrow type, unit, meaning): the single source of the schemas below;
+# docs/schemas.md documents the same columns (a test checks they agree).
+_JOBS_COLUMNS = [
+    ("job_id", pa.int64(), "", "job id from the workload"),
+    ("user", pa.int64(), "", "user id, -1 unknown"),
+    ("submit", pa.float64(), "s", "submit time"),
+    ("start", pa.float64(), "s", "start of the final attempt, NaN if never started"),
+    ("end", pa.float64(), "s", "end of the final attempt, NaN if never ended"),
+    ("run", pa.float64(), "s", "run time of the final attempt (end - start), NaN if not ended"),
+    ("req_time", pa.float64(), "s", "requested walltime"),
+    ("estimate", pa.float64(), "s", "scheduler's pre-run expected run time"),
+    ("procs", pa.int64(), "cores", "cores, or nodes on a node-granular cluster"),
+    ("mem", pa.float64(), "GB", "memory, 0 = not modelled"),
+    ("outcome", pa.string(), "", "completed | timeout | failed | rejected | unfinished"),
+    ("mode", pa.string(), "", "ready | reserved | backfilled | '' (never started)"),
+    ("reason", pa.string(), "", "why it was started, or why it was rejected"),
+    ("attempts", pa.int32(), "", "number of starts"),
+    ("killed_seconds", pa.float64(), "s", "seconds run in killed or lost attempts"),
+    ("killed_core_seconds", pa.float64(), "core*s", "core-seconds of killed or lost attempts"),
+    ("reservation", pa.float64(), "s", "first start time promised, NaN if none"),
+]
+_EVENTS_COLUMNS = [
+    ("time", pa.float64(), "s", "time of the change"),
+    ("kind", pa.string(), "", "submit | start | end | kill | requeue | reject | timeout | "
+                              "node_down | node_up | overrun | pass"),
+    ("job_id", pa.int64(), "", "job concerned, -1 if none"),
+    ("node", pa.int64(), "", "node concerned, -1 if none"),
+    ("queue_len", pa.int64(), "jobs", "jobs queued after the change"),
+    ("running", pa.int64(), "jobs", "jobs running after the change"),
+    ("used_cores", pa.int64(), "cores", "cores in use after the change"),
+    ("up_cores", pa.int64(), "cores", "cores on nodes that are up"),
+    ("queued_area", pa.float64(), "core*s", "sum over queued jobs of procs * estimate"),
+    ("idle_fit_cores", pa.int64(), "cores",
+     "idle cores if some queued job would fit on them now, else 0 (pass rows)"),
+]
+_DECISIONS_COLUMNS = [
+    ("time", pa.float64(), "s", "time the decision was applied"),
+    ("job_id", pa.int64(), "", "job concerned, -1 if none"),
+    ("action", pa.string(), "", "start | reserve | kill | wait"),
+    ("mode", pa.string(), "", "ready | reserved | backfilled | ''"),
+    ("reason", pa.string(), "", "why"),
+    ("reserved_time", pa.float64(), "s", "promised start time, NaN unless action is reserve"),
+]
+
+_SCHEMA_KEY = b"cosim.schema"
+_RUN_KEY = b"cosim.run"
+
+
+def _make_schema(kind: str, version: int, columns: list) -> pa.Schema:
+    fields = [
+        pa.field(name, typ, nullable=False,
+                 metadata={b"unit": unit.encode(), b"doc": doc.encode()})
+        for name, typ, unit, doc in columns
+    ]
+    return pa.schema(fields, metadata={_SCHEMA_KEY: f"{kind}/{version}".encode()})
+
+
+#: Schema of ``jobs.parquet`` (id ``jobs/1``).
+JOBS_SCHEMA = _make_schema("jobs", 1, _JOBS_COLUMNS)
+#: Schema of ``events.parquet`` (id ``events/1``).
+EVENTS_SCHEMA = _make_schema("events", 1, _EVENTS_COLUMNS)
+#: Schema of ``decisions.parquet`` (id ``decisions/1``).
+DECISIONS_SCHEMA = _make_schema("decisions", 1, _DECISIONS_COLUMNS)
+#: Schema by table kind; the readers accept exactly these ids.
+SCHEMAS: dict[str, pa.Schema] = {"jobs": JOBS_SCHEMA, "events": EVENTS_SCHEMA,
+                                 "decisions": DECISIONS_SCHEMA}
+
+
+def _schema_id(schema: pa.Schema) -> str:
+    meta = schema.metadata or {}
+    if _SCHEMA_KEY not in meta:
+        raise ValueError("schema has no cosim.schema metadata; use one of records.SCHEMAS")
+    return meta[_SCHEMA_KEY].decode()
+
+
+class RecordTable(dict):
+    """Columns of a table read back from Parquet, as numpy arrays by name.
+
+    A plain ``dict`` (so it goes straight into :func:`cosim.metrics.summarize`)
+    with two attributes.
+
+    Attributes:
+        schema_id: the file's schema id, e.g. ``"jobs/1"``.
+        meta: the run metadata stored with the table (cores, policy, tau, ...).
+    """
+
+    def __init__(self, columns: Mapping[str, np.ndarray], schema_id: str, meta: dict):
+        super().__init__(columns)
+        self.schema_id = schema_id
+        self.meta = meta
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows (``len()`` counts columns, as for any dict)."""
+        return len(next(iter(self.values()))) if self else 0
+
+
+# ---------------------------------------------------------------- JSON ----
+
+def to_jsonable(obj: Any) -> Any:
+    """A copy of ``obj`` that :func:`json.dumps` accepts with ``allow_nan=False``.
+
+    numpy scalars and arrays become Python numbers and lists, tuples become
+    lists, paths become strings, and non-finite floats (NaN, inf) become
+    ``None`` because strict JSON has no spelling for them.
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [to_jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    raise TypeError(f"cannot store a {type(obj).__name__} in JSON: {obj!r}")
+
+
+def _canonical_json(obj: Any, indent: int | None = None) -> str:
+    return json.dumps(to_jsonable(obj), sort_keys=True, allow_nan=False, indent=indent,
+                      separators=(",", ": ") if indent else (",", ":"))
+
+
+def _write_atomic(path: Path, write: Callable[[Any], None]) -> Path:
+    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # mkstemp makes the file 0600; results are meant to be shared.
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    # Persist the rename itself; not all platforms can open a directory.
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return path
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented, key-sorted JSON, atomically.
+
+    Non-finite floats are written as ``null`` (see :func:`to_jsonable`), so
+    the file is strict JSON and identical for identical input.
+
+    Returns:
+        The path written.
+    """
+    text = _canonical_json(obj, indent=2) + "\n"
+    return _write_atomic(Path(path), lambda f: f.write(text.encode("utf-8")))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file, raising :class:`InputError` naming the file and line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file", "an existing JSON file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"an unreadable file ({exc})", "a UTF-8 JSON file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}", f"invalid JSON ({exc.msg})",
+                         "a JSON document") from None
+
+
+# ------------------------------------------------------------- Parquet ----
+
+def _to_arrow(name: str, values: Any, typ: pa.DataType, where: str) -> pa.Array:
+    try:
+        if isinstance(values, np.ndarray) and pa.types.is_string(typ):
+            values = values.tolist()
+        arr = pa.array(values, type=typ, from_pandas=False)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"{where}.{name}", f"values not convertible ({exc})",
+                         f"a column of {typ}") from None
+    if arr.null_count:
+        i = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"{where}.{name}[{i}]", "a missing value (None)",
+                         f"a {typ} (use NaN for an unknown time, -1 for an unknown id)")
+    return arr
+
+
+def write_table(path: str | os.PathLike, columns: Mapping[str, Any], schema: pa.Schema,
+                metadata: Mapping[str, Any] | None = None) -> Path:
+    """Write one table to Parquet, atomically and deterministically.
+
+    Args:
+        path: file to write (its directory is created if needed).
+        columns: column name -> equal-length array-like (numpy arrays, or
+            lists for strings); exactly the columns of ``schema``.
+        schema: one of :data:`JOBS_SCHEMA`, :data:`EVENTS_SCHEMA`,
+            :data:`DECISIONS_SCHEMA`.
+        metadata: run metadata (JSON-able: cores, policy, tau, ...), stored
+            as canonical JSON under ``cosim.run``.
+
+    Returns:
+        The path written.
+
+    Raises:
+        InputError: a column is missing, unknown, of the wrong length, or
+            holds values that do not convert to the schema's type.
+    """
+    kind = _schema_id(schema).split("/")[0]
+    names = schema.names
+    missing = [n for n in names if n not in columns]
+    extra = sorted(set(columns) - set(names))
+    if missing:
+        raise InputError(kind, f"no column(s) {', '.join(missing)}",
+                         f"columns {', '.join(names)}")
+    if extra:
+        raise InputError(kind, f"unknown column(s) {', '.join(extra)}",
+                         f"only columns {', '.join(names)}")
+    arrays = [_to_arrow(n, columns[n], schema.field(n).type, kind) for n in names]
+    lengths = {n: len(a) for n, a in zip(names, arrays, strict=True)}
+    if len(set(lengths.values())) > 1:
+        n0 = names[0]
+        bad = next(n for n in names if lengths[n] != lengths[n0])
+        raise InputError(f"{kind}.{bad}", f"{lengths[bad]} rows",
+                         f"{lengths[n0]} rows like column {n0}")
+    meta = dict(schema.metadata)
+    meta[_RUN_KEY] = _canonical_json(dict(metadata or {})).encode()
+    table = pa.Table.from_arrays(arrays, schema=schema.with_metadata(meta))
+    strings = [n for n in names if pa.types.is_string(schema.field(n).type)]
+
+    def write(f):
+        # Dictionary-encode the (highly repetitive) string columns only:
+        # numeric columns are mostly distinct and zstd handles them.
+        pq.write_table(table, f, compression="zstd", use_dictionary=strings,
+                       write_statistics=True)
+
+    return _write_atomic(Path(path), write)
+
+
+def _parse_schema_id(text: str) -> tuple[str, int] | None:
+    kind, _, version = text.partition("/")
+    return (kind, int(version)) if version.isdigit() else None
+
+
+def read_table(path: str | os.PathLike, kind: str) -> RecordTable:
+    """Read a table written by :func:`write_table`, checking its schema id.
+
+    Args:
+        path: the Parquet file.
+        kind: ``"jobs"``, ``"events"`` or ``"decisions"``.
+
+    Returns:
+        A :class:`RecordTable`: numpy column arrays (strings as ``object``
+        arrays of ``str``) plus ``schema_id`` and ``meta``.
+
+    Raises:
+        InputError: the file is missing, not Parquet, or its schema id is
+            absent, of another table kind, or of an unsupported version.
+    """
+    if kind not in SCHEMAS:
+        raise ValueError(f"unknown table kind {kind!r}; one of {sorted(SCHEMAS)}")
+    schema = SCHEMAS[kind]
+    want = _schema_id(schema)
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "no such file", f"a {kind} Parquet file ({want})")
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(str(path), f"a file that is not Parquet ({exc})",
+                         f"a {kind} Parquet file ({want}) written by cosim") from None
+    kv = pf.metadata.metadata or {}
+    found = kv.get(_SCHEMA_KEY)
+    if found is None:
+        raise InputError(str(path), "no cosim.schema entry in the Parquet metadata",
+                         f"a {kind} table with schema id {want!r}")
+    found = found.decode(errors="replace")
+    parsed = _parse_schema_id(found)
+    if parsed is None or parsed[0] != kind:
+        raise InputError(str(path), f"schema id {found!r}",
+                         f"a {kind} table with schema id {want!r}")
+    if found != want:
+        raise InputError(str(path), f"schema id {found!r} (unsupported version)",
+                         f"schema id {want!r}; this cosim reads version "
+                         f"{want.split('/')[1]} only")
+    try:
+        table = pf.read()
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(str(path), f"a corrupt Parquet file ({exc})",
+                         "a readable Parquet file") from None
+    columns: dict[str, np.ndarray] = {}
+    for field in schema:
+        if field.name not in table.column_names:
+            raise InputError(f"{path}", f"no column {field.name!r}",
+                             f"the columns of schema {want}")
+        col = table.column(field.name)
+        if col.type != field.type:
+            raise InputError(f"{path}:{field.name}", f"type {col.type}",
+                             f"type {field.type} (schema {want})")
+        # Strings stay Python objects: numpy's fixed-width str dtype would
+        # drop trailing NULs and pad every cell to the longest reason.
+        columns[field.name] = col.to_numpy()
+    try:
+        meta = json.loads(kv.get(_RUN_KEY, b"{}").decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{path}", "unparsable cosim.run metadata",
+                         "canonical JSON run metadata") from None
+    return RecordTable(columns, found, meta)
+
+
+def read_jobs(path: str | os.PathLike) -> RecordTable:
+    """Read ``jobs.parquet`` (schema ``jobs/1``); see :func:`read_table`."""
+    return read_table(path, "jobs")
+
+
+def read_events(path: str | os.PathLike) -> RecordTable:
+    """Read ``events.parquet`` (schema ``events/1``); see :func:`read_table`."""
+    return read_table(path, "events")
+
+
+def read_decisions(path: str | os.PathLike) -> RecordTable:
+    """Read ``decisions.parquet`` (schema ``decisions/1``); see :func:`read_table`."""
+    return read_table(path, "decisions")
+
+
+def write_run(out_dir: str | os.PathLike, *, jobs: Mapping[str, Any],
+              events: Mapping[str, Any], decisions: Mapping[str, Any], cores: int,
+              policy: str, tau: float = 10.0, meta: Mapping[str, Any] | None = None,
+              summary: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """Write a run's results folder: three tables and ``summary.json``.
+
+    Args:
+        out_dir: the results folder (created if needed).
+        jobs, events, decisions: the engine's tables (column dicts).
+        cores: nominal total cores of the machine.
+        policy: policy name.
+        tau: bounded-slowdown bound in seconds.
+        meta: extra run metadata (seed, scenario name, ...), stored with
+            every table and in the summary under ``meta``.
+        summary: precomputed metrics; computed with
+            :func:`cosim.metrics.summarize` when omitted.
+
+    Returns:
+        File role (``"jobs"``, ``"events"``, ``"decisions"``, ``"summary"``) -> path.
+    """
+    run_meta = {"cores": int(cores), "policy": str(policy), "tau": float(tau),
+                **dict(meta or {})}
+    out = Path(out_dir)
+    paths = {
+        "jobs": write_table(out / "jobs.parquet", jobs, JOBS_SCHEMA, run_meta),
+        "events": write_table(out / "events.parquet", events, EVENTS_SCHEMA, run_meta),
+        "decisions": write_table(out / "decisions.parquet", decisions, DECISIONS_SCHEMA,
+                                 run_meta),
+    }
+    if summary is None:
+        from cosim.metrics import summarize  # metrics does not import records
+
+        summary = summarize(jobs, events, cores=cores, tau=tau)
+    doc = {"schema": "summary/1", "policy": str(policy), "meta": run_meta,
+           "metrics": dict(summary)}
+    paths["summary"] = write_json_atomic(out / "summary.json", doc)
+    return paths
