@@ -1,0 +1,181 @@
+"""Tests of cosim.report on small results folders made with cosim.records."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosim import records
+from cosim.errors import InputError
+from cosim.report import load_runs, write_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def synthetic_run(n: int, cores: int, seed: int) -> tuple[dict, dict, dict]:
+    """A consistent strict-FCFS run of ``n`` random jobs; the last 2 never start."""
+    rng = np.random.default_rng(seed)
+    submit = np.cumsum(rng.exponential(60.0, n))
+    run = np.round(rng.lognormal(5.0, 1.5, n), 1)
+    procs = np.minimum(rng.integers(1, 2 * cores, n) // rng.integers(1, 9, n) + 1, cores)
+    start = np.full(n, np.nan)
+    running: list[tuple[float, int]] = []
+    used, t = 0, -np.inf
+    for j in range(n - 2):
+        t = max(t, submit[j])
+        while running and (running[0][0] <= t or used + procs[j] > cores):
+            end, p = heapq.heappop(running)
+            t, used = max(t, end), used - p
+        start[j] = t
+        used += procs[j]
+        heapq.heappush(running, (t + run[j], int(procs[j])))
+    started = np.isfinite(start)
+    end = np.where(started, start + run, np.nan)
+    outcome = np.where(started, "completed", "unfinished").astype(object)
+    outcome[3] = "timeout"
+    mode = np.where(started, rng.choice(["ready", "reserved", "backfilled"], n), "")
+    jobs = {
+        "job_id": np.arange(1, n + 1), "user": rng.integers(0, 20, n), "submit": submit,
+        "start": start, "end": end, "run": np.where(started, run, np.nan),
+        "req_time": run * 2, "estimate": run * 1.5, "procs": procs, "mem": np.zeros(n),
+        "outcome": outcome.tolist(), "mode": mode.tolist(),
+        "reason": np.where(started, "fits at head", "").tolist(),
+        "attempts": started.astype(np.int32), "killed_seconds": np.zeros(n),
+        "killed_core_seconds": np.zeros(n), "reservation": np.full(n, np.nan),
+    }
+    # events: submit (+1 queued), start (-1 queued, +1 running), end
+    times = np.concatenate([submit, start[started], end[started]])
+    order = np.concatenate([np.full(n, 2), np.ones(started.sum()), np.zeros(started.sum())])
+    ids = np.concatenate([jobs["job_id"], jobs["job_id"][started], jobs["job_id"][started]])
+    dq = np.concatenate([np.ones(n), -np.ones(started.sum()), np.zeros(started.sum())])
+    dr = np.concatenate([np.zeros(n), np.ones(started.sum()), -np.ones(started.sum())])
+    du = np.concatenate([np.zeros(n), procs[started], -procs[started]])
+    area = jobs["estimate"] * procs
+    da = np.concatenate([area, -area[started], np.zeros(started.sum())])
+    idx = np.lexsort((order, times))
+    kinds = np.array(["submit", "start", "end"])[(2 - order[idx]).astype(int)]
+    m = len(idx)
+    events = {
+        "time": times[idx], "kind": kinds.tolist(), "job_id": ids[idx], "node": np.full(m, -1),
+        "queue_len": np.cumsum(dq[idx]).astype(np.int64),
+        "running": np.cumsum(dr[idx]).astype(np.int64),
+        "used_cores": np.cumsum(du[idx]).astype(np.int64), "up_cores": np.full(m, cores),
+        "queued_area": np.abs(np.cumsum(da[idx])), "idle_fit_cores": np.zeros(m, np.int64),
+    }
+    decisions = {"time": start[started], "job_id": jobs["job_id"][started],
+                 "action": ["start"] * int(started.sum()),
+                 "mode": mode[started].tolist(), "reason": ["fits at head"] * int(started.sum()),
+                 "reserved_time": np.full(started.sum(), np.nan)}
+    return jobs, events, decisions
+
+
+def make_comparison(root: Path, policies: list[str], n: int = 40, cores: int = 16,
+                    write_index: bool = True) -> Path:
+    summaries = {}
+    for i, name in enumerate(policies):
+        jobs, events, decisions = synthetic_run(n, cores, seed=i)
+        paths = records.write_run(root / name, jobs=jobs, events=events, decisions=decisions,
+                                  cores=cores, policy=name)
+        summaries[name] = records.read_json(paths["summary"])["metrics"]
+    if write_index:
+        records.write_json_atomic(root / "comparison.json", {
+            "schema": "comparison/1", "policies": policies, "summaries": summaries})
+    return root
+
+
+def check_report(root: Path, names: list[str]) -> str:
+    html = (root / "report.html").read_text()
+    srcs = re.findall(r'<img src="([^"]+)"', html)
+    pngs = sorted(p.name for p in root.glob("*.png"))
+    assert sorted(srcs) == pngs and pngs, (srcs, pngs)
+    for name in pngs:
+        data = (root / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 2000, name
+    for name in names:
+        assert f"<th>{name}</th>" in html
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+    return html
+
+
+def test_comparison_report(tmp_path):
+    root = make_comparison(tmp_path, ["fcfs", "easy", "rl-ppo"])
+    out = write_report(root)
+    assert out == root / "report.html"
+    html = check_report(root, ["fcfs", "easy", "rl-ppo"])
+    for fig in ("timeseries.png", "wait_bsld_cdf.png", "by_size_class.png", "modes.png",
+                "gantt_fcfs.png", "gantt_easy.png", "gantt_rl-ppo.png"):
+        assert f'src="{fig}"' in html
+    # the metrics table shows the summary values, with the unfinished note
+    assert "<th>wait_mean</th>" in html and "<th>bsld_mean</th>" in html
+    assert "fcfs: 2 job(s) were still queued or running" in html
+    runs = load_runs(root)
+    assert [r.name for r in runs] == ["fcfs", "easy", "rl-ppo"]
+    assert runs[0].summary["jobs_unfinished"] == 2
+
+
+def test_single_run_without_summary_and_gantt_skipped(tmp_path):
+    jobs, events, decisions = synthetic_run(30, 8, seed=5)
+    meta = {"cores": 8, "policy": "sjf<1>", "tau": 10.0}
+    records.write_table(tmp_path / "jobs.parquet", jobs, records.JOBS_SCHEMA, meta)
+    records.write_table(tmp_path / "events.parquet", events, records.EVENTS_SCHEMA, meta)
+    write_report(tmp_path, gantt_max_jobs=10)
+    html = check_report(tmp_path, ["sjf&lt;1&gt;"])
+    assert "sjf&lt;1&gt;: no Gantt chart (30 jobs, more than 10)" in html
+    assert not list(tmp_path.glob("gantt_*"))
+    # summary computed from the tables since there is no summary.json
+    assert re.search(r"<th>jobs_total</th><td>30</td>", html)
+
+
+def test_subfolders_without_comparison_json(tmp_path):
+    make_comparison(tmp_path, ["b_policy", "a_policy"], write_index=False)
+    write_report(tmp_path)
+    html = check_report(tmp_path, ["a_policy", "b_policy"])
+    assert html.index("<th>a_policy</th>") < html.index("<th>b_policy</th>")
+
+
+def test_comparison_json_as_mapping(tmp_path):
+    make_comparison(tmp_path, ["x", "y"], write_index=False)
+    # json.dumps, not write_json_atomic: that one sorts keys, and order matters here
+    (tmp_path / "comparison.json").write_text(
+        json.dumps({"policies": {"y": {"wait_mean": 1.0}, "x": {"wait_mean": 2.0}}}))
+    runs = load_runs(tmp_path)
+    # the policy's own summary.json wins over the comparison entry
+    assert [r.name for r in runs] == ["y", "x"]
+    assert runs[0].summary["jobs_total"] == 40
+
+
+def test_bad_folders(tmp_path):
+    with pytest.raises(InputError, match="expected a results folder, got no such folder"):
+        write_report(tmp_path / "missing")
+    with pytest.raises(InputError, match="got no jobs.parquet, comparison.json or run subfolders"):
+        write_report(tmp_path)
+    (tmp_path / "comparison.json").write_text(json.dumps({"policies": ["ghost"]}))
+    with pytest.raises(InputError, match=r"comparison.json:ghost: expected a policy subfolder"):
+        write_report(tmp_path)
+    (tmp_path / "comparison.json").write_text(json.dumps({"runs": []}))
+    with pytest.raises(InputError, match="got no 'policies' key"):
+        write_report(tmp_path)
+
+
+def test_report_on_wrong_file(tmp_path):
+    (tmp_path / "jobs.parquet").write_text("not parquet")
+    with pytest.raises(InputError, match="got a file that is not Parquet"):
+        write_report(tmp_path)
+
+
+@pytest.mark.benchmark
+def test_report_speed_10k(tmp_path):
+    make_comparison(tmp_path, ["fcfs", "easy"], n=10_000, cores=256)
+    t0 = time.perf_counter()
+    write_report(tmp_path)
+    elapsed = time.perf_counter() - t0
+    html = check_report(tmp_path, ["fcfs", "easy"])
+    assert "no Gantt chart (10000 jobs" in html
+    print(f"write_report on 2 x 10k jobs: {elapsed:.2f} s")
+    assert elapsed < 10.0
