@@ -57,6 +57,7 @@ __all__ = [
     "RecordTable",
     "write_table",
     "write_json_atomic",
+    "write_bytes_atomic",
     "write_run",
     "read_table",
     "read_jobs",
@@ -235,6 +236,19 @@ def _write_atomic(path: Path, write: Callable[[Any], None]) -> Path:
     finally:
         os.close(dfd)
     return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically.
+
+    The same temp-file, fsync and rename sequence as every result file, for
+    side files such as the resolved ``scenario.yaml``.
+
+    Returns:
+        The path written.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    return _write_atomic(Path(path), lambda f: f.write(raw))
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:

@@ -132,6 +132,13 @@ def test_write_leaves_no_temp_files(tmp_path):
     assert (tmp_path / "jobs.parquet").stat().st_mode & 0o777 == 0o644
 
 
+def test_write_bytes_atomic(tmp_path):
+    p = records.write_bytes_atomic(tmp_path / "sub" / "scenario.yaml", "name: x\n")
+    assert p.read_text() == "name: x\n"
+    records.write_bytes_atomic(p, b"\x00\x01")
+    assert p.read_bytes() == b"\x00\x01" and len(list(p.parent.iterdir())) == 1
+
+
 def test_interrupted_write_keeps_old_file(tmp_path):
     path = write_json_atomic(tmp_path / "s.json", {"v": 1})
 
