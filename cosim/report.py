@@ -186,6 +186,12 @@ def _margins(fig, left: float = 0.8, right: float = 0.2, bottom: float = 0.6,
                         top=1 - top / h, **space)
 
 
+def _legend(ax, **kw) -> None:
+    """A legend only when something is labelled (matplotlib warns otherwise)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def _colors(n: int) -> list:
     cmap = _pyplot().get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]
@@ -208,8 +214,7 @@ def _plot_time(runs: list[Run], path: Path) -> bool:
     ax_u.set_ylim(0, 1.05)
     ax_q.set_ylabel("queued jobs")
     ax_q.set_xlabel("time (h)")
-    if drawn:
-        ax_u.legend(loc="lower right", fontsize=8)
+    _legend(ax_u, loc="lower right", fontsize=8)
     _margins(fig, hspace=0.08)
     _save(fig, path)
     return drawn
@@ -242,7 +247,7 @@ def _plot_cdfs(runs: list[Run], per: list[dict], path: Path) -> None:
         ax.set_ylabel("fraction of finished jobs")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-    ax_w.legend(loc="lower right", fontsize=8)
+    _legend(ax_w, loc="lower right", fontsize=8)
     _margins(fig, wspace=0.25)
     _save(fig, path)
 
@@ -278,7 +283,7 @@ def _plot_by_size(runs: list[Run], per: list[dict], path: Path) -> None:
     ax_b.set_ylabel("bounded slowdown")
     ax_b.set_xticks(range(nc), [f"{c[0]} procs" for c in metrics.SIZE_CLASSES])
     ax_b.set_xlim(-0.5, nc - 0.5)
-    ax_w.legend(fontsize=8, loc="upper left")
+    _legend(ax_w, fontsize=8, loc="upper left")
     ax_w.set_title("by job size class (box: quartiles, whiskers: 5th-95th percentile)",
                    fontsize=9)
     _margins(fig, bottom=0.45, hspace=0.12)
@@ -303,7 +308,7 @@ def _plot_modes(runs: list[Run], path: Path) -> None:
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_ylabel("share of finished jobs / core-hours")
     ax.set_ylim(0, 1.0)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _margins(fig, right=1.3)
     _save(fig, path)
 
@@ -338,7 +343,7 @@ def _plot_gantt(run: Run, path: Path) -> None:
     ax.set_ylabel("job (submit order)")
     ax.set_title(f"{run.name}: grey = queued, colour = running (by execution mode)",
                  fontsize=9)
-    ax.legend(fontsize=8, loc="upper right")
+    _legend(ax, fontsize=8, loc="upper right")
     _margins(fig, bottom=0.55)
     _save(fig, path)
 
@@ -448,11 +453,15 @@ def write_report(results_dir: str | os.PathLike, *,
     def add(fname: str, caption: str, draw) -> None:
         # Write to a temp name then rename, like every other result file.
         tmp = root / f".{fname}.tmp.png"
-        if draw(tmp) is False:
+        try:
+            drawn = draw(tmp)
+            if drawn is not False:
+                os.replace(tmp, root / fname)
+        finally:
             tmp.unlink(missing_ok=True)
-            notes.append(f"No {caption.lower()}: no events table.")
+        if drawn is False:
+            notes.append(f"No {caption[0].lower()}{caption[1:]}: no events table.")
             return
-        os.replace(tmp, root / fname)
         images.append((fname, caption))
 
     add("timeseries.png", "Utilization and queue length over time",

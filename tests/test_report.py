@@ -179,3 +179,18 @@ def test_report_speed_10k(tmp_path):
     assert "no Gantt chart (10000 jobs" in html
     print(f"write_report on 2 x 10k jobs: {elapsed:.2f} s")
     assert elapsed < 10.0
+
+
+def test_run_with_no_finished_job_and_no_events(tmp_path):
+    jobs, _, _ = synthetic_run(6, 4, seed=2)
+    n = 6
+    jobs.update(start=np.full(n, np.nan), end=np.full(n, np.nan), run=np.full(n, np.nan),
+                outcome=["unfinished"] * n, mode=[""] * n,
+                attempts=np.zeros(n, np.int32))
+    records.write_table(tmp_path / "jobs.parquet", jobs, records.JOBS_SCHEMA,
+                        {"cores": 4, "policy": "idle"})
+    write_report(tmp_path)
+    html = check_report(tmp_path, ["idle"])
+    assert "No utilization and queue length over time: no events table." in html
+    assert not (tmp_path / "timeseries.png").exists()
+    assert "idle: 6 job(s) were still queued or running" in html
