@@ -1,0 +1,159 @@
+"""Cut episodes out of a long workload: windows of consecutive jobs, sampled jobsets.
+
+* :func:`window` takes ``n`` consecutive jobs from a (random) offset and
+  shifts them so the first submit is at 0: the episode sampling of DBF
+  (seed 000) and RLScheduler, which train on random windows of a trace.
+* :func:`jobsets` draws jobs at random from the whole trace and re-times them
+  with Poisson arrivals: DRAS (seed 004) phase-1 "sampled jobsets", whose
+  arrival rate follows the average inter-arrival time of the original trace.
+
+Dependencies between jobs (``prev_job`` / ``think``) only survive when the
+preceding job is in the same episode; otherwise both are reset to -1 and the
+job is counted in ``cleaning["prev_job_cut"]``.
+
+Examples:
+    >>> from cosim.workloads.base import Workload
+    >>> w = Workload.from_columns(submit=[0, 10, 20, 30], run=[5] * 4, procs=[1] * 4)
+    >>> window(w, 2, start=1).submit.tolist()
+    [0.0, 10.0]
+    >>> [len(s) for s in jobsets(w, 3, 2, arrival_rate=0.1, seed=0)]
+    [2, 2, 2]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from cosim.errors import WorkloadError
+from cosim.workloads.base import Workload
+
+__all__ = ["window", "jobsets"]
+
+
+def _check_count(where: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
+        expected = f"an integer in {low}..{high}" if high >= low else f"an integer >= {low} (the workload is too small)"
+        raise WorkloadError(where, repr(value), expected)
+    return int(value)
+
+
+def _cut_dependencies(w: Workload) -> Workload:
+    """Reset prev_job/think of jobs whose preceding job is not in ``w``."""
+    has_prev = w.prev_job >= 0
+    outside = has_prev & ~np.isin(w.prev_job, w.job_id)
+    cleaning = dict(w.cleaning)
+    cleaning["prev_job_cut"] = int(outside.sum())
+    if outside.any():
+        w = replace(w, prev_job=np.where(outside, -1, w.prev_job),
+                    think=np.where(outside, -1.0, w.think))
+    return replace(w, cleaning=cleaning)
+
+
+def window(
+    workload: Workload,
+    n_jobs: int,
+    *,
+    rng_or_seed: int | np.random.Generator | None = None,
+    start: int | None = None,
+) -> Workload:
+    """``n_jobs`` consecutive jobs from a random (or given) offset, first submit at 0.
+
+    Args:
+        workload: the source, sorted by submit time.
+        n_jobs: window length, 1..len(workload).
+        rng_or_seed: seed or generator for the random offset, uniform over
+            ``0..len(workload) - n_jobs``. Required unless ``start`` is given.
+        start: explicit offset (index of the first job) instead of a random one.
+
+    Returns:
+        The window; ``source`` records the offset, ``cleaning["prev_job_cut"]``
+        counts dependencies on jobs before the window.
+
+    Raises:
+        WorkloadError: ``n_jobs`` or ``start`` out of range, or neither
+            ``start`` nor ``rng_or_seed`` given.
+    """
+    total = len(workload)
+    n = _check_count("window.n_jobs", n_jobs, 1, total)
+    if start is None:
+        if rng_or_seed is None:
+            raise WorkloadError("window.rng_or_seed", "None", "a seed or numpy Generator, or an explicit start")
+        rng = _rng(rng_or_seed, "window.rng_or_seed")
+        first = int(rng.integers(0, total - n, endpoint=True))
+    else:
+        first = _check_count("window.start", start, 0, total - n)
+    w = workload.take(slice(first, first + n)).shifted()
+    w = _cut_dependencies(w)
+    w.source = f"{workload.source} [jobs {first}..{first + n - 1}]".lstrip()
+    return w
+
+
+def jobsets(
+    workload: Workload,
+    n_sets: int,
+    set_size: int,
+    *,
+    arrival_rate: float | None = None,
+    seed: int = 0,
+) -> list[Workload]:
+    """Job sets sampled from ``workload`` and re-timed with Poisson arrivals (DRAS phase 1).
+
+    Each set draws ``set_size`` distinct jobs uniformly at random (kept in
+    their trace order) and gives them new submit times: exponential gaps of
+    mean ``1 / arrival_rate``, the first job at 0. Set ``i`` depends only on
+    ``seed`` and ``i`` (one spawned stream per set), so asking for more sets
+    keeps the earlier ones.
+
+    Args:
+        workload: the source trace.
+        n_sets: number of sets (>= 1).
+        set_size: jobs per set, 1..len(workload).
+        arrival_rate: jobs per second; default the trace's own average,
+            ``(n - 1) / (last submit - first submit)``.
+        seed: seed of the sampling and the arrival times.
+
+    Returns:
+        ``n_sets`` workloads. Job ids are the original ones; ``prev_job`` and
+        ``think`` are reset to -1 when the preceding job was not drawn.
+
+    Raises:
+        WorkloadError: an argument out of range, or no ``arrival_rate`` given
+            for a trace whose submit times do not span any time.
+    """
+    total = len(workload)
+    sets = _check_count("jobsets.n_sets", n_sets, 1, 10**9)
+    size = _check_count("jobsets.set_size", set_size, 1, total)
+    if arrival_rate is None:
+        span = float(workload.submit[-1] - workload.submit[0]) if total else 0.0
+        if total < 2 or span <= 0:
+            raise WorkloadError("jobsets.arrival_rate", "None for a trace whose submits span no time",
+                                "an explicit arrival rate (jobs per second)")
+        arrival_rate = (total - 1) / span
+    elif (isinstance(arrival_rate, bool) or not isinstance(arrival_rate, int | float)
+          or not math.isfinite(arrival_rate) or arrival_rate <= 0):
+        raise WorkloadError("jobsets.arrival_rate", repr(arrival_rate), "a positive finite number of jobs per second")
+
+    out = []
+    for i, child in enumerate(np.random.SeedSequence(seed).spawn(sets)):
+        rng = np.random.default_rng(child)
+        index = np.sort(rng.choice(total, size=size, replace=False))
+        gaps = rng.exponential(1.0 / arrival_rate, size=size)
+        gaps[0] = 0.0
+        w = workload.take(index)
+        w.submit = np.cumsum(gaps)
+        w = _cut_dependencies(w)
+        w.source = (f"{workload.source} [jobset {i}: {size} sampled jobs, "
+                    f"Poisson {arrival_rate:.6g}/s, seed {seed}]").lstrip()
+        out.append(w)
+    return out
+
+
+def _rng(value, where: str) -> np.random.Generator:
+    if isinstance(value, np.random.Generator):
+        return value
+    if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0:
+        return np.random.default_rng(int(value))
+    raise WorkloadError(where, repr(value), "a non-negative integer seed or a numpy Generator")

@@ -1,0 +1,154 @@
+"""Tests for windows and sampled jobsets (cosim.workloads.windows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cosim.errors import InputError, WorkloadError
+from cosim.workloads.base import Workload
+from cosim.workloads.lublin import lublin
+from cosim.workloads.windows import jobsets, window
+
+
+@pytest.fixture
+def small():
+    # job 3 depends on job 2, job 5 on job 1
+    return Workload.from_columns(
+        submit=[100, 110, 130, 160, 200, 250],
+        run=[1, 2, 3, 4, 5, 6],
+        procs=[1, 2, 3, 4, 5, 6],
+        prev_job=[-1, -1, 2, -1, 1, -1],
+        think=[-1, -1, 7, -1, 9, -1],
+        source="small",
+    )
+
+
+def test_window_by_hand(small):
+    w = window(small, 3, start=2)
+    w.validate()
+    assert w.job_id.tolist() == [3, 4, 5]
+    assert w.submit.tolist() == [0, 30, 70]
+    assert w.run.tolist() == [3, 4, 5]
+    # jobs 2 and 1 are outside the window: both dependencies are cut
+    assert w.prev_job.tolist() == [-1, -1, -1] and w.think.tolist() == [-1, -1, -1]
+    assert w.cleaning["prev_job_cut"] == 2
+    assert w.source == "small [jobs 2..4]"
+    # the source workload is untouched
+    assert small.submit[0] == 100 and small.prev_job[2] == 2
+
+
+def test_window_keeps_inner_dependency(small):
+    w = window(small, 3, start=1)
+    assert w.prev_job.tolist() == [-1, 2, -1]
+    assert w.think.tolist() == [-1, 7, -1]
+    assert w.cleaning["prev_job_cut"] == 0
+
+
+def test_random_window_deterministic_and_covers_offsets():
+    w = lublin(200, seed=1)
+    a = window(w, 50, rng_or_seed=4)
+    b = window(w, 50, rng_or_seed=np.random.default_rng(4))
+    np.testing.assert_array_equal(a.job_id, b.job_id)
+    starts = {int(window(w, 50, rng_or_seed=s).job_id[0]) - 1 for s in range(400)}
+    assert min(starts) >= 0 and max(starts) <= 150
+    assert len(starts) > 100  # spread over the 151 possible offsets
+    full = window(w, 200, rng_or_seed=0)
+    np.testing.assert_array_equal(full.job_id, w.job_id)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_total=st.integers(1, 60), data=st.data())
+def test_window_invariants(n_total, data):
+    w = lublin(n_total, seed=3)
+    n = data.draw(st.integers(1, n_total))
+    seed = data.draw(st.integers(0, 2**31))
+    out = window(w, n, rng_or_seed=seed)
+    out.validate()
+    assert len(out) == n and out.submit[0] == 0
+    first = int(np.flatnonzero(w.job_id == out.job_id[0])[0])
+    np.testing.assert_array_equal(out.job_id, w.job_id[first:first + n])
+    np.testing.assert_allclose(out.submit, w.submit[first:first + n] - w.submit[first])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_jobs": 7, "start": 0}, r"window\.n_jobs: expected an integer in 1\.\.6, got 7"),
+        ({"n_jobs": 0, "start": 0}, r"window\.n_jobs: expected an integer in 1\.\.6, got 0"),
+        ({"n_jobs": 3, "start": 4}, r"window\.start: expected an integer in 0\.\.3, got 4"),
+        ({"n_jobs": 3, "start": -1}, r"window\.start: expected an integer in 0\.\.3, got -1"),
+        ({"n_jobs": 3}, r"window\.rng_or_seed: expected a seed or numpy Generator, or an explicit start"),
+        ({"n_jobs": 3, "rng_or_seed": "x"}, r"window\.rng_or_seed: expected a non-negative integer seed"),
+    ],
+)
+def test_window_bad_arguments(small, kwargs, message):
+    with pytest.raises(InputError, match=message):
+        window(small, **kwargs)
+
+
+def test_jobsets_shapes_and_poisson_times():
+    w = lublin(2000, seed=2)
+    sets = jobsets(w, 4, 500, arrival_rate=0.01, seed=9)
+    assert len(sets) == 4
+    for s in sets:
+        s.validate()
+        assert len(s) == 500 and s.submit[0] == 0
+        assert len(np.unique(s.job_id)) == 500 and np.all(np.diff(s.job_id) > 0)
+        assert np.isin(s.job_id, w.job_id).all()
+        # run time and size travel with the job
+        idx = s.job_id - 1
+        np.testing.assert_array_equal(s.run, w.run[idx])
+        np.testing.assert_array_equal(s.procs, w.procs[idx])
+        gaps = np.diff(s.submit)
+        assert gaps.mean() == pytest.approx(100, rel=0.15)  # exponential, mean 1/rate
+        assert gaps.std() == pytest.approx(100, rel=0.2)  # exponential: sd == mean
+    assert not np.array_equal(sets[0].job_id, sets[1].job_id)
+
+
+def test_jobsets_default_rate_is_trace_average():
+    w = lublin(3000, seed=5)
+    rate = (len(w) - 1) / (w.submit[-1] - w.submit[0])
+    (s,) = jobsets(w, 1, 2000, seed=1)
+    assert np.diff(s.submit).mean() == pytest.approx(1 / rate, rel=0.1)
+    assert f"Poisson {rate:.6g}/s" in s.source
+
+
+def test_jobsets_deterministic_and_prefix_stable():
+    w = lublin(500, seed=6)
+    a = jobsets(w, 2, 100, arrival_rate=1.0, seed=3)
+    b = jobsets(w, 5, 100, arrival_rate=1.0, seed=3)
+    for x, y in zip(a, b[:2], strict=True):
+        np.testing.assert_array_equal(x.job_id, y.job_id)
+        np.testing.assert_array_equal(x.submit, y.submit)
+
+
+def test_jobsets_cut_dependencies(small):
+    (s,) = jobsets(small, 1, 6, arrival_rate=1.0, seed=0)
+    np.testing.assert_array_equal(s.prev_job, small.prev_job)  # all jobs drawn: kept
+    assert s.cleaning["prev_job_cut"] == 0
+    cut = sum(x.cleaning["prev_job_cut"] for x in jobsets(small, 20, 3, arrival_rate=1.0, seed=1))
+    assert cut > 0
+    for x in jobsets(small, 20, 3, arrival_rate=1.0, seed=1):
+        assert np.all((x.prev_job == -1) | np.isin(x.prev_job, x.job_id))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((0, 2), {}, r"jobsets\.n_sets: expected an integer in 1\.\.1000000000, got 0"),
+        ((1, 7), {}, r"jobsets\.set_size: expected an integer in 1\.\.6, got 7"),
+        ((1, 2), {"arrival_rate": 0.0}, r"jobsets\.arrival_rate: expected a positive finite number"),
+    ],
+)
+def test_jobsets_bad_arguments(small, args, kwargs, message):
+    with pytest.raises(WorkloadError, match=message):
+        jobsets(small, *args, **kwargs)
+
+
+def test_jobsets_need_rate_for_zero_span():
+    w = Workload.from_columns(submit=[5, 5, 5], run=[1, 1, 1], procs=[1, 1, 1])
+    with pytest.raises(WorkloadError, match=r"jobsets\.arrival_rate: expected an explicit arrival rate"):
+        jobsets(w, 1, 2)
