@@ -272,7 +272,8 @@ def _plot_by_size(runs: list[Run], per: list[dict], path: Path) -> None:
             # Whiskers at the 5th/95th percentiles, no fliers: with thousands
             # of jobs the fliers would hide the boxes and slow the drawing.
             bp = ax.boxplot(data, positions=pos, widths=width * 0.85, whis=(5, 95),
-                            showfliers=False, patch_artist=True, manage_ticks=False)
+                            showfliers=False, patch_artist=True, manage_ticks=False,
+                            medianprops={"color": "black"})
             for box in bp["boxes"]:
                 box.set_facecolor(color)
                 box.set_alpha(0.6)
