@@ -22,11 +22,13 @@ class InputError(CosimError):
         where: file and line (``"trace.swf:12"``) or key path (``"cluster.cores"``).
         found: what was found, already formatted for the message.
         expected: what was expected instead.
+        hint: an optional suggestion ("did you mean 'jobs'?").
     """
 
-    def __init__(self, where: str, found: str, expected: str):
-        self.where, self.found, self.expected = where, found, expected
-        super().__init__(f"{where}: expected {expected}, got {found}")
+    def __init__(self, where: str, found: str, expected: str, hint: str = ""):
+        self.where, self.found, self.expected, self.hint = where, found, expected, hint
+        message = f"{where}: expected {expected}, got {found}"
+        super().__init__(f"{message}; {hint}" if hint else message)
 
 
 class ScenarioError(InputError):

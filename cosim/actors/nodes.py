@@ -1,0 +1,301 @@
+"""Compute nodes and the cluster that allocates them.
+
+Nodes own cores (and, on node-granular clusters, their memory); a running job
+is a SimPy process on its first node that any node of its allocation can
+interrupt (kill, node failure). Core-granular clusters let a job span nodes
+and treat memory as one cluster-wide pool, the two-resource model of DeepRM
+(Mao et al. 2016, seed 002); node-granular clusters give whole nodes, so
+memory only decides whether a job fits a node at all (checked at submit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+
+from cosim.job import Job, Outcome
+
+if TYPE_CHECKING:
+    from cosim.actors.scheduler import Scheduler
+
+__all__ = ["Node", "Cluster", "Killed", "NodeFailure"]
+
+_POOLED: list = []   # the allocation of a job holding pooled cores (no placement)
+
+
+@dataclass(frozen=True)
+class Killed:
+    """Interrupt cause: the scheduler (or an agent) killed the job."""
+
+    reason: str = "killed"
+    requeue: bool = True
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    """Interrupt cause: a node of the job's allocation went down."""
+
+    node: int
+
+
+class Node:
+    """One compute node.
+
+    Args:
+        env: the simulation environment.
+        index: position in the cluster.
+        cores: cores on the node.
+        memory: memory on the node (cluster units, 0 = not modelled).
+    """
+
+    __slots__ = ("env", "index", "cores", "memory", "free_cores", "up", "jobs")
+
+    def __init__(self, env: simpy.Environment, *, index: int, cores: int, memory: float = 0.0):
+        self.env = env
+        self.index = index
+        self.cores = cores
+        self.memory = memory
+        self.free_cores = cores
+        self.up = True
+        self.jobs: dict[Job, int] = {}   # job -> cores it holds here
+
+    def fail_and_recover(self, cluster: Cluster, mtbf: float, mttr: float,
+                         rng: np.random.Generator) -> Generator:
+        """Process: go down after Exp(mtbf), come back after Exp(mttr), forever."""
+        env = self.env
+        while True:
+            yield env.timeout(rng.exponential(mtbf))
+            cluster.node_down(self)
+            yield env.timeout(rng.exponential(mttr))
+            cluster.node_up(self)
+
+
+class Cluster:
+    """The nodes and the bookkeeping the scheduler needs to place jobs fast.
+
+    Free capacity is kept as running totals so a fit test is O(1); an
+    allocation touches only the nodes it takes.
+
+    Args:
+        env: the simulation environment.
+        nodes: node count.
+        cores_per_node: cores on each node.
+        memory_per_node: memory on each node (0 = memory not modelled).
+        granularity: ``"core"`` (jobs ask for cores and may span nodes) or
+            ``"node"`` (jobs ask for whole nodes).
+        enforce_walltime: kill a job that reaches its requested time.
+        track_placement: record which nodes hold each job's cores. Needed
+            when something depends on placement (node failures, whole-node
+            allocation); without it a core-granular job holds cores from the
+            pool, which is observably the same and several times faster on
+            clusters of many small nodes.
+    """
+
+    def __init__(self, env: simpy.Environment, *, nodes: int, cores_per_node: int,
+                 memory_per_node: float = 0.0, granularity: str = "core",
+                 enforce_walltime: bool = False, track_placement: bool = True):
+        self.env = env
+        self.granularity = granularity
+        self.node_granular = granularity == "node"
+        self.cores_per_node = cores_per_node
+        self.memory_per_node = memory_per_node
+        self.enforce_walltime = enforce_walltime
+        self.track_placement = track_placement or granularity == "node"
+        self.nodes = [Node(env, index=i, cores=cores_per_node, memory=memory_per_node)
+                      for i in range(nodes)]
+        self.total_cores = nodes * cores_per_node
+        # The unit jobs ask for: cores, or whole nodes.
+        self.capacity = nodes if self.node_granular else self.total_cores
+        self.free = self.capacity           # free units on nodes that are up
+        self.up_units = self.capacity
+        self.memory_pooled = memory_per_node > 0 and not self.node_granular
+        self.free_mem = memory_per_node * nodes if self.memory_pooled else math.inf
+        # Nodes with free cores, in a stable order: partly used first (packing).
+        self._partial: dict[int, None] = {}
+        self._empty: dict[int, None] = dict.fromkeys(range(nodes))
+        self.scheduler: Scheduler | None = None
+
+    # -- queries ---------------------------------------------------------
+    # On node-granular clusters every count below is in nodes, like job sizes,
+    # so utilization and its parts stay in one unit.
+    @property
+    def used_cores(self) -> int:
+        """Units (cores, or nodes) held by running jobs on nodes that are up."""
+        return self.up_units - self.free
+
+    @property
+    def up_cores(self) -> int:
+        """Units (cores, or nodes) on nodes that are up."""
+        return self.up_units
+
+    def fits_now(self, procs: int, mem: float) -> bool:
+        """Whether a job of this size can start now."""
+        return procs <= self.free and mem <= self.free_mem
+
+    def could_ever_fit(self, procs: int, mem: float) -> str:
+        """Why a job can never run here, or "" if it can."""
+        if procs > self.capacity:
+            unit = "nodes" if self.node_granular else "cores"
+            return f"needs {procs} {unit}, cluster has {self.capacity}"
+        if self.memory_per_node > 0:
+            if self.node_granular and mem / procs > self.memory_per_node:
+                return f"needs {mem / procs:g} memory per node, nodes have {self.memory_per_node:g}"
+            if not self.node_granular and mem > self.memory_per_node * len(self.nodes):
+                return f"needs {mem:g} memory, cluster has {self.memory_per_node * len(self.nodes):g}"
+        return ""
+
+    # -- allocation --------------------------------------------------------
+    def allocate(self, job: Job) -> list[tuple[Node, int]]:
+        """Take resources for ``job`` (the caller checked it fits)."""
+        if not self.track_placement:
+            self.free -= job.procs
+            self.free_mem -= job.mem
+            return _POOLED
+        need = job.procs
+        alloc: list[tuple[Node, int]] = []
+        nodes = self.nodes
+        if self.node_granular:
+            empty = self._empty
+            for i in empty:
+                alloc.append((nodes[i], nodes[i].cores))
+                need -= 1
+                if need == 0:
+                    break
+            for node, cores in alloc:
+                del empty[node.index]
+                node.free_cores = 0
+                node.jobs[job] = cores
+            self.free -= job.procs
+            return alloc
+        for pool in (self._partial, self._empty):
+            if need == 0:
+                break
+            for i in pool:
+                node = nodes[i]
+                take = node.free_cores if node.free_cores < need else need
+                alloc.append((node, take))
+                need -= take
+                if need == 0:
+                    break
+        partial, empty = self._partial, self._empty
+        for node, take in alloc:
+            i = node.index
+            if node.free_cores == node.cores:
+                del empty[i]
+            else:
+                del partial[i]
+            node.free_cores -= take
+            if node.free_cores:
+                partial[i] = None
+            node.jobs[job] = take
+        self.free -= job.procs
+        self.free_mem -= job.mem
+        return alloc
+
+    def release(self, job: Job) -> None:
+        """Give back what ``job`` holds; cores on down nodes stay out of the pool."""
+        if job.alloc is _POOLED:
+            self.free += job.procs
+            self.free_mem += job.mem
+            job.alloc = None
+            return
+        freed = 0
+        partial, empty = self._partial, self._empty
+        for node, take in job.alloc:
+            del node.jobs[job]
+            was_free = node.free_cores
+            node.free_cores += take
+            if not node.up:
+                continue
+            freed += take
+            i = node.index
+            if was_free:
+                del partial[i]
+            if node.free_cores == node.cores:
+                empty[i] = None
+            else:
+                partial[i] = None
+        if self.node_granular:
+            self.free += freed // self.cores_per_node
+        else:
+            self.free += freed
+            self.free_mem += job.mem
+        job.alloc = None
+
+    # -- the job process --------------------------------------------------
+    def run_job(self, job: Job) -> Generator:
+        """Process: run one attempt of ``job`` on its allocation.
+
+        Sleeps until the job ends, hits its walltime, or passes the
+        scheduler's expected end (then tells the scheduler, which extends its
+        expectation and may re-plan). Interrupts (kill, node failure) end the
+        attempt early. Resources are released in ``finally``.
+        """
+        env = self.env
+        sched = self.scheduler
+        start = env.now
+        limit = job.req_time if self.enforce_walltime else math.inf
+        timed_out = job.run > limit
+        end_at = start + (limit if timed_out else job.run)
+        try:
+            # Only jobs that will outlive the expectation need the check; for
+            # the rest the scheduler's view is already right when they end.
+            while job.expected_end < end_at:
+                yield env.timeout(max(0.0, job.expected_end - env.now))
+                if job.expected_end <= env.now < end_at:
+                    sched.job_overran(job)
+            yield env.timeout(end_at - env.now)
+            self.release(job)
+            sched.job_ended(job, Outcome.TIMEOUT if timed_out else Outcome.COMPLETED)
+        except simpy.Interrupt as interrupt:
+            self.release(job)
+            sched.job_interrupted(job, interrupt.cause)
+
+    # -- faults -------------------------------------------------------------
+    def node_down(self, node: Node) -> None:
+        """Take a node out: its free cores leave the pool, its jobs are interrupted."""
+        if not node.up:
+            return
+        node.up = False
+        i = node.index
+        if self.node_granular:
+            self.up_units -= 1
+            if i in self._empty:
+                del self._empty[i]
+                self.free -= 1
+        else:
+            self.up_units -= node.cores
+            self.free -= node.free_cores
+            self._partial.pop(i, None)
+            self._empty.pop(i, None)
+            if self.memory_pooled:
+                self.free_mem -= node.memory
+        for job in list(node.jobs):
+            if job.process is not None and job.process.is_alive:
+                job.process.interrupt(NodeFailure(node=i))
+        self.scheduler.node_changed(node, up=False)
+
+    def node_up(self, node: Node) -> None:
+        """Bring a node back with all its cores free."""
+        if node.up:
+            return
+        node.up = True
+        i = node.index
+        if self.node_granular:
+            self.up_units += 1
+            self.free += 1
+        else:
+            self.up_units += node.cores
+            self.free += node.free_cores
+            if self.memory_pooled:
+                self.free_mem += node.memory
+        if node.free_cores == node.cores:
+            self._empty[i] = None
+        elif node.free_cores:
+            self._partial[i] = None
+        self.scheduler.node_changed(node, up=True)

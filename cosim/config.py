@@ -1,0 +1,282 @@
+"""Scenario files: YAML into validated, frozen objects, with clear errors.
+
+A scenario says what cluster, which workload, which policies and which
+rules. Unknown keys are errors that suggest the nearest valid key; every
+error names the file, the line when known, and the key path. ``--set
+a.b=value`` overrides are parsed as YAML scalars and validated the same way.
+
+Examples:
+    >>> s = Scenario.model_validate({"name": "tiny", "workload": {"kind": "lublin", "jobs": 50}})
+    >>> s.cluster.nodes, s.scheduler.policies
+    (256, ('fcfs+easy',))
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cosim.errors import InputError, ScenarioError
+
+__all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
+           "FaultsConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
+           "scenario_from_dict"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Section):
+    """The machine.
+
+    Attributes:
+        nodes: number of nodes.
+        cores_per_node: cores on each node.
+        memory_per_node: memory on each node (GB; 0 = memory not modelled).
+        granularity: ``core`` (jobs ask for cores, SWF processors) or ``node``
+            (jobs ask for whole nodes, as on Theta).
+    """
+
+    nodes: int = Field(256, gt=0)
+    cores_per_node: int = Field(1, gt=0)
+    memory_per_node: float = Field(0.0, ge=0)
+    granularity: Literal["core", "node"] = "core"
+
+
+class EstimateConfig(_Section):
+    """Where requested times come from.
+
+    Attributes:
+        model: ``trace`` keeps the workload's requested times (SWF field 9,
+            else the run time); ``exact``, ``gaussian`` and ``tsafrir``
+            replace them (see :mod:`cosim.workloads.estimates`).
+        params: keyword arguments of the estimate model.
+    """
+
+    model: Literal["trace", "exact", "gaussian", "tsafrir"] = "trace"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkloadConfig(_Section):
+    """The job stream.
+
+    Attributes:
+        kind: ``swf`` (replay a trace), ``lublin``, ``mao`` or ``vasp`` (generators).
+        path: the trace for ``swf``.
+        jobs: generators: how many jobs; traces: keep this many (a window).
+        offset: traces: index of the first job kept, or ``random`` (DBF style).
+        params: keyword arguments of the generator or reader.
+        estimates: requested-time model.
+        user_aware: submit dependent jobs a think time after their
+            predecessor ends (SWF fields 17-18) instead of at trace times.
+    """
+
+    kind: Literal["swf", "lublin", "mao", "vasp"]
+    path: str | None = None
+    jobs: int | None = Field(None, gt=0)
+    offset: int | Literal["random"] = 0
+    params: dict[str, Any] = Field(default_factory=dict)
+    estimates: EstimateConfig = EstimateConfig()
+    user_aware: bool = False
+
+
+class SchedulerConfig(_Section):
+    """Policies and the rules every policy runs under.
+
+    Attributes:
+        policies: policy names (``HEURISTIC[+BACKFILL]``); several are compared.
+        enforce_walltime: kill a job when it reaches its requested time.
+        overrun_min_extension: seconds a job that passed its expected end is
+            still expected to run, at least.
+        overrun_fraction: ... or this fraction of its elapsed time, if larger.
+    """
+
+    policies: tuple[str, ...] = ("fcfs+easy",)
+    enforce_walltime: bool = False
+    overrun_min_extension: float = Field(60.0, ge=0)
+    overrun_fraction: float = Field(0.2, ge=0)
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _one_or_many(cls, v):
+        return [v] if isinstance(v, str) else v
+
+
+class FaultsConfig(_Section):
+    """Node failures.
+
+    Attributes:
+        mtbf: mean time between failures of one node (s); 0 disables failures.
+        mttr: mean time to repair (s).
+        on_failure: what happens to a job on a failed node.
+        max_attempts: a job lost this many times fails instead of requeueing.
+    """
+
+    mtbf: float = Field(0.0, ge=0)
+    mttr: float = Field(3600.0, gt=0)
+    on_failure: Literal["requeue", "fail"] = "requeue"
+    max_attempts: int = Field(3, gt=0)
+
+
+class MetricsConfig(_Section):
+    """Metric parameters. ``tau``: bounded-slowdown threshold (s)."""
+
+    tau: float = Field(10.0, gt=0)
+
+
+class OutputConfig(_Section):
+    """What a run writes besides jobs and the summary.
+
+    Attributes:
+        plots: write PNGs and ``report.html``.
+        until: stop the simulation at this time (s); later jobs are unfinished.
+    """
+
+    plots: bool = True
+    until: float | None = Field(None, gt=0)
+
+
+class Scenario(_Section):
+    """A whole scenario (see the module docstring)."""
+
+    name: str = "scenario"
+    description: str = ""
+    seed: int = 0
+    cluster: ClusterConfig = ClusterConfig()
+    workload: WorkloadConfig
+    scheduler: SchedulerConfig = SchedulerConfig()
+    faults: FaultsConfig = FaultsConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    output: OutputConfig = OutputConfig()
+
+
+# -- loading and errors ------------------------------------------------------------
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The section class that holds the key at ``loc`` (for suggestions)."""
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if isinstance(part, str) else None
+        if field is None:
+            return None
+        ann = field.annotation
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    return model
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _first_error(err: ValidationError, source: str, lines: dict[str, int]) -> ScenarioError:
+    errors = err.errors()
+    # An unknown key explains the other errors it causes (a misspelt required key).
+    e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
+    loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    path = ".".join(str(p) for p in loc)
+    where = f"{source}:{lines[path]}: {path}" if path in lines else f"{source}: {path}"
+    if e["type"] == "extra_forbidden":
+        section = _model_at(Scenario, loc)
+        valid = list(section.model_fields) if section else []
+        near = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+        hint = f"did you mean {near[0]!r}?" if near else ""
+        return ScenarioError(where, f"unknown key {str(loc[-1])!r}",
+                             f"one of {', '.join(valid)}" if valid else "no key here", hint)
+    if e["type"] == "missing":
+        return ScenarioError(where, "nothing", "this key (it is required)")
+    return ScenarioError(where, _describe(e.get("input")), e["msg"].removeprefix("Input should be ").lower())
+
+
+def _line_map(text: str) -> dict[str, int]:
+    """Key path -> line number of every mapping key in a YAML document."""
+    out: dict[str, int] = {}
+
+    def walk(node, prefix):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                path = f"{prefix}.{k.value}" if prefix else str(k.value)
+                out[path] = k.start_mark.line + 1
+                walk(v, path)
+
+    try:
+        walk(yaml.compose(text), "")
+    except yaml.YAMLError:
+        pass
+    return out
+
+
+def scenario_from_dict(raw: Any, source: str = "scenario", lines: dict[str, int] | None = None
+                       ) -> Scenario:
+    """Validate a raw mapping into a :class:`Scenario` or raise one :class:`ScenarioError`."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(source, type(raw).__name__, "a mapping of scenario sections")
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as err:
+        raise _first_error(err, source, lines or {}) from None
+
+
+def read_scenario_dict(path: str | Path) -> tuple[dict, dict[str, int]]:
+    """Read a scenario file into a raw mapping and its key -> line map."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file", "a scenario YAML file") from None
+    except OSError as exc:
+        raise InputError(str(path), exc.strerror or str(exc), "a readable scenario file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError(where, f"invalid YAML ({getattr(exc, 'problem', exc)})",
+                            "a YAML mapping") from None
+    return ({} if raw is None else raw), _line_map(text)
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply ``key.path=value`` overrides (values parsed as YAML) to a raw mapping."""
+    import copy
+
+    raw = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ScenarioError("--set", repr(item), "KEY.PATH=VALUE")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        parts = key.strip().split(".")
+        node = raw
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ScenarioError(f"--set {key}", f"{'.'.join(parts[:i + 1])} is not a section",
+                                    "a path into scenario sections")
+            node = nxt
+        node[parts[-1]] = value
+    return raw
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Load, override and validate a scenario file.
+
+    Raises:
+        InputError: missing file, invalid YAML, unknown key or wrong type.
+    """
+    raw, lines = read_scenario_dict(path)
+    if overrides:
+        raw = apply_overrides(raw, overrides)
+        lines = {k: v for k, v in lines.items()}
+    return scenario_from_dict(raw, str(path), lines)

@@ -1,0 +1,197 @@
+"""The wait queue: jobs in slots, with numpy columns for vectorized scans.
+
+Backfilling asks "which queued jobs fit in these free cores and end before
+this time?" on every scheduler pass. With thousands of queued jobs (RICC) a
+Python loop over the queue would dominate the run, so the queue keeps its
+jobs' sizes, estimates and priority keys in numpy columns indexed by slot and
+answers such questions with one masked comparison. Slots are handed out in
+arrival order and compacted when half of them are dead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from cosim.job import Job
+
+__all__ = ["JobQueue"]
+
+_SMALL = 48   # below this many slots, plain Python loops are faster than numpy
+
+
+class JobQueue:
+    """Queued jobs with their attributes in columns.
+
+    Attributes:
+        jobs: job per slot (``None`` for dead slots).
+        procs, mem, estimate, submit, key: numpy columns by slot.
+        alive: whether the slot holds a queued job.
+        lo, hi: slots ``[lo, hi)`` may be alive; all others are dead.
+    """
+
+    def __init__(self, capacity: int = 1024):
+        self.jobs: list[Job | None] = []
+        self.procs = np.zeros(capacity, dtype=np.int64)
+        self.mem = np.zeros(capacity, dtype=np.float64)
+        self.estimate = np.zeros(capacity, dtype=np.float64)
+        self.submit = np.zeros(capacity, dtype=np.float64)
+        self.key = np.zeros(capacity, dtype=np.float64)
+        self.alive = np.zeros(capacity, dtype=bool)
+        self.lo = 0
+        self.hi = 0
+        self.count = 0
+        self.version = 0   # bumped on every add/remove
+        # True while keys were added in non-decreasing order: then slot order
+        # is priority order and the head is the first alive slot.
+        self.key_monotone = True
+        self._last_key = -np.inf
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Job]:
+        """Queued jobs in arrival (slot) order."""
+        jobs = self.jobs
+        for s in np.flatnonzero(self.alive[self.lo:self.hi]) + self.lo:
+            yield jobs[s]
+
+    def __contains__(self, job: Job) -> bool:
+        return job.queue_slot >= 0 and self.jobs[job.queue_slot] is job
+
+    def add(self, job: Job, key: float = 0.0) -> None:
+        """Append ``job`` with priority ``key`` (smaller runs first)."""
+        if self.hi == len(self.alive):
+            self._grow()
+        s = self.hi
+        self.hi += 1
+        self.jobs.append(job)
+        self.procs[s] = job.procs
+        self.mem[s] = job.mem
+        self.estimate[s] = job.estimate
+        self.submit[s] = job.submit
+        self.key[s] = key
+        if key < self._last_key:
+            self.key_monotone = False
+        self._last_key = key
+        self.alive[s] = True
+        job.queue_slot = s
+        self.count += 1
+        self.version += 1
+
+    def remove(self, job: Job) -> None:
+        """Take ``job`` out of the queue."""
+        s = job.queue_slot
+        self.alive[s] = False
+        self.jobs[s] = None
+        job.queue_slot = -1
+        self.count -= 1
+        self.version += 1
+        if s == self.lo:
+            # Skip the dead prefix so FCFS's head is found in O(1) amortized.
+            hi, alive = self.hi, self.alive
+            lo = s + 1
+            while lo < hi and not alive[lo]:
+                lo += 1
+            self.lo = lo
+        if self.count == 0:
+            self._reset()
+
+    def set_estimate(self, job: Job) -> None:
+        """Refresh the column after a job's estimate changed."""
+        self.estimate[job.queue_slot] = job.estimate
+        self.version += 1
+
+    def first(self) -> Job | None:
+        """The queued job that arrived first."""
+        return self.jobs[self.lo] if self.count else None
+
+    def slots(self) -> np.ndarray:
+        """Alive slots in arrival order."""
+        return np.flatnonzero(self.alive[self.lo:self.hi]) + self.lo
+
+    def head(self) -> int:
+        """Slot of the alive job with the smallest key (earliest slot on ties), or -1."""
+        if not self.count:
+            return -1
+        if self.key_monotone:
+            return self.lo
+        return self.argmin_key()
+
+    def argmin_key(self) -> int:
+        """Slot of the alive job with the smallest key (earliest slot on ties), or -1."""
+        if not self.count:
+            return -1
+        lo, hi = self.lo, self.hi
+        keys = np.where(self.alive[lo:hi], self.key[lo:hi], np.inf)
+        return lo + int(np.argmin(keys))
+
+    def fitting(self, free: int, free_mem: float) -> np.ndarray:
+        """Alive slots whose job fits ``free`` units and ``free_mem`` now."""
+        lo, hi = self.lo, self.hi
+        if hi - lo <= _SMALL:
+            # numpy's call overhead loses to a short Python loop.
+            jobs = self.jobs
+            return np.array([s for s in range(lo, hi) if jobs[s] is not None
+                             and jobs[s].procs <= free and jobs[s].mem <= free_mem],
+                            dtype=np.int64)
+        ok = self.alive[lo:hi] & (self.procs[lo:hi] <= free)
+        if free_mem != np.inf:
+            ok &= self.mem[lo:hi] <= free_mem
+        return np.flatnonzero(ok) + lo
+
+    def small(self) -> bool:
+        """Whether the live range is short enough that Python loops beat numpy."""
+        return self.hi - self.lo <= _SMALL
+
+    def live_jobs(self) -> list[Job]:
+        """Queued jobs in slot order (a new list)."""
+        return [j for j in self.jobs[self.lo:self.hi] if j is not None]
+
+    def any_fits(self, free: int, free_mem: float) -> bool:
+        """Whether some queued job fits ``free`` units and ``free_mem`` now."""
+        lo, hi = self.lo, self.hi
+        if hi - lo <= _SMALL:
+            for j in self.jobs[lo:hi]:
+                if j is not None and j.procs <= free and j.mem <= free_mem:
+                    return True
+            return False
+        ok = self.alive[lo:hi] & (self.procs[lo:hi] <= free)
+        if free_mem != np.inf:
+            ok &= self.mem[lo:hi] <= free_mem
+        return bool(ok.any())
+
+    def _grow(self) -> None:
+        live = self.count
+        if live * 2 <= self.hi - self.lo and self.hi - self.lo > 64:
+            self._compact()
+            if self.hi < len(self.alive):
+                return
+        n = max(2 * len(self.alive), 1024)
+        for name in ("procs", "mem", "estimate", "submit", "key", "alive"):
+            old = getattr(self, name)
+            new = np.zeros(n, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _compact(self) -> None:
+        slots = self.slots()
+        n = len(slots)
+        for name in ("procs", "mem", "estimate", "submit", "key"):
+            col = getattr(self, name)
+            col[:n] = col[slots]
+        self.alive[:] = False
+        self.alive[:n] = True
+        jobs = [self.jobs[s] for s in slots]
+        for i, job in enumerate(jobs):
+            job.queue_slot = i
+        self.jobs = jobs
+        self.lo, self.hi = 0, n
+
+    def _reset(self) -> None:
+        self.alive[self.lo:self.hi] = False
+        self.jobs = []
+        self.lo = self.hi = 0
+        self.key_monotone = True
+        self._last_key = -np.inf

@@ -1,0 +1,182 @@
+"""Runs a scenario under one or several policies and writes the results folder.
+
+Layout of a results folder::
+
+    OUT/scenario.yaml          the resolved scenario (every default filled in)
+    OUT/comparison.json        every policy's summary (schema comparison/1)
+    OUT/<policy>/jobs.parquet, events.parquet, decisions.parquet, summary.json
+    OUT/report.html, *.png     unless plots are off
+
+Every file is written to a temporary name and renamed, so an interrupted run
+never leaves a file that looks complete but is not.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import simpy
+import yaml
+
+from cosim.config import Scenario
+from cosim.model import build, load_workload, streams
+from cosim.workloads.base import Workload
+
+__all__ = ["run_policy", "run_scenario", "comparison_table", "TABLE_COLUMNS"]
+
+#: (summary key, header, format) of the comparison table printed by ``run``.
+TABLE_COLUMNS = [
+    ("jobs_finished", "jobs", "{:.0f}"),
+    ("wait_mean", "mean wait s", "{:.0f}"),
+    ("wait_max", "max wait s", "{:.0f}"),
+    ("bsld_mean", "mean bsld", "{:.2f}"),
+    ("response_mean", "mean resp s", "{:.0f}"),
+    ("utilization", "util", "{:.3f}"),
+    ("queue_len_mean", "mean queue", "{:.1f}"),
+    ("wasted_core_hours", "wasted core-h", "{:.1f}"),
+    ("jobs_per_second", "sim jobs/s", "{:.0f}"),
+]
+
+
+def _policy_from_name(name: str, rng):
+    from agents.heuristics import make_policy
+
+    return make_policy(name, rng=rng, where="--policy")
+
+
+def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None, *,
+               workload: Workload | None = None, base_dir: str | Path | None = None,
+               progress: bool = False, make_policy: Callable | None = None) -> dict[str, Any]:
+    """Simulate one policy; write its tables when ``out_dir`` is given.
+
+    Returns:
+        The summary: every metric plus scheduler counters and run figures.
+    """
+    from cosim import metrics, records
+
+    t0 = time.perf_counter()
+    if workload is None:
+        workload = load_workload(scenario, base_dir=base_dir)
+    rng = streams(scenario.seed)["policy"]
+    policy = (make_policy or _policy_from_name)(policy_name, rng)
+    env = simpy.Environment()
+    sim = build(env, scenario, policy, workload=workload)
+    _advance(sim, scenario.output.until, progress, policy_name)
+    wall = time.perf_counter() - t0
+
+    cores = sim.cluster.capacity
+    jobs = sim.jobs_table()
+    events = sim.events_table()
+    summary = metrics.summarize(jobs, events, cores=cores, tau=scenario.metrics.tau)
+    c = sim.scheduler.counters
+    summary.update({
+        "wasted_core_hours": (summary.get("wasted_core_seconds") or 0.0) / 3600.0,
+        "jobs_in_workload": len(workload),
+        "jobs_not_submitted": len(workload) - len(sim.scheduler.jobs),
+        "scheduler_passes": c.passes,
+        "decisions_refused": c.refused,
+        "reservations_broken": c.reservations_broken,
+        "kills": c.kills,
+        "requeues": c.requeues,
+        "node_failures": c.node_failures,
+        "jobs_lost_to_failures": c.jobs_lost_to_failures,
+        "overruns": c.overruns,
+        "workload_cleaning": dict(workload.cleaning),
+        "wall_seconds": wall,
+        "jobs_per_second": len(workload) / wall if wall > 0 else None,
+    })
+    if out_dir is not None:
+        records.write_run(Path(out_dir), jobs=jobs, events=events,
+                          decisions=sim.decisions_table(), cores=cores, policy=policy_name,
+                          tau=scenario.metrics.tau,
+                          meta={"scenario": scenario.name, "seed": scenario.seed,
+                                "workload": workload.source},
+                          summary=summary)
+    return summary
+
+
+def _advance(sim, until: float | None, progress: bool, label: str) -> None:
+    """Run the model to the end (or ``until``), with a progress bar on long runs."""
+    env = sim.env
+    stop = sim.finished if until is None else min(until, 1e300)
+    if not progress or len(sim.workload) < 20_000:
+        env.run(until=stop if until is None else until)
+        return
+    from tqdm import tqdm
+
+    n = len(sim.workload)
+    with tqdm(total=n, desc=label, unit="job", file=sys.stderr, leave=False) as bar:
+        submit = sim.workload.submit
+        for k in range(1, 101):
+            if sim.finished.triggered:
+                break
+            t = float(submit[min(n - 1, k * n // 100)])
+            if until is not None and t >= until:
+                break
+            if t > env.now:
+                env.run(until=t)
+            bar.update(sim.scheduler.done_count - bar.n)
+        if until is None:
+            env.run(until=sim.finished)
+        elif until > env.now:
+            env.run(until=until)
+        bar.update(sim.scheduler.done_count - bar.n)
+
+
+def comparison_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """A plain-text table, one row per policy."""
+    headers = ["policy"] + [h for _, h, _ in TABLE_COLUMNS]
+    rows = []
+    for name, s in summaries.items():
+        row = [name]
+        for key, _, fmt in TABLE_COLUMNS:
+            v = s.get(key)
+            row.append("-" if v is None else fmt.format(v))
+        rows.append(row)
+    widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                       for i, (h, w) in enumerate(zip(headers, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
+
+
+def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *,
+                 base_dir: str | Path | None = None, plots: bool = True,
+                 progress: bool = True, echo: Callable[[str], None] | None = print
+                 ) -> dict[str, dict[str, Any]]:
+    """Run every policy on the same workload and write the results folder."""
+    from cosim import records
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # Validate every policy name before spending time on any run.
+    for name in policies:
+        _policy_from_name(name, None)
+    text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    records._write_atomic(out / "scenario.yaml", lambda f: f.write(text.encode("utf-8")))
+    workload = load_workload(scenario, base_dir=base_dir)
+    summaries: dict[str, dict[str, Any]] = {}
+    for name in policies:
+        summaries[name] = run_policy(scenario, name, out / name, workload=workload,
+                                     progress=progress)
+    records.write_json_atomic(out / "comparison.json", {
+        "schema": "comparison/1", "scenario": scenario.name, "policies": list(policies),
+        "summaries": summaries})
+    if echo is not None:
+        echo(comparison_table(summaries))
+    if plots:
+        from cosim.report import write_report
+
+        path = write_report(out)
+        if echo is not None:
+            echo(f"results: {out}/  report: {path}")
+    elif echo is not None:
+        echo(f"results: {out}/")
+    return summaries
