@@ -332,14 +332,14 @@ def read_swf(
     )
 
 
-def _fmt(values: np.ndarray) -> list[str]:
+def _fmt(values: np.ndarray) -> np.ndarray:
     """Shortest round-trip text for each value; integral values without '.0'."""
-    out = []
-    for v in values.tolist():
-        if float(v).is_integer() and abs(v) < 2**53:
-            out.append(str(int(v)))
-        else:
-            out.append(repr(float(v)))
+    values = np.asarray(values, dtype=np.float64)
+    integral = (values == np.floor(values)) & (np.abs(values) < 2**53)
+    out = np.zeros(len(values), dtype="<U24")
+    # numpy's float -> str conversion is the shortest repr that reads back exactly
+    out[~integral] = values[~integral].astype(str)
+    out[integral] = values[integral].astype(np.int64).astype(str)
     return out
 
 
@@ -381,17 +381,19 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
     procs = w.procs.astype(np.float64)
     mem_kb = np.where(w.mem > 0, w.mem * _KB_PER_GB / np.maximum(procs, 1.0), -1.0)
     minus1 = ["-1"] * n
+    procs_text = _fmt(procs).tolist()
     cols = [
-        _fmt(w.job_id), _fmt(w.submit), minus1, _fmt(w.run), _fmt(procs), minus1, minus1,
-        _fmt(procs), _fmt(w.req_time), _fmt(mem_kb), ["1"] * n, _fmt(w.user), minus1,
-        minus1, minus1, minus1, _fmt(w.prev_job), _fmt(w.think),
+        _fmt(w.job_id).tolist(), _fmt(w.submit).tolist(), minus1, _fmt(w.run).tolist(), procs_text,
+        minus1, minus1, procs_text, _fmt(w.req_time).tolist(), _fmt(mem_kb).tolist(), ["1"] * n,
+        _fmt(w.user).tolist(), minus1, minus1, minus1, minus1, _fmt(w.prev_job).tolist(),
+        _fmt(w.think).tolist(),
     ]
-    lines.extend(" ".join(row) for row in zip(*cols, strict=True))
+    lines.extend(map(" ".join, zip(*cols, strict=True)))
     data = ("\n".join(lines) + "\n").encode()
 
     tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
+        data = gzip.compress(data, compresslevel=6, mtime=0)
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
