@@ -322,7 +322,7 @@ def parse_oszicar(text_or_path: str | Path, *, source: str | None = None) -> Osz
 
     Args:
         text_or_path: a :class:`~pathlib.Path`, or a ``str`` that is either the
-            file content (it contains a newline) or a path (it does not).
+            file content (it contains a newline, or is empty) or a path.
             Paths ending in ``.gz`` are decompressed.
         source: name used in error messages (default: the path, or ``"<text>"``).
 
@@ -333,7 +333,7 @@ def parse_oszicar(text_or_path: str | Path, *, source: str | None = None) -> Osz
         InputError: a line that fits none of the grammar's line kinds, or a file
             that cannot be read; the message names ``file:line``.
     """
-    if isinstance(text_or_path, Path) or "\n" not in text_or_path:
+    if isinstance(text_or_path, Path) or (text_or_path and "\n" not in text_or_path):
         path = Path(text_or_path)
         name = source or str(path)
         try:
