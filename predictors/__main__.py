@@ -1,0 +1,172 @@
+"""Command line of the predictors: generate or ingest data, train, evaluate.
+
+Usage::
+
+    python -m predictors generate --jobs 20000 --seed 1 --out data/vasp20k
+    python -m predictors ingest RUN_DIR... --out data/mycentre
+    python -m predictors train runtime   --data data/vasp20k --out models/vasp
+    python -m predictors train remaining --data data/vasp20k --out models/vasp
+    python -m predictors train history   --data data/vasp20k --out models/vasp
+    python -m predictors evaluate --data data/heldout --models models/vasp --json eval.json
+
+``train KIND`` writes ``MODELDIR/KIND/`` (``runtime/``, ``remaining/``,
+``history/``), each a folder :func:`predictors.persist.save` wrote;
+``train remaining`` reuses ``MODELDIR/runtime/`` as its pre-run model when
+it exists. ``evaluate`` scores every model it finds there. User errors print
+one ``error: ...`` line to stderr and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from cosim.errors import CosimError, InputError
+
+__all__ = ["main", "build_parser"]
+
+MODEL_KINDS = ("runtime", "remaining", "history")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m predictors``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m predictors",
+        description="Run-time and remaining-time predictors for HPC jobs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    g = sub.add_parser("generate", help="write a synthetic VASP dataset")
+    g.add_argument("--jobs", type=_positive_int, required=True, help="number of jobs")
+    g.add_argument("--seed", type=_non_negative_int, default=0, help="random seed")
+    g.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+
+    i = sub.add_parser("ingest", help="build a dataset from real VASP run folders")
+    i.add_argument("dirs", nargs="+", type=Path, help="run folders (INCAR + OSZICAR)")
+    i.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+
+    t = sub.add_parser("train", help="train one model and save it in MODELDIR/KIND/")
+    t.add_argument("kind", choices=MODEL_KINDS)
+    t.add_argument("--data", type=Path, required=True, help="dataset folder")
+    t.add_argument("--out", type=Path, required=True, help="model folder (MODELDIR)")
+    t.add_argument("--seed", type=_non_negative_int, default=0, help="random seed")
+    t.add_argument("--threads", type=_positive_int, default=1,
+                   help="CPU threads for XGBoost / torch (default 1)")
+    t.add_argument("--epochs", type=_non_negative_int, default=None,
+                   help="remaining: training epochs (default: the model's)")
+    t.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="remaining: RNN cell")
+    t.add_argument("--no-progress", choices=("prerun", "network"), default="prerun",
+                   help="remaining: who answers for jobs without a completed ionic step")
+
+    e = sub.add_parser("evaluate", help="score the models of MODELDIR on a dataset")
+    e.add_argument("--data", type=Path, required=True, help="held-out dataset folder")
+    e.add_argument("--models", type=Path, required=True, help="MODELDIR written by train")
+    e.add_argument("--json", type=Path, default=None, help="also write the result here")
+    return parser
+
+
+def _generate(args: argparse.Namespace) -> None:
+    from predictors.dataset import generate_dataset
+
+    out = generate_dataset(args.jobs, args.seed, args.out)
+    print(f"wrote {args.jobs} jobs to {out}")
+
+
+def _ingest(args: argparse.Namespace) -> None:
+    from predictors.ingest import ingest_runs
+
+    report = ingest_runs(args.dirs, args.out)
+    print(report)
+
+
+def _train(args: argparse.Namespace) -> None:
+    from predictors.evaluate import read_data
+    from predictors.persist import load, read_meta, save
+
+    data = read_data(args.data)
+    spec = data.spec
+    t0 = time.perf_counter()
+    if args.kind == "runtime":
+        from predictors.runtime import RuntimeRegressor
+
+        model = RuntimeRegressor(n_jobs=args.threads, random_state=args.seed)
+        model.fit(data.matrix(), data.runtime)
+    elif args.kind == "remaining":
+        from predictors.remaining import RemainingTimeRegressor
+        from predictors.runtime import FeatureSpec, RuntimeRegressor
+
+        runtime_model = None
+        prerun_dir = args.out / "runtime"
+        if prerun_dir.is_dir():
+            runtime_model = load(prerun_dir, expected_class=RuntimeRegressor)
+            saved = read_meta(prerun_dir).get("feature_spec")
+            if saved and FeatureSpec.from_dict(saved).names != spec.names:
+                raise InputError(str(prerun_dir / "meta.json"),
+                                 f"a pre-run model on features {list(FeatureSpec.from_dict(saved).names)}",
+                                 f"the features of {args.data} ({list(spec.names)}); "
+                                 "retrain it with 'train runtime'")
+        params = dict(rnn=args.rnn, no_progress=args.no_progress, random_state=args.seed,
+                      num_threads=args.threads, runtime_model=runtime_model,
+                      categorical_columns=spec.categorical_columns)
+        if args.epochs is not None:
+            params["epochs"] = args.epochs
+        model = RemainingTimeRegressor(**params)
+        model.fit(data.matrix(), data.progress, data.runtime)
+    else:
+        from predictors.history import UserHistoryRegressor
+
+        model = UserHistoryRegressor().fit(data.jobs)
+    seconds = time.perf_counter() - t0
+    folder = save(model, args.out / args.kind, feature_spec=spec,
+                  extra={"data": str(args.data), "n_jobs": len(data.runtime),
+                         "train_seconds": round(seconds, 3)})
+    print(f"trained {args.kind} on {len(data.runtime)} jobs in {seconds:.1f} s -> {folder}")
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    from predictors.evaluate import evaluate_dir, format_table, write_json
+
+    result = evaluate_dir(args.data, args.models)
+    print(format_table(result))
+    if args.json is not None:
+        write_json(result, args.json)
+        print(f"\nwrote {args.json}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (2 for user errors)."""
+    args = build_parser().parse_args(argv)
+    handlers = {"generate": _generate, "ingest": _ingest, "train": _train,
+                "evaluate": _evaluate}
+    try:
+        handlers[args.command](args)
+    except CosimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""The evaluation table of the run-time and remaining-time predictors.
+
+Pre-run predictors (user estimate ``req_time``, user history, XGBoost) are
+scored on every job, overall and for single / multi-ionic jobs. The in-run
+model is scored at elapsed fractions 10 %, 20 %, ..., 90 % of each job
+against the pre-run fallback ``max(runtime_hat - elapsed, floor)``, as in
+RLSchert's Table 5 and figure 6 (seed 001).
+
+Metrics follow ``METRICS.md`` through :func:`cosim.metrics.prediction_error`:
+MAPE, accuracy (mean of min/max ratio) and underestimation rate. For the
+remaining time two errors are reported, because the papers use both:
+
+* ``total``: error of the implied run time, ``|elapsed + rem_hat - runtime| / runtime``
+  (RLSchert's "MAPE of the runtime" at a given share of time steps, which
+  falls as the job progresses);
+* ``remaining``: error relative to the true remaining time,
+  ``|rem_hat - rem| / rem`` (``METRICS.md`` with y = remaining), which grows
+  near the end because the denominator shrinks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosim.errors import InputError
+from cosim.metrics import prediction_error
+from predictors.remaining import FRACTIONS, Progress
+from predictors.runtime import FeatureSpec, column
+
+__all__ = ["EvalData", "read_data", "evaluate", "evaluate_dir", "format_table", "write_json"]
+
+_JOB_COLUMNS = ("job_id", "user", "submit", "req_time", "runtime", "multi_ionic")
+
+
+@dataclass
+class EvalData:
+    """A dataset folder read for training or evaluation.
+
+    Attributes:
+        jobs: ``jobs.parquet`` as a ``pyarrow.Table``.
+        progress: per-job progress logs, in ``jobs`` row order.
+        spec: feature spec from ``dataset.json``.
+        path: the folder.
+    """
+
+    jobs: Any
+    progress: Progress
+    spec: FeatureSpec
+    path: Path
+
+    @property
+    def runtime(self) -> np.ndarray:
+        """Actual run times, seconds."""
+        return column(self.jobs, "runtime", str(self.path / "jobs.parquet")).astype(np.float64)
+
+    @property
+    def multi(self) -> np.ndarray:
+        """True for multi-ionic jobs."""
+        return column(self.jobs, "multi_ionic", str(self.path / "jobs.parquet")).astype(bool)
+
+    def matrix(self, spec: FeatureSpec | None = None) -> np.ndarray:
+        """Pre-run feature matrix (with ``spec``, e.g. a model's, instead of the dataset's)."""
+        return (spec or self.spec).matrix(self.jobs, str(self.path / "jobs.parquet"))
+
+
+def read_data(data_dir: str | Path) -> EvalData:
+    """Read ``jobs.parquet``, ``progress.parquet`` and ``dataset.json`` of a dataset folder.
+
+    Raises:
+        InputError: a file or a required column is missing, or run times are
+            not positive.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(data_dir)
+    if not path.is_dir():
+        raise InputError(str(path), "no such folder", "a dataset folder (jobs.parquet, "
+                         "progress.parquet, dataset.json)")
+    spec = FeatureSpec.from_dataset(path)
+    tables = {}
+    for name in ("jobs.parquet", "progress.parquet"):
+        f = path / name
+        if not f.is_file():
+            raise InputError(str(f), "no such file", "the dataset's Parquet files")
+        try:
+            tables[name] = pq.read_table(f)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(str(f), f"an unreadable Parquet file ({str(exc)[:120]})",
+                             "a Parquet table") from None
+    jobs = tables["jobs.parquet"]
+    where = str(path / "jobs.parquet")
+    for c in _JOB_COLUMNS:
+        column(jobs, c, where)
+    run = column(jobs, "runtime", where).astype(np.float64)
+    bad = ~(np.isfinite(run) & (run > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{where}: row {i} 'runtime'", repr(float(run[i])),
+                         "a run time > 0 seconds")
+    progress = Progress.from_table(tables["progress.parquet"], column(jobs, "job_id", where),
+                                   str(path / "progress.parquet"))
+    return EvalData(jobs, progress, spec, path)
+
+
+def _errors(y: np.ndarray, yhat: np.ndarray, multi: np.ndarray) -> dict[str, Any]:
+    """MAPE, accuracy and underestimation rate overall and by job type (NaN predictions skipped)."""
+    out = {}
+    for name, mask in (("overall", np.ones(len(y), bool)), ("single", ~multi), ("multi", multi)):
+        ok = mask & np.isfinite(yhat)
+        if not ok.any():
+            out[name] = {"n": 0, "mape": None, "underestimation_rate": None, "accuracy": None}
+            continue
+        out[name] = prediction_error(y[ok], yhat[ok])
+        out[name]["skipped"] = int((mask & ~np.isfinite(yhat)).sum())
+    return out
+
+
+def evaluate(data: EvalData, *, runtime_model: Any = None, remaining_model: Any = None,
+             history_model: Any = None, runtime_spec: FeatureSpec | None = None,
+             remaining_spec: FeatureSpec | None = None,
+             fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
+    """The evaluation table of the given models on ``data``.
+
+    Args:
+        data: the held-out jobs (:func:`read_data`).
+        runtime_model: fitted ``RuntimeRegressor`` (None: the remaining model's
+            own pre-run model, if any).
+        remaining_model: fitted ``RemainingTimeRegressor`` or None.
+        history_model: fitted ``UserHistoryRegressor`` or None; it walks the
+            jobs in submit order from its fitted state.
+        runtime_spec, remaining_spec: the feature specs the models were trained
+            with (default: the dataset's).
+        fractions: elapsed fractions for the remaining-time table.
+
+    Returns:
+        ``{"n_jobs", "n_single", "n_multi", "runtime": {predictor: {"overall" |
+        "single" | "multi": metrics}}, "remaining": {...}}``; the remaining
+        part has ``fractions`` and, for ``"rnn"`` and ``"prerun"``,
+        ``"total"`` and ``"remaining"`` blocks of metrics per job type and
+        per fraction, plus all fractions pooled.
+    """
+    y, multi = data.runtime, data.multi
+    out: dict[str, Any] = {"data": str(data.path), "n_jobs": len(y),
+                           "n_single": int((~multi).sum()), "n_multi": int(multi.sum()),
+                           "runtime": {}}
+    req = column(data.jobs, "req_time").astype(np.float64)
+    out["runtime"]["user_estimate"] = _errors(y, np.where(req > 0, req, np.nan), multi)
+    if history_model is not None:
+        out["runtime"]["user_history"] = _errors(y, history_model.predict(data.jobs), multi)
+    if runtime_model is None and remaining_model is not None:
+        runtime_model, runtime_spec = remaining_model.runtime_model_, remaining_spec
+    if runtime_model is not None:
+        X = data.matrix(runtime_spec)
+        out["runtime"]["xgboost"] = _errors(y, runtime_model.predict(X), multi)
+    if remaining_model is not None:
+        out["remaining"] = _remaining_table(remaining_model, data.matrix(remaining_spec),
+                                            data.progress, y, multi, fractions)
+    return out
+
+
+def _remaining_table(model: Any, X: np.ndarray, progress: Progress, y: np.ndarray,
+                     multi: np.ndarray, fractions: tuple[float, ...]) -> dict[str, Any]:
+    prerun = model.predict_runtime(X)
+    floor = float(model.min_remaining)
+    per: dict[str, dict[str, dict[str, list]]] = {
+        m: {kind: {"overall": [], "single": [], "multi": []} for kind in ("total", "remaining")}
+        for m in ("rnn", "prerun")}
+    pooled: dict[str, dict[str, list[np.ndarray]]] = {m: {"y": [], "now": [], "hat": [],
+                                                          "multi": []} for m in per}
+    for f in fractions:
+        now = f * y
+        hats = {"rnn": model.predict(X, progress, now, prerun=prerun),
+                "prerun": np.maximum(prerun - now, floor)}
+        for m, rem_hat in hats.items():
+            blocks = {"total": _errors(y, now + rem_hat, multi),
+                      "remaining": _errors(y - now, rem_hat, multi)}
+            for kind, block in blocks.items():
+                for part, metrics in block.items():
+                    per[m][kind][part].append(metrics)
+            for key, val in (("y", y), ("now", now), ("hat", rem_hat), ("multi", multi)):
+                pooled[m][key].append(val)
+    table: dict[str, Any] = {"fractions": list(fractions), "floor": floor}
+    for m in per:
+        yy, now, hat, mm = (np.concatenate(pooled[m][k]) for k in ("y", "now", "hat", "multi"))
+        table[m] = {
+            "pooled": {"total": _errors(yy, now + hat, mm.astype(bool)),
+                       "remaining": _errors(yy - now, hat, mm.astype(bool))},
+            "by_fraction": {kind: {part: rows for part, rows in parts.items()}
+                            for kind, parts in per[m].items()},
+        }
+    return table
+
+
+def evaluate_dir(data_dir: str | Path, models_dir: str | Path) -> dict[str, Any]:
+    """Evaluate every model found in ``models_dir`` (``runtime/``, ``remaining/``, ``history/``).
+
+    Raises:
+        InputError: no model folder found, or a model cannot be loaded.
+    """
+    from predictors.history import UserHistoryRegressor
+    from predictors.persist import load, read_meta
+    from predictors.remaining import RemainingTimeRegressor
+    from predictors.runtime import RuntimeRegressor
+
+    models_dir = Path(models_dir)
+    found = {name: models_dir / name for name in ("runtime", "remaining", "history")
+             if (models_dir / name).is_dir()}
+    if not found:
+        raise InputError(str(models_dir), "no runtime/, remaining/ or history/ model folder",
+                         "a folder written by 'python -m predictors train'")
+    data = read_data(data_dir)
+    kw: dict[str, Any] = {}
+    classes = {"runtime": RuntimeRegressor, "remaining": RemainingTimeRegressor,
+               "history": UserHistoryRegressor}
+    for name, folder in found.items():
+        kw[f"{name}_model"] = load(folder, expected_class=classes[name])
+        if name != "history":
+            spec = read_meta(folder).get("feature_spec")
+            kw[f"{name}_spec"] = FeatureSpec.from_dict(spec, str(folder / "meta.json")) \
+                if spec else None
+    result = evaluate(data, **kw)
+    result["models"] = str(models_dir)
+    return result
+
+
+def _pct(v: float | None) -> str:
+    return "   -  " if v is None else f"{100 * v:6.1f}"
+
+
+def format_table(result: Mapping[str, Any]) -> str:
+    """The evaluation as a plain-text table (percentages)."""
+    lines = [f"{result['n_jobs']} jobs ({result['n_single']} single-ionic, "
+             f"{result['n_multi']} multi-ionic)", "",
+             "Run time before the job starts (MAPE %, accuracy %, underestimated %)",
+             f"{'predictor':<15}{'MAPE':>8}{'single':>8}{'multi':>8}{'acc':>8}{'under':>8}"]
+    for name, r in result["runtime"].items():
+        lines.append(f"{name:<15}{_pct(r['overall']['mape']):>8}{_pct(r['single']['mape']):>8}"
+                     f"{_pct(r['multi']['mape']):>8}{_pct(r['overall']['accuracy']):>8}"
+                     f"{_pct(r['overall']['underestimation_rate']):>8}")
+    rem = result.get("remaining")
+    if rem:
+        lines += ["", "Remaining time by elapsed fraction: MAPE % of the implied run time "
+                  "(total) and of the remaining time",
+                  f"{'elapsed':<9}{'rnn tot':>9}{'single':>8}{'multi':>8}{'pre tot':>9}"
+                  f"{'multi':>8}{'rnn rem':>9}{'pre rem':>9}"]
+        for i, f in enumerate(rem["fractions"]):
+            rt, pt = rem["rnn"]["by_fraction"]["total"], rem["prerun"]["by_fraction"]["total"]
+            rr, pr = rem["rnn"]["by_fraction"]["remaining"], \
+                rem["prerun"]["by_fraction"]["remaining"]
+            lines.append(
+                f"{f:<9.0%}{_pct(rt['overall'][i]['mape']):>9}{_pct(rt['single'][i]['mape']):>8}"
+                f"{_pct(rt['multi'][i]['mape']):>8}{_pct(pt['overall'][i]['mape']):>9}"
+                f"{_pct(pt['multi'][i]['mape']):>8}{_pct(rr['overall'][i]['mape']):>9}"
+                f"{_pct(pr['overall'][i]['mape']):>9}")
+        rp, pp = rem["rnn"]["pooled"], rem["prerun"]["pooled"]
+        lines.append(
+            f"{'all':<9}{_pct(rp['total']['overall']['mape']):>9}"
+            f"{_pct(rp['total']['single']['mape']):>8}{_pct(rp['total']['multi']['mape']):>8}"
+            f"{_pct(pp['total']['overall']['mape']):>9}{_pct(pp['total']['multi']['mape']):>8}"
+            f"{_pct(rp['remaining']['overall']['mape']):>9}"
+            f"{_pct(pp['remaining']['overall']['mape']):>9}")
+    return "\n".join(lines)
+
+
+def write_json(result: Mapping[str, Any], path: str | Path) -> Path:
+    """Write the result as JSON, atomically (temporary file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(result, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _json_default(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
