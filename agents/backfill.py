@@ -234,9 +234,11 @@ class QueuePolicy:
             yield reserve(head, shadow, "EASY head reservation")
             candidates = None
         if cl.free > 0:
-            if candidates is None:
-                free, free_mem = cl.free, cl.free_mem
-                if q.small():
+            if candidates is None and not q.small():
+                backfill = self._easy_backfill_vectorized(q, cl, now, shadow, extra, extra_mem)
+            else:
+                if candidates is None:
+                    free, free_mem = cl.free, cl.free_mem
                     candidates = [
                         j for j in q.live_jobs()
                         if j.procs <= free and j.mem <= free_mem and j is not head
@@ -244,27 +246,65 @@ class QueuePolicy:
                     if not q.key_monotone and len(candidates) > 1:
                         key = q.key
                         candidates.sort(key=lambda j: key[j.queue_slot])
-                else:
-                    slots = q.fitting(free, free_mem)
-                    if len(slots):
-                        ok = (now + q.estimate[slots] <= shadow) | (
-                            (q.procs[slots] <= extra) & (q.mem[slots] <= extra_mem))
-                        slots = self._ordered(q, slots[ok])
-                    candidates = [q.jobs[s] for s in slots.tolist() if q.jobs[s] is not head]
-            for job in candidates:
-                if not cl.fits_now(job.procs, job.mem):
-                    continue
-                if now + job.estimate <= shadow:
-                    yield start(job, Mode.BACKFILLED, "ends before shadow time")
-                elif job.procs <= extra and job.mem <= extra_mem:
-                    extra -= job.procs
-                    extra_mem -= job.mem
-                    yield start(job, Mode.BACKFILLED, "uses extra cores")
-                else:
-                    continue
-                if cl.free == 0:
-                    break
+                backfill = self._easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem)
+            extra, extra_mem = yield from backfill
         self._easy_state = (shadow, extra, extra_mem)
+
+    @staticmethod
+    def _easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem):
+        """Backfill from a short list of candidates in priority order."""
+        for job in candidates:
+            if not cl.fits_now(job.procs, job.mem):
+                continue
+            if now + job.estimate <= shadow:
+                yield start(job, Mode.BACKFILLED, "ends before shadow time")
+            elif job.procs <= extra and job.mem <= extra_mem:
+                extra -= job.procs
+                extra_mem -= job.mem
+                yield start(job, Mode.BACKFILLED, "uses extra cores")
+            else:
+                continue
+            if cl.free == 0:
+                break
+        return extra, extra_mem
+
+    @staticmethod
+    def _easy_backfill_vectorized(q, cl, now, shadow, extra, extra_mem):
+        """Backfill over a long queue: each step finds the next job by one masked scan.
+
+        The candidate set only shrinks (free cores and extra cores only go
+        down), so after each start it is filtered again instead of rescanned.
+        """
+        slots = q.fitting(cl.free, cl.free_mem)   # the head does not fit: never in here
+        while len(slots):
+            procs, mem = q.procs[slots], q.mem[slots]
+            short = now + q.estimate[slots] <= shadow
+            ok = short | ((procs <= extra) & (mem <= extra_mem))
+            if q.key_monotone:
+                i = int(np.argmax(ok))
+                if not ok[i]:
+                    break
+            else:
+                idx = np.flatnonzero(ok)
+                if not len(idx):
+                    break
+                i = int(idx[np.argmin(q.key[slots[idx]])])
+            job = q.jobs[slots[i]]
+            if short[i]:
+                yield start(job, Mode.BACKFILLED, "ends before shadow time")
+            else:
+                extra -= job.procs
+                extra_mem -= job.mem
+                yield start(job, Mode.BACKFILLED, "uses extra cores")
+            free = cl.free
+            if free == 0:
+                break
+            rest = slots[i + 1:] if q.key_monotone else np.delete(slots, i)
+            keep = q.procs[rest] <= free
+            if cl.free_mem != np.inf:
+                keep &= q.mem[rest] <= cl.free_mem
+            slots = rest[keep]
+        return extra, extra_mem
 
     # -- conservative ---------------------------------------------------------------
     def _conservative(self, view: SchedulerView) -> Iterator[Decision]:

@@ -106,7 +106,12 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
     elif wc.kind == "mao":
         from cosim.workloads.mao import mao
 
-        workload = _call_with_params(mao, dict(wc.params), "workload.params",
+        params = dict(wc.params)
+        params.setdefault("cluster_cpu", cores)
+        if scenario.cluster.memory_per_node > 0:
+            params.setdefault("cluster_mem", scenario.cluster.memory_per_node
+                              * scenario.cluster.nodes)
+        workload = _call_with_params(mao, params, "workload.params",
                                      n_jobs=wc.jobs or 1_000, seed=seed_of["workload"])
     elif wc.kind == "vasp":
         from cosim.workloads.vasp import generate_vasp

@@ -154,14 +154,15 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     """Run every policy on the same workload and write the results folder."""
     from cosim import records
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    # Validate every policy name before spending time on any run.
+    # Check every input (policy names, the workload) before writing anything,
+    # so bad input leaves no output behind.
     for name in policies:
         _policy_from_name(name, None)
-    text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
-    records._write_atomic(out / "scenario.yaml", lambda f: f.write(text.encode("utf-8")))
     workload = load_workload(scenario, base_dir=base_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    records.write_bytes_atomic(out / "scenario.yaml", text.encode("utf-8"))
     summaries: dict[str, dict[str, Any]] = {}
     for name in policies:
         summaries[name] = run_policy(scenario, name, out / name, workload=workload,

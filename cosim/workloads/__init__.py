@@ -1,5 +1,18 @@
-"""Workload sources: SWF traces, Lublin-Feitelson, Mao/DeepRM, VASP; estimate models."""
+"""Workload sources: SWF traces, Lublin-Feitelson, Mao/DeepRM, VASP; estimate models; windows."""
 
 from cosim.workloads.base import COLUMNS, Workload
+from cosim.workloads.estimates import (
+    ESTIMATE_MODELS,
+    ExactEstimates,
+    GaussianEstimates,
+    TsafrirEstimates,
+    apply_estimates,
+)
+from cosim.workloads.lublin import lublin
+from cosim.workloads.mao import mao
+from cosim.workloads.swf import CLEANING_RULES, SwfHeader, read_swf, read_swf_header, write_swf
+from cosim.workloads.windows import jobsets, window
 
-__all__ = ["COLUMNS", "Workload"]
+__all__ = ["COLUMNS", "Workload", "read_swf", "read_swf_header", "write_swf", "SwfHeader",
+           "CLEANING_RULES", "lublin", "mao", "ESTIMATE_MODELS", "apply_estimates",
+           "ExactEstimates", "GaussianEstimates", "TsafrirEstimates", "window", "jobsets"]

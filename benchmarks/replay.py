@@ -1,0 +1,81 @@
+"""Whole-trace replay speed through the SimPy model.
+
+Prints jobs/s (jobs divided by the seconds from the start of reading the
+trace to the end of the simulation; interpreter start-up and imports
+excluded) and peak memory. With ``--yardstick PATH`` it also runs the shared
+plain-Python FCFS+EASY loop (``../shared/tools/ref_easy.py``) on the same
+trace in a subprocess and prints the ratio.
+
+    python benchmarks/replay.py ../shared/traces/lublin_256.swf --policy fcfs --backfill easy \
+        --yardstick ../shared/tools/ref_easy.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import simpy
+
+from agents.heuristics import make_policy
+from cosim.config import scenario_from_dict
+from cosim.model import build
+from cosim.workloads.swf import read_swf, read_swf_header
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--policy", default="fcfs")
+    ap.add_argument("--backfill", default="easy")
+    ap.add_argument("--cores-per-node", type=int, default=None,
+                    help="node size (default: MaxProcs/MaxNodes from the header, else 1)")
+    ap.add_argument("--no-record", action="store_true", help="skip event/decision rows")
+    ap.add_argument("--yardstick", default=None, help="path of ref_easy.py to run beside")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    header = read_swf_header(args.trace)
+    workload = read_swf(args.trace)
+    t1 = time.perf_counter()
+    procs = header.max_procs or header.max_nodes or int(workload.procs.max())
+    cpn = args.cores_per_node
+    if cpn is None:
+        cpn = procs // header.max_nodes if header.max_nodes and procs % header.max_nodes == 0 else 1
+    scenario = scenario_from_dict({
+        "cluster": {"nodes": procs // cpn, "cores_per_node": cpn},
+        "workload": {"kind": "swf", "path": args.trace}})
+    env = simpy.Environment()
+    sim = build(env, scenario, make_policy(f"{args.policy}+{args.backfill}"),
+                workload=workload, record=not args.no_record)
+    env.run(until=sim.finished)
+    t2 = time.perf_counter()
+    n = len(workload)
+    jobs = sim.scheduler.jobs
+    mean_wait = sum(j.start - j.submit for j in jobs) / n
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ours = n / (t2 - t0)
+    print(f"cosim: {n} jobs, {procs} cores ({procs // cpn} nodes x {cpn}), "
+          f"{args.policy}+{args.backfill}")
+    print(f"  parse {t1 - t0:.2f} s, simulate {t2 - t1:.2f} s, "
+          f"passes {sim.scheduler.counters.passes}, events {len(sim.scheduler.events)}")
+    print(f"  {ours:,.0f} jobs/s")
+    print(f"  peak memory {peak_mb:,.0f} MB ({peak_mb * 1024 / n:.1f} KB/job)")
+    print(f"  mean wait {mean_wait:,.1f} s, overruns {sim.scheduler.counters.overruns}, "
+          f"reservations broken {sim.scheduler.counters.reservations_broken}")
+    if args.yardstick:
+        out = subprocess.run([sys.executable, args.yardstick, args.trace, "--bf", "easy"],
+                             capture_output=True, text=True, check=True)
+        ref = json.loads(out.stdout)
+        ref_rate = ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+        print(f"yardstick: {ref_rate:,.0f} jobs/s (parse {ref['parse_s']:.2f} s, "
+              f"sim {ref['sim_s']:.2f} s), mean wait {ref['mean_wait']:,.1f} s")
+        print(f"ratio: {ours / ref_rate:.2f}x the yardstick's jobs/s")
+
+
+if __name__ == "__main__":
+    main()
