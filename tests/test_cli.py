@@ -59,9 +59,10 @@ def test_same_seed_gives_byte_identical_jobs_parquet(tmp_path):
 
     a, b = run(tmp_path / "a"), run(tmp_path / "b")
     assert a == b
-    proc = cosim("run", "scenarios/lublin256.yaml", "--policy", "random+easy", "--set",
-                 "workload.jobs=400", "--seed", "8", "--out", tmp_path / "c", "--no-plots",
-                 "--quiet")
+    other = cosim("run", "scenarios/lublin256.yaml", "--policy", "random+easy", "--set",
+                  "workload.jobs=400", "--seed", "8", "--out", tmp_path / "c", "--no-plots",
+                  "--quiet")
+    assert other.returncode == 0, other.stderr
     assert (tmp_path / "c" / "random+easy" / "jobs.parquet").read_bytes() != a
 
 

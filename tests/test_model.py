@@ -8,7 +8,6 @@ import pytest
 import simpy
 
 from agents.heuristics import make_policy
-from cosim.actors.nodes import NodeFailure
 from cosim.config import scenario_from_dict
 from cosim.model import build
 from cosim.policy import kill
