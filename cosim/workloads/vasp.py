@@ -861,7 +861,9 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
 
     submit = _arrivals(r_arr, n_jobs, float(mean_interarrival), p)
     req = _requests(r_req, users, job, run, p) if n_jobs else np.zeros(0)
-    features = _features(job) if n_jobs else {k: np.zeros(0) for k in FEATURES}
+    features = _features(job) if n_jobs else (
+        {k: np.zeros(0) for k in FEATURES} | {k: np.zeros(0, dtype="<U1") for k in CATEGORICAL}
+        | {"kind": np.zeros(0, dtype="<U1"), "multi_ionic": np.zeros(0, dtype=bool)})
     workload = Workload.from_columns(
         submit=submit, run=run, procs=job.get("cores", np.zeros(0, np.int64)), req_time=req,
         job_id=np.arange(1, n_jobs + 1), mem=np.zeros(n_jobs), user=job.get("user", np.zeros(0)),

@@ -1,0 +1,161 @@
+"""Predictor data set layout: generate, write atomically, load and validate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cosim.errors import InputError
+from cosim.workloads.vasp import CATEGORICAL, FEATURES, generate_vasp
+from predictors.dataset import (
+    DATASET_VERSION,
+    JOBS_SCHEMA,
+    PROGRESS_SCHEMA,
+    generate_dataset,
+    load_dataset,
+    write_dataset,
+)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ds") / "data"
+    assert generate_dataset(150, 7, out) == out
+    return out
+
+
+def test_files_and_metadata(generated):
+    assert sorted(p.name for p in generated.iterdir()) == ["dataset.json", "jobs.parquet", "progress.parquet"]
+    meta = json.loads((generated / "dataset.json").read_text())
+    assert meta["version"] == DATASET_VERSION == 1
+    assert meta["features"] == list(FEATURES)
+    assert meta["categorical"] == {k: list(v) for k, v in CATEGORICAL.items()}
+    assert meta["n_jobs"] == 150 and meta["seed"] == 7
+    assert meta["source"] == "cosim.workloads.vasp.generate_vasp"
+    assert meta["params"]["runtime_cap"] == 60000.0
+
+
+def test_schemas_are_exact(generated):
+    jobs = pq.read_table(generated / "jobs.parquet")
+    progress = pq.read_table(generated / "progress.parquet")
+    assert jobs.schema.remove_metadata() == JOBS_SCHEMA
+    assert progress.schema.remove_metadata() == PROGRESS_SCHEMA
+    assert JOBS_SCHEMA.names[:8] == ["job_id", "user", "kind", "multi_ionic", "submit", "req_time",
+                                     "runtime", "cores"]
+    assert JOBS_SCHEMA.field("cores").type == pa.int64()  # once, though it is a Table-1 feature too
+    assert JOBS_SCHEMA.names.count("cores") == 1
+    assert set(JOBS_SCHEMA.names) == {*JOBS_SCHEMA.names[:8], *FEATURES, *CATEGORICAL}
+
+
+def test_content_matches_the_generator(generated):
+    ds = load_dataset(generated)
+    vj = generate_vasp(150, seed=7)
+    w = vj.workload
+    cols = ds.job_columns()
+    assert cols["job_id"][:3].tolist() == ["vasp-000001", "vasp-000002", "vasp-000003"]
+    np.testing.assert_array_equal(cols["runtime"], w.run)
+    np.testing.assert_array_equal(cols["submit"], w.submit)
+    np.testing.assert_array_equal(cols["cores"], w.procs)
+    np.testing.assert_array_equal(cols["req_time"], w.req_time)
+    assert cols["user"][0] == f"user-{w.user[0]:03d}"
+    for name in FEATURES:
+        np.testing.assert_array_equal(cols[name], w.features[name])
+    for name in CATEGORICAL:
+        assert cols[name].tolist() == w.features[name].tolist()
+    assert cols["kind"].tolist() == w.features["kind"].tolist()
+    assert ds.progress.num_rows == len(vj.elapsed) == ds.meta["n_progress_rows"]
+    off = ds.progress_offsets()
+    np.testing.assert_array_equal(off, vj.offsets)
+    prog = ds.progress_columns()
+    for j in (0, 1, 149):
+        log = vj.progress_log(j)
+        sl = slice(off[j], off[j + 1])
+        assert set(prog["job_id"][sl]) == {cols["job_id"][j]}
+        np.testing.assert_array_equal(prog["step"][sl], log["step"])
+        for key in ("elapsed", "energy", "denergy", "max_force", "scf_steps"):
+            np.testing.assert_array_equal(prog[key][sl], log[key])
+
+
+def test_deterministic_bytes_and_no_temp_files(generated, tmp_path):
+    again = generate_dataset(150, 7, tmp_path / "again")
+    for name in ("jobs.parquet", "progress.parquet", "dataset.json"):
+        assert (again / name).read_bytes() == (generated / name).read_bytes(), name
+    generate_dataset(10, 8, again)  # overwrite in place
+    assert sorted(p.name for p in again.iterdir()) == ["dataset.json", "jobs.parquet", "progress.parquet"]
+    assert load_dataset(again).n_jobs == 10
+
+
+def test_load_reorders_progress_written_out_of_order(generated, tmp_path):
+    ds = load_dataset(generated)
+    shuffled = ds.progress.take(pa.array(np.random.default_rng(0).permutation(ds.progress.num_rows)))
+    out = write_dataset(ds.job_columns(), {k: shuffled[k] for k in shuffled.column_names}, tmp_path,
+                        source="test")
+    back = load_dataset(out)
+    assert back.progress.equals(ds.progress)
+
+
+def _copy(src, dst):
+    dst.mkdir()
+    for p in src.iterdir():
+        (dst / p.name).write_bytes(p.read_bytes())
+    return dst
+
+
+def test_missing_folder_and_files(generated, tmp_path):
+    with pytest.raises(InputError, match="nowhere: expected a data set folder"):
+        load_dataset(tmp_path / "nowhere")
+    for name in ("dataset.json", "jobs.parquet", "progress.parquet"):
+        d = _copy(generated, tmp_path / f"no-{name}")
+        (d / name).unlink()
+        with pytest.raises(InputError) as err:
+            load_dataset(d)
+        assert str(err.value).startswith(f"{d / name}: expected ") and "got a missing file" in str(err.value)
+
+
+def test_wrong_version_and_bad_json(generated, tmp_path):
+    d = _copy(generated, tmp_path / "v2")
+    meta = json.loads((d / "dataset.json").read_text())
+    meta["version"] = 2
+    (d / "dataset.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=r"dataset.json: version: expected version 1 .*, got 2"):
+        load_dataset(d)
+    (d / "dataset.json").write_text('{"version": 1,\n "features": [}')
+    with pytest.raises(InputError, match=r"dataset.json:2: expected a JSON object, got invalid JSON"):
+        load_dataset(d)
+
+
+def test_missing_column_and_wrong_type(generated, tmp_path):
+    d = _copy(generated, tmp_path / "cols")
+    jobs = pq.read_table(d / "jobs.parquet")
+    pq.write_table(jobs.drop_columns(["ENCUT"]), d / "jobs.parquet")
+    with pytest.raises(InputError, match=r"jobs.parquet: column 'ENCUT': expected the columns .*got no such column"):
+        load_dataset(d)
+    pq.write_table(jobs.set_column(jobs.schema.get_field_index("cores"), "cores",
+                                   pa.array(jobs["cores"].to_numpy().astype(float))), d / "jobs.parquet")
+    with pytest.raises(InputError, match=r"column 'cores': expected type int64, got double"):
+        load_dataset(d)
+    (d / "jobs.parquet").write_bytes(b"not parquet")
+    with pytest.raises(InputError, match=r"jobs.parquet: expected a Parquet file, got an unreadable file"):
+        load_dataset(d)
+
+
+def test_progress_of_unknown_job_is_rejected(generated, tmp_path):
+    d = _copy(generated, tmp_path / "orphan")
+    prog = pq.read_table(d / "progress.parquet")
+    ids = prog["job_id"].to_pylist()
+    ids[0] = "vasp-999999"
+    pq.write_table(prog.set_column(0, "job_id", pa.array(ids, pa.string())), d / "progress.parquet")
+    with pytest.raises(InputError, match=r"progress.parquet: column 'job_id': expected job ids of jobs.parquet, "
+                                         r"got 1 rows"):
+        load_dataset(d)
+
+
+def test_empty_dataset_round_trip(tmp_path):
+    out = generate_dataset(0, 1, tmp_path / "empty")
+    ds = load_dataset(out)
+    assert ds.n_jobs == 0 and ds.progress.num_rows == 0
+    assert ds.progress_offsets().tolist() == [0]
