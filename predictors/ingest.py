@@ -56,6 +56,7 @@ from predictors.dataset import write_dataset
 
 __all__ = [
     "IngestReport",
+    "OutcarInfo",
     "find_runs",
     "read_incar",
     "read_outcar",

@@ -139,7 +139,7 @@ def test_runtime_is_elapsed_plus_io(jobs):
 def test_hidden_noise_is_not_a_feature(jobs):
     speed = jobs.hidden["speed"]
     assert 0.01 <= jobs.hidden["straggler"].mean() <= 0.035
-    assert speed[jobs.hidden["straggler"]].min() >= 2.5
+    assert speed[jobs.hidden["straggler"]].min() >= 2.0  # 3-6.7x times the other hidden factors
     normal = speed[~jobs.hidden["straggler"]]
     assert 0.05 <= np.std(np.log(normal)) <= 0.3
 
@@ -283,3 +283,8 @@ def test_zero_jobs_and_overrides():
     short = generate_vasp(300, seed=1, runtime_cap=3600.0)
     assert short.workload.run.max() <= 3600.0
     assert math.isclose(short.params.runtime_cap, 3600.0)
+
+
+def test_bad_seed():
+    with pytest.raises(WorkloadError, match=r"^vasp.seed: expected a non-negative integer, got 'x'"):
+        generate_vasp(10, seed="x")

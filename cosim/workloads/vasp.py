@@ -130,7 +130,9 @@ class VaspParams:
         kind_loyalty: probability that a job takes its user's favourite kind
             instead of a draw from ``kind_shares``.
         cost_scale: ``C`` in ``t_scf = C W ...`` (s per unit of work); calibrated
-            so the mean run time is about 50 min (RLSchert).
+            so the mean run time is about 50 min (RLSchert). ``VASP.md``
+            suggests 2.5e-6 for its structure mix; ours has larger systems and
+            k-meshes, hence a smaller C for the same mean.
         runtime_cap: longest run time kept (s); RLSchert's 1000 min.
         max_cores: largest core count (RLSchert: 100).
         cores_per_atom: median cores per atom users choose for a template.
@@ -732,6 +734,8 @@ def _render(jobs: VaspJobs, j: int, done: int, partial: int) -> OszicarRun:
 def _check_params(n_jobs, seed, n_users, mean_interarrival, params: dict) -> VaspParams:
     if not isinstance(n_jobs, int | np.integer) or isinstance(n_jobs, bool) or n_jobs < 0:
         raise WorkloadError("vasp.n_jobs", repr(n_jobs), "a non-negative integer")
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+        raise WorkloadError("vasp.seed", repr(seed), "a non-negative integer")
     if not isinstance(n_users, int | np.integer) or isinstance(n_users, bool) or n_users < 1:
         raise WorkloadError("vasp.n_users", repr(n_users), "a positive integer")
     if not (isinstance(mean_interarrival, int | float) and math.isfinite(mean_interarrival)
