@@ -99,6 +99,9 @@ def _ingest(args: argparse.Namespace) -> None:
 
     report = ingest_runs(args.dirs, args.out)
     print(report)
+    if report.n_ingested == 0:
+        raise InputError(" ".join(str(d) for d in args.dirs), "no readable VASP run",
+                         "folders holding VASP runs (INCAR + OSZICAR)")
 
 
 def _train(args: argparse.Namespace) -> None:

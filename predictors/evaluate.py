@@ -48,12 +48,14 @@ class EvalData:
         progress: per-job progress logs, in ``jobs`` row order.
         spec: feature spec from ``dataset.json``.
         path: the folder.
+        n_dropped: jobs left out because their run time is unknown.
     """
 
     jobs: Any
     progress: Progress
     spec: FeatureSpec
     path: Path
+    n_dropped: int = 0
 
     @property
     def runtime(self) -> np.ndarray:
@@ -71,43 +73,42 @@ class EvalData:
 
 
 def read_data(data_dir: str | Path) -> EvalData:
-    """Read ``jobs.parquet``, ``progress.parquet`` and ``dataset.json`` of a dataset folder.
+    """Read a dataset folder (:func:`predictors.dataset.load_dataset`) for training or evaluation.
+
+    Jobs whose run time is unknown (NaN, as ingested runs may have) or not
+    positive cannot be scored or learnt from and are left out
+    (``EvalData.n_dropped``); progress rows without an elapsed time cannot be
+    placed in time and are left out too.
 
     Raises:
-        InputError: a file or a required column is missing, or run times are
-            not positive.
+        InputError: a file or column is missing or malformed, or no job has a
+            known run time.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow.compute as pc
 
+    from predictors.dataset import load_dataset
+
+    ds = load_dataset(data_dir)
     path = Path(data_dir)
-    if not path.is_dir():
-        raise InputError(str(path), "no such folder", "a dataset folder (jobs.parquet, "
-                         "progress.parquet, dataset.json)")
-    spec = FeatureSpec.from_dataset(path)
-    tables = {}
-    for name in ("jobs.parquet", "progress.parquet"):
-        f = path / name
-        if not f.is_file():
-            raise InputError(str(f), "no such file", "the dataset's Parquet files")
-        try:
-            tables[name] = pq.read_table(f)
-        except (pa.ArrowException, OSError) as exc:
-            raise InputError(str(f), f"an unreadable Parquet file ({str(exc)[:120]})",
-                             "a Parquet table") from None
-    jobs = tables["jobs.parquet"]
     where = str(path / "jobs.parquet")
+    spec = FeatureSpec.from_dict(ds.meta, where=str(path / "dataset.json"))
+    jobs = ds.jobs
     for c in _JOB_COLUMNS:
         column(jobs, c, where)
     run = column(jobs, "runtime", where).astype(np.float64)
-    bad = ~(np.isfinite(run) & (run > 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{where}: row {i} 'runtime'", repr(float(run[i])),
-                         "a run time > 0 seconds")
-    progress = Progress.from_table(tables["progress.parquet"], column(jobs, "job_id", where),
-                                   str(path / "progress.parquet"))
-    return EvalData(jobs, progress, spec, path)
+    known = np.isfinite(run) & (run > 0)
+    if not known.any():
+        raise InputError(f"{where}: column 'runtime'", f"no known run time in {len(run)} jobs",
+                         "at least one job with a run time > 0")
+    if not known.all():
+        jobs = jobs.filter(known)
+    progress = ds.progress
+    has_time = pc.is_finite(progress["elapsed"])
+    if progress.num_rows and not pc.all(has_time).as_py():
+        progress = progress.filter(has_time)
+    steps = Progress.from_table(progress, column(jobs, "job_id", where),
+                                str(path / "progress.parquet"))
+    return EvalData(jobs, steps, spec, path, n_dropped=int((~known).sum()))
 
 
 def _errors(y: np.ndarray, yhat: np.ndarray, multi: np.ndarray) -> dict[str, Any]:
@@ -149,6 +150,7 @@ def evaluate(data: EvalData, *, runtime_model: Any = None, remaining_model: Any 
     """
     y, multi = data.runtime, data.multi
     out: dict[str, Any] = {"data": str(data.path), "n_jobs": len(y),
+                           "n_dropped_unknown_runtime": data.n_dropped,
                            "n_single": int((~multi).sum()), "n_multi": int(multi.sum()),
                            "runtime": {}}
     req = column(data.jobs, "req_time").astype(np.float64)

@@ -151,6 +151,9 @@ def _write(model: Any, folder: Path, feature_spec: Any, extra: Mapping[str, Any]
     from predictors.remaining import RemainingTimeRegressor
     from predictors.runtime import RuntimeRegressor
 
+    if not isinstance(model, RuntimeRegressor | RemainingTimeRegressor | UserHistoryRegressor):
+        raise TypeError(f"cannot save {type(model).__name__}: expected RuntimeRegressor, "
+                        "RemainingTimeRegressor or UserHistoryRegressor")
     meta: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION,
                             "class": _class_name(type(model)),
                             "params": _json_params(model.get_params(deep=False))}
@@ -173,14 +176,11 @@ def _write(model: Any, folder: Path, feature_spec: Any, extra: Mapping[str, Any]
         meta["arch"] = model._arch()
         meta["n_features"] = int(model.n_features_in_)
         meta["versions"] = _versions("torch", "xgboost")
-    elif isinstance(model, UserHistoryRegressor):
+    else:
         check_is_fitted(model, "history_")
         (folder / "history.json").write_text(json.dumps(model.state_dict()))
         files.append("history.json")
         meta["versions"] = _versions()
-    else:
-        raise TypeError(f"cannot save {type(model).__name__}: expected RuntimeRegressor, "
-                        "RemainingTimeRegressor or UserHistoryRegressor")
     names_in = getattr(model, "feature_names_in_", None)
     names_in = None if names_in is None else [str(n) for n in names_in]
     meta["feature_names_in"] = names_in  # restored as the estimator's own attribute

@@ -149,8 +149,9 @@ class FeatureSpec:
             try:
                 cols.append(np.asarray(raw, dtype=np.float64))
             except (TypeError, ValueError):
-                sample = next((v for v in raw if not _is_number(v)), raw[0])
-                raise InputError(f"{where}: column {name!r}", f"non-numeric value {sample!r}",
+                i = next((i for i, v in enumerate(raw) if not _is_number(v)), 0)
+                raise InputError(f"{where}: column {name!r}",
+                                 f"non-numeric value {str(raw[i])!r} in row {i}",
                                  "numbers (NaN for unknown)") from None
         if not cols:
             return np.zeros((0, 0))

@@ -1,0 +1,138 @@
+"""End-to-end tests of ``python -m predictors`` (generate, ingest, train, evaluate)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from predictors.__main__ import main
+from predictors.dataset import generate_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "predictors", *map(str, args)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Generate, train all three models and evaluate, through the CLI."""
+    root = tmp_path_factory.mktemp("cli")
+    data, models = root / "data", root / "models"
+    r = run_cli("generate", "--jobs", 400, "--seed", 3, "--out", data)
+    assert r.returncode == 0, r.stderr
+    assert "wrote 400 jobs" in r.stdout
+    generate_dataset(150, 4, root / "test")
+    for kind in ("runtime", "history"):  # in-process: a subprocess costs seconds of imports
+        assert main(["train", kind, "--data", str(data), "--out", str(models)]) == 0
+    r = run_cli("train", "remaining", "--data", data, "--out", models, "--epochs", 1,
+                "--seed", 5)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("evaluate", "--data", root / "test", "--models", models, "--json",
+                root / "eval.json")
+    assert r.returncode == 0, r.stderr
+    return {"root": root, "data": data, "models": models, "stdout": r.stdout,
+            "result": json.loads((root / "eval.json").read_text())}
+
+
+def test_train_writes_one_folder_per_model(trained):
+    models = trained["models"]
+    assert sorted(p.name for p in models.iterdir()) == ["history", "remaining", "runtime"]
+    meta = json.loads((models / "remaining" / "meta.json").read_text())
+    assert meta["params"]["epochs"] == 1 and meta["params"]["random_state"] == 5
+    assert meta["extra"]["n_jobs"] == 400 and meta["extra"]["data"] == str(trained["data"])
+    assert "SystemVolume" in meta["feature_names"]
+
+
+def test_evaluate_table_and_json(trained):
+    res = trained["result"]
+    assert res["n_jobs"] == 150 and res["n_single"] + res["n_multi"] == 150
+    assert set(res["runtime"]) == {"user_estimate", "user_history", "xgboost"}
+    for block in res["runtime"].values():
+        assert set(block) == {"overall", "single", "multi"}
+        assert block["overall"]["n"] == 150 and block["overall"]["mape"] > 0
+    rem = res["remaining"]
+    assert rem["fractions"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    for model in ("rnn", "prerun"):
+        for kind in ("total", "remaining"):
+            rows = rem[model]["by_fraction"][kind]["overall"]
+            assert len(rows) == 9 and all(r["n"] == 150 for r in rows)
+        assert rem[model]["pooled"]["total"]["overall"]["n"] == 9 * 150
+    out = trained["stdout"]
+    assert "xgboost" in out and "Remaining time by elapsed fraction" in out
+    assert f"wrote {trained['root'] / 'eval.json'}" in out
+
+
+def test_same_seed_same_model(trained, tmp_path):
+    assert main(["train", "runtime", "--data", str(trained["data"]), "--out", str(tmp_path)]) == 0
+    a = (trained["models"] / "runtime" / "model.ubj").read_bytes()
+    assert (tmp_path / "runtime" / "model.ubj").read_bytes() == a
+
+
+def test_user_errors_are_one_line_and_exit_2(trained, tmp_path):
+    r = run_cli("evaluate", "--data", tmp_path / "missing", "--models", trained["models"])
+    assert r.returncode == 2
+    assert r.stderr == (f"error: {tmp_path / 'missing'}: expected a data set folder with "
+                        "jobs.parquet, progress.parquet, dataset.json, got no such folder\n")
+    assert r.stdout == ""
+
+
+def test_bad_arguments_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", "--jobs", "0", "--out", "x"])
+    assert exc.value.code == 2
+    assert "argument --jobs: expected a positive integer, got '0'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "forest", "--data", "d", "--out", "m"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'forest'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "runtime", "--data", "d"])
+    assert exc.value.code == 2
+    assert "the following arguments are required: --out" in capsys.readouterr().err
+
+
+def test_in_process_errors(trained, tmp_path, capsys):
+    empty = tmp_path / "models"
+    empty.mkdir()
+    assert main(["evaluate", "--data", str(trained["data"]), "--models", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {empty}: expected a folder written by 'python -m predictors "
+                   "train', got no runtime/, remaining/ or history/ model folder\n")
+    # a model folder of the wrong class where another is expected
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "runtime").symlink_to(trained["models"] / "history", target_is_directory=True)
+    assert main(["evaluate", "--data", str(trained["data"]), "--models", str(wrong)]) == 2
+    assert "expected a saved RuntimeRegressor, got a saved UserHistoryRegressor" in \
+        capsys.readouterr().err
+
+
+def test_ingest_then_train_without_run_times(tmp_path, capsys, shared):
+    src = shared / "vasp" / "hackingmaterials__atomate__atomate__vasp__test_files__Al__OSZICAR.OSZICAR"
+    if not src.is_file():
+        pytest.skip(f"{src} not found")
+    run = tmp_path / "runs" / "al"
+    run.mkdir(parents=True)
+    (run / "OSZICAR").write_bytes(src.read_bytes())  # into tmp only, never the repo
+    (run / "INCAR").write_text("ENCUT = 520\nNSW = 0\n")
+    assert main(["ingest", str(tmp_path / "runs"), "--out", str(tmp_path / "data")]) == 0
+    assert "ingested 1 of 1" in capsys.readouterr().out
+    # without an OUTCAR the run time is unknown: nothing to learn from
+    assert main(["train", "runtime", "--data", str(tmp_path / "data"),
+                 "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no known run time in 1 jobs" in err
+    assert err.count("\n") == 1
+    (tmp_path / "nothing").mkdir()
+    assert main(["ingest", str(tmp_path / "nothing"), "--out", str(tmp_path / "d2")]) == 2
+    assert "expected folders holding VASP runs (INCAR + OSZICAR), got no readable VASP run" in \
+        capsys.readouterr().err
