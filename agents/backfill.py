@@ -270,40 +270,43 @@ class QueuePolicy:
 
     @staticmethod
     def _easy_backfill_vectorized(q, cl, now, shadow, extra, extra_mem):
-        """Backfill over a long queue: each step finds the next job by one masked scan.
+        """Backfill over a long queue: each start is found by one masked scan.
 
-        The candidate set only shrinks (free cores and extra cores only go
-        down), so after each start it is filtered again instead of rescanned.
+        The scan works on contiguous slices of the queue columns (no gathers),
+        so a pass that finds nothing costs a handful of numpy calls.
         """
-        slots = q.fitting(cl.free, cl.free_mem)   # the head does not fit: never in here
-        while len(slots):
-            procs, mem = q.procs[slots], q.mem[slots]
-            short = now + q.estimate[slots] <= shadow
-            ok = short | ((procs <= extra) & (mem <= extra_mem))
+        lo, hi = q.lo, q.hi
+        with_mem = cl.free_mem != np.inf
+        while lo < hi:
+            procs, est = q.procs[lo:hi], q.estimate[lo:hi]
+            short = now + est <= shadow
+            ok = (short | (procs <= extra)) if not with_mem else (
+                short | ((procs <= extra) & (q.mem[lo:hi] <= extra_mem)))
+            ok &= procs <= cl.free
+            ok &= q.alive[lo:hi]
+            if with_mem:
+                ok &= q.mem[lo:hi] <= cl.free_mem
             if q.key_monotone:
-                i = int(np.argmax(ok))
+                i = int(ok.argmax())
                 if not ok[i]:
                     break
             else:
                 idx = np.flatnonzero(ok)
                 if not len(idx):
                     break
-                i = int(idx[np.argmin(q.key[slots[idx]])])
-            job = q.jobs[slots[i]]
+                i = int(idx[q.key[lo:hi][idx].argmin()])
+            job = q.jobs[lo + i]
             if short[i]:
                 yield start(job, Mode.BACKFILLED, "ends before shadow time")
             else:
                 extra -= job.procs
                 extra_mem -= job.mem
                 yield start(job, Mode.BACKFILLED, "uses extra cores")
-            free = cl.free
-            if free == 0:
+            if cl.free == 0:
                 break
-            rest = slots[i + 1:] if q.key_monotone else np.delete(slots, i)
-            keep = q.procs[rest] <= free
-            if cl.free_mem != np.inf:
-                keep &= q.mem[rest] <= cl.free_mem
-            slots = rest[keep]
+            if q.key_monotone:
+                # Jobs before it were refused and stay refused: resume after it.
+                lo += i + 1
         return extra, extra_mem
 
     # -- conservative ---------------------------------------------------------------

@@ -188,6 +188,9 @@ class Scheduler:
         self.decisions: list[tuple] = []
         self.queued_area = 0.0
         self.on_job_done = None            # callback(job) when a job reaches DONE
+        # Callbacks (kind, job) on queue/run changes: "queued", "started",
+        # "left" (ended, killed or failed). Used by the Gym env's rewards.
+        self.listeners: list = []
         self.done_count = 0
         self.expected_jobs = -1            # when done_count reaches it, `finished` fires
         self.finished = env.event()
@@ -198,22 +201,49 @@ class Scheduler:
 
     # -- the process ---------------------------------------------------------
     def schedule(self) -> Generator:
-        """Process: sleep until something changes, then run one pass."""
+        """Process: sleep until something changes, then run one pass.
+
+        A policy with ``external = True`` (a learning agent behind the Gym
+        environment) answers each decision point through an event: the
+        scheduler posts a request with :meth:`AgentPolicy.post` and waits for
+        the decision; simulated time does not move meanwhile.
+        """
+        external = getattr(self.policy, "external", False)
         while True:
             yield self._wake
             self._wake = self.env.event()
-            self._pass()
+            if external:
+                yield from self._external_pass()
+            else:
+                self._pass()
+
+    def _external_pass(self) -> Generator:
+        self.counters.passes += 1
+        agent = self.policy
+        view = self.view
+        while agent.wants_decision(view):
+            request = self.env.event()
+            agent.post(request, view)
+            decision = yield request
+            if decision is None or decision.action == WAIT:
+                break
+            self.apply(decision)
+            if decision.action == KILL:
+                break   # its cores come back when the interrupt is processed, then we are woken
+        self._end_pass()
 
     def _poke(self) -> None:
         if not self._wake.triggered:
             self._wake.succeed()
 
     def _pass(self) -> None:
-        counters = self.counters
-        counters.passes += 1
+        self.counters.passes += 1
         apply = self.apply
         for decision in self.policy.decide(self.view):
             apply(decision)
+        self._end_pass()
+
+    def _end_pass(self) -> None:
         view = self.view
         view.released = False
         view.surprise = False
@@ -296,6 +326,8 @@ class Scheduler:
         self._end_key[job] = key
         insort(self.ends, key)
         job.process = env.process(self.cluster.run_job(job))
+        for listener in self.listeners:
+            listener("started", job)
         if self.record:
             self.decisions.append((now, job.id, START, mode, reason, math.nan))
             self._event("start", job.id)
@@ -326,9 +358,13 @@ class Scheduler:
         self.queue.add(job, key)
         self.queued_area += job.procs * job.estimate
         self.view.new_jobs.append(job)
+        for listener in self.listeners:
+            listener("queued", job)
         self._poke()
 
     def _remove_running(self, job: Job) -> None:
+        for listener in self.listeners:
+            listener("left", job)
         key = self._end_key.pop(job)
         ends = self.ends
         del ends[bisect_left(ends, key)]

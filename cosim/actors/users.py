@@ -45,6 +45,7 @@ class Users:
         self.estimate = workload.req_time if estimate is None else estimate
         self.user_aware = user_aware
         self._make_job = make_job or self._job_from_row
+        self._cols = None
         self.submitted = 0
         self.total = len(workload)
         self._dependents: dict[int, list[int]] = {}
@@ -61,10 +62,17 @@ class Users:
         self.process = env.process(self.submit_jobs())
 
     def _job_from_row(self, i: int) -> Job:
-        w = self.workload
-        return Job(int(w.job_id[i]), i, float(w.submit[i]), float(w.run[i]), int(w.procs[i]),
-                   float(w.req_time[i]), float(self.estimate[i]), mem=float(w.mem[i]),
-                   user=int(w.user[i]), prev_job=int(w.prev_job[i]), think=float(w.think[i]))
+        c = self._cols
+        if c is None:
+            # Python scalars once for all rows: per-row numpy indexing is slow.
+            w = self.workload
+            c = self._cols = (w.job_id.tolist(), w.submit.tolist(), w.run.tolist(),
+                              w.procs.tolist(), w.req_time.tolist(),
+                              np.asarray(self.estimate, dtype=np.float64).tolist(),
+                              w.mem.tolist(), w.user.tolist(), w.prev_job.tolist(),
+                              w.think.tolist())
+        return Job(c[0][i], i, c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], c[6][i], c[7][i],
+                   c[8][i], c[9][i])
 
     def submit_jobs(self) -> Generator:
         """Process: submit the independent jobs at their submit times."""

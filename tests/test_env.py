@@ -1,0 +1,165 @@
+"""The Gymnasium environment over the SimPy model."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from cosim.config import scenario_from_dict
+from cosim.env import ENV_ID, SchedulingEnv
+from cosim.workloads.base import Workload
+
+SCENARIO = "scenarios/lublin256.yaml"
+
+
+def small_scenario(cores=8):
+    return scenario_from_dict({"cluster": {"nodes": cores},
+                               "workload": {"kind": "swf", "path": "unused"}})
+
+
+@pytest.mark.parametrize("observation", ["compact", "kernel", "image"])
+@pytest.mark.parametrize("window, kills", [((10, 0), 0), ((8, 2), 3)])
+def test_check_env_passes_with_warnings_as_errors(observation, window, kills):
+    env = SchedulingEnv(SCENARIO, observation=observation, window=window, kill_slots=kills,
+                        episode_jobs=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env, skip_render_check=True)
+
+
+def test_registered_under_an_id():
+    env = gym.make(ENV_ID, scenario=SCENARIO, episode_jobs=32)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert info["action_mask"].dtype == np.int8
+
+
+def rollout(env, seed, steps=300, policy_seed=0):
+    rng = np.random.default_rng(policy_seed)
+    obs, info = env.reset(seed=seed)
+    trace = []
+    for _ in range(steps):
+        mask = info["action_mask"]
+        assert mask.dtype == np.int8 and mask.any()
+        assert np.array_equal(mask, env.unwrapped.action_masks())
+        action = int(rng.choice(np.flatnonzero(mask)))
+        obs, reward, terminated, truncated, info = env.step(action)
+        trace.append((action, float(reward), obs.tobytes(), terminated, truncated, info["time"]))
+        if terminated or truncated:
+            obs, info = env.reset()
+    return trace
+
+
+@pytest.mark.parametrize("observation", ["compact", "kernel"])
+def test_same_seed_same_trajectory(observation):
+    kwargs = dict(observation=observation, window=(6, 2), kill_slots=2, episode_jobs=48)
+    a = rollout(SchedulingEnv(SCENARIO, **kwargs), seed=5)
+    b = rollout(SchedulingEnv(SCENARIO, **kwargs), seed=5)
+    assert a == b
+    c = rollout(SchedulingEnv(SCENARIO, **kwargs), seed=6)
+    assert a != c
+
+
+@pytest.mark.parametrize("reward", ["slowdown", "slowdown_window", "bsld", "completion", "dbf",
+                                    "capability", "capacity"])
+def test_masks_never_allow_what_the_engine_refuses(reward):
+    env = SchedulingEnv(SCENARIO, window=(5, 3), kill_slots=2, episode_jobs=80, reward=reward,
+                        episode_end="completed")
+    rng = np.random.default_rng(1)
+    obs, info = env.reset(seed=3)
+    done = False
+    total = 0.0
+    while not done:
+        action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, r, terminated, truncated, info = env.step(action)
+        assert np.isfinite(r)
+        total += r
+        done = terminated or truncated
+    sched = env._sim.scheduler
+    assert sched.counters.refused == 0
+    assert terminated and not truncated
+    metrics = info["episode_metrics"]
+    assert metrics["jobs"] == 80 and metrics["mean_bsld"] >= 1.0
+    if reward in ("slowdown", "completion", "bsld", "dbf", "capacity"):
+        assert total < 0
+
+
+def test_illegal_action_means_wait():
+    env = SchedulingEnv(SCENARIO, window=(4, 0), episode_jobs=32)
+    obs, info = env.reset(seed=0)
+    illegal = np.flatnonzero(info["action_mask"] == 0)
+    assert len(illegal)
+    _, _, _, _, info2 = env.step(int(illegal[0]))
+    assert env._sim.scheduler.counters.refused == 0
+    assert info2["time"] >= info["time"]
+
+
+def test_kill_action_frees_cores_at_the_kill_time_and_requeues():
+    # 8 cores; job 1 (8 cores, 100 s) runs; job 2 (4 cores) waits. Killing
+    # running slot 0 at t=1 frees all 8 cores at once; job 2 can start at 1.
+    w = Workload.from_columns(submit=[0, 1], run=[100, 10], procs=[8, 4])
+    env = SchedulingEnv(small_scenario(8), window=(2, 0), kill_slots=1, episode_jobs=2,
+                        workload=w)
+    obs, info = env.reset(seed=0)
+    assert info["time"] == 0.0 and info["action_mask"].tolist() == [1, 0, 1, 0]
+    obs, r, term, trunc, info = env.step(0)          # start job 1
+    # With kill slots the agent is asked again at once (a kill is legal).
+    assert info["time"] == 0.0 and info["action_mask"].tolist() == [0, 0, 1, 1]
+    obs, r, term, trunc, info = env.step(2)          # wait for the next event
+    assert info["time"] == 1.0 and info["action_mask"].tolist() == [0, 0, 1, 1]
+    obs, r, term, trunc, info = env.step(3)          # kill running slot 0 (job 1)
+    sched = env._sim.scheduler
+    job1 = sched.jobs[0]
+    assert job1.killed_seconds == 1.0 and job1.attempts == 1
+    assert info["time"] == 1.0
+    assert sched.cluster.free == 8                   # freed at the kill time
+    assert info["action_mask"][:2].tolist() == [1, 1]   # both queued again, both fit
+    assert {j.id for j in env._agent.window if j is not None} == {1, 2}
+
+
+def test_teacher_action_is_what_the_heuristic_would_start():
+    w = Workload.from_columns(submit=[0, 0, 0], run=[50, 5, 20], procs=[2, 2, 2])
+    env = SchedulingEnv(small_scenario(2), window=(3, 0), episode_jobs=3, workload=w,
+                        teacher="sjf")
+    obs, info = env.reset(seed=0)
+    assert info["teacher_action"] == 1        # job 2 has the shortest estimate
+    env.teacher_name = "fcfs"
+    assert env.teacher_action("fcfs") == 0
+
+
+def test_smdp_discounting_shrinks_integral_rewards():
+    kwargs = dict(window=(4, 0), episode_jobs=40, reward="completion")
+    plain = SchedulingEnv(SCENARIO, **kwargs)
+    disc = SchedulingEnv(SCENARIO, smdp_gamma=0.5, **kwargs)
+    for a, b in zip(rollout(plain, seed=2, steps=60), rollout(disc, seed=2, steps=60)):
+        assert a[0] == b[0]
+        assert b[1] >= a[1] - 1e-12            # discounted penalties are smaller in size
+
+
+def test_episode_truncates_after_placing_episode_jobs():
+    env = SchedulingEnv(SCENARIO, window=(4, 0), episode_jobs=20, episode_end="placed")
+    obs, info = env.reset(seed=1)
+    steps = 0
+    while True:
+        legal = np.flatnonzero(info["action_mask"][:4])
+        action = int(legal[0]) if len(legal) else 4
+        obs, r, terminated, truncated, info = env.step(action)
+        steps += 1
+        if terminated or truncated:
+            break
+    assert truncated and not terminated
+    assert info["placed"] == 20
+
+
+def test_bad_arguments_are_clear():
+    from cosim.errors import ScenarioError
+    with pytest.raises(ScenarioError, match="observation: expected one of compact"):
+        SchedulingEnv(SCENARIO, observation="pixels")
+    with pytest.raises(ScenarioError, match="episode_jobs"):
+        SchedulingEnv(SCENARIO, episode_jobs=10**9)
+    with pytest.raises(ScenarioError, match="teacher"):
+        SchedulingEnv(SCENARIO, teacher="best")
