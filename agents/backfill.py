@@ -233,7 +233,7 @@ class QueuePolicy:
             self._easy_head = head
             yield reserve(head, shadow, "EASY head reservation")
             candidates = None
-        if cl.free > 0:
+        if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
             if candidates is None and not q.small():
                 backfill = self._easy_backfill_vectorized(q, cl, now, shadow, extra, extra_mem)
             else:

@@ -10,6 +10,7 @@ arrival order and compacted when half of them are dead.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 
 import numpy as np
@@ -47,6 +48,9 @@ class JobQueue:
         # is priority order and the head is the first alive slot.
         self.key_monotone = True
         self._last_key = -np.inf
+        # Smallest queued size, kept with a lazy-deletion heap (O(log n)).
+        self._sizes: list[int] = []
+        self._gone: dict[int, int] = {}
 
     def __len__(self) -> int:
         return self.count
@@ -76,6 +80,7 @@ class JobQueue:
             self.key_monotone = False
         self._last_key = key
         self.alive[s] = True
+        heapq.heappush(self._sizes, job.procs)
         job.queue_slot = s
         self.count += 1
         self.version += 1
@@ -85,6 +90,7 @@ class JobQueue:
         s = job.queue_slot
         self.alive[s] = False
         self.jobs[s] = None
+        self._gone[job.procs] = self._gone.get(job.procs, 0) + 1
         job.queue_slot = -1
         self.count -= 1
         self.version += 1
@@ -149,8 +155,18 @@ class JobQueue:
         """Queued jobs in slot order (a new list)."""
         return [j for j in self.jobs[self.lo:self.hi] if j is not None]
 
+    def min_procs(self) -> int:
+        """The smallest size among queued jobs (0 when empty)."""
+        sizes, gone = self._sizes, self._gone
+        while sizes and gone.get(sizes[0]):
+            gone[sizes[0]] -= 1
+            heapq.heappop(sizes)
+        return sizes[0] if sizes else 0
+
     def any_fits(self, free: int, free_mem: float) -> bool:
         """Whether some queued job fits ``free`` units and ``free_mem`` now."""
+        if free_mem == np.inf:
+            return self.count > 0 and self.min_procs() <= free
         lo, hi = self.lo, self.hi
         if hi - lo <= _SMALL:
             for j in self.jobs[lo:hi]:
@@ -195,3 +211,5 @@ class JobQueue:
         self.lo = self.hi = 0
         self.key_monotone = True
         self._last_key = -np.inf
+        self._sizes = []
+        self._gone = {}

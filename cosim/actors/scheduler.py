@@ -132,7 +132,19 @@ class SchedulerView:
             return now, avail - procs, avail_mem - mem
         ends = self._sched.ends
         n = len(ends)
-        node_granular = cl.node_granular
+        if avail_mem == math.inf or cl.node_granular:
+            # Cores only (the common case): one pass over the sorted ends.
+            need = procs - avail
+            for i, (t, _, job) in enumerate(ends):
+                need -= job.procs
+                if need <= 0:
+                    extra = -need
+                    i += 1
+                    while i < n and ends[i][0] == t:   # every job ending then counts
+                        extra += ends[i][2].procs
+                        i += 1
+                    return (t if t > now else now), extra, avail_mem - mem
+            return math.inf, 0, 0.0
         i = 0
         while i < n:
             t = ends[i][0]
@@ -140,8 +152,7 @@ class SchedulerView:
             while i < n and ends[i][0] == t:
                 job = ends[i][2]
                 avail += job.procs
-                if not node_granular:
-                    avail_mem += job.mem
+                avail_mem += job.mem
                 i += 1
             if avail >= procs and avail_mem >= mem:
                 return (t if t > now else now), avail - procs, avail_mem - mem
@@ -187,6 +198,7 @@ class Scheduler:
         self.events: list[tuple] = []
         self.decisions: list[tuple] = []
         self.queued_area = 0.0
+        self._last_idle_fit = -1
         self.on_job_done = None            # callback(job) when a job reaches DONE
         # Callbacks (kind, job) on queue/run changes: "queued", "started",
         # "left" (ended, killed or failed). Used by the Gym env's rewards.
@@ -253,7 +265,12 @@ class Scheduler:
             free = cl.free
             idle_fit = free if free > 0 and self.queue.count and self.queue.any_fits(
                 free, cl.free_mem) else 0
-            self._event("pass", -1, -1, idle_fit)
+            # A pass row only matters where resource holes change: metrics read
+            # idle_fit_cores as a step function over pass rows, and every other
+            # column of a skipped row equals the row before it.
+            if idle_fit != self._last_idle_fit:
+                self._last_idle_fit = idle_fit
+                self._event("pass", -1, -1, idle_fit)
 
     # -- applying decisions ----------------------------------------------------
     def apply(self, d: Decision) -> bool:
@@ -330,7 +347,9 @@ class Scheduler:
             listener("started", job)
         if self.record:
             self.decisions.append((now, job.id, START, mode, reason, math.nan))
-            self._event("start", job.id)
+            cl = self.cluster   # _event, inlined: this runs once per job
+            self.events.append((now, "start", job.id, -1, self.queue.count, len(self.ends),
+                                cl.up_units - cl.free, cl.up_units, self.queued_area, 0))
 
     # -- notifications from users and nodes -----------------------------------
     def submit(self, job: Job) -> None:
@@ -349,7 +368,10 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            self._event("submit", job.id)
+            cl = self.cluster
+            self.events.append((job.submit, "submit", job.id, -1, self.queue.count,
+                                len(self.ends), cl.up_units - cl.free, cl.up_units,
+                                self.queued_area, 0))
 
     def _enqueue(self, job: Job) -> None:
         job.state = JobState.QUEUED
@@ -380,7 +402,10 @@ class Scheduler:
         if job.end < job.expected_end - _EPS:
             self.view.surprise = True
         if self.record:
-            self._event("timeout" if outcome == Outcome.TIMEOUT else "end", job.id)
+            cl = self.cluster
+            self.events.append((job.end, "timeout" if outcome == Outcome.TIMEOUT else "end",
+                                job.id, -1, self.queue.count, len(self.ends),
+                                cl.up_units - cl.free, cl.up_units, self.queued_area, 0))
         self._poke()
         self._done(job)
 
