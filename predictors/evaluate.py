@@ -31,7 +31,7 @@ import numpy as np
 
 from cosim.errors import InputError
 from cosim.metrics import prediction_error
-from predictors.remaining import FRACTIONS, Progress
+from predictors.remaining import FRACTIONS, Progress, scf_done_at
 from predictors.runtime import FeatureSpec, column
 
 __all__ = ["EvalData", "read_data", "evaluate", "evaluate_dir", "format_table", "write_json"]
@@ -66,6 +66,11 @@ class EvalData:
     def multi(self) -> np.ndarray:
         """True for multi-ionic jobs."""
         return column(self.jobs, "multi_ionic", str(self.path / "jobs.parquet")).astype(bool)
+
+    def take(self, rows: Any) -> EvalData:
+        """The jobs at ``rows`` (an index array), e.g. a train/test split by submit time."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return EvalData(self.jobs.take(rows), self.progress.take(rows), self.spec, self.path)
 
     def matrix(self, spec: FeatureSpec | None = None) -> np.ndarray:
         """Pre-run feature matrix (with ``spec``, e.g. a model's, instead of the dataset's)."""
@@ -144,9 +149,12 @@ def evaluate(data: EvalData, *, runtime_model: Any = None, remaining_model: Any 
     Returns:
         ``{"n_jobs", "n_single", "n_multi", "runtime": {predictor: {"overall" |
         "single" | "multi": metrics}}, "remaining": {...}}``; the remaining
-        part has ``fractions`` and, for ``"rnn"`` and ``"prerun"``,
-        ``"total"`` and ``"remaining"`` blocks of metrics per job type and
-        per fraction, plus all fractions pooled.
+        part has ``fractions`` and, for ``"rnn_scf"`` (in-run model given the
+        SCF progress of the step under way, reconstructed by
+        :func:`~predictors.remaining.scf_done_at`), ``"rnn"`` (completed ionic
+        steps only) and ``"prerun"`` (the fallback), ``"total"`` and
+        ``"remaining"`` blocks of metrics per job type, per fraction
+        (``by_fraction``) and over all fractions (``pooled``).
     """
     y, multi = data.runtime, data.multi
     out: dict[str, Any] = {"data": str(data.path), "n_jobs": len(y),
@@ -170,16 +178,19 @@ def evaluate(data: EvalData, *, runtime_model: Any = None, remaining_model: Any 
 
 def _remaining_table(model: Any, X: np.ndarray, progress: Progress, y: np.ndarray,
                      multi: np.ndarray, fractions: tuple[float, ...]) -> dict[str, Any]:
+    """Remaining-time errors of the in-run model (with and without SCF progress) and the fallback."""
     prerun = model.predict_runtime(X)
     floor = float(model.min_remaining)
+    names = ("rnn_scf", "rnn", "prerun")
     per: dict[str, dict[str, dict[str, list]]] = {
         m: {kind: {"overall": [], "single": [], "multi": []} for kind in ("total", "remaining")}
-        for m in ("rnn", "prerun")}
-    pooled: dict[str, dict[str, list[np.ndarray]]] = {m: {"y": [], "now": [], "hat": [],
-                                                          "multi": []} for m in per}
+        for m in names}
+    pooled: dict[str, dict[str, list[np.ndarray]]] = {m: {"now": [], "hat": []} for m in names}
     for f in fractions:
         now = f * y
-        hats = {"rnn": model.predict(X, progress, now, prerun=prerun),
+        hats = {"rnn_scf": model.predict(X, progress, now, prerun=prerun,
+                                         scf_done=scf_done_at(progress, now)),
+                "rnn": model.predict(X, progress, now, prerun=prerun),
                 "prerun": np.maximum(prerun - now, floor)}
         for m, rem_hat in hats.items():
             blocks = {"total": _errors(y, now + rem_hat, multi),
@@ -187,17 +198,19 @@ def _remaining_table(model: Any, X: np.ndarray, progress: Progress, y: np.ndarra
             for kind, block in blocks.items():
                 for part, metrics in block.items():
                     per[m][kind][part].append(metrics)
-            for key, val in (("y", y), ("now", now), ("hat", rem_hat), ("multi", multi)):
-                pooled[m][key].append(val)
-    table: dict[str, Any] = {"fractions": list(fractions), "floor": floor}
-    for m in per:
-        yy, now, hat, mm = (np.concatenate(pooled[m][k]) for k in ("y", "now", "hat", "multi"))
-        table[m] = {
-            "pooled": {"total": _errors(yy, now + hat, mm.astype(bool)),
-                       "remaining": _errors(yy - now, hat, mm.astype(bool))},
-            "by_fraction": {kind: {part: rows for part, rows in parts.items()}
-                            for kind, parts in per[m].items()},
-        }
+            pooled[m]["now"].append(now)
+            pooled[m]["hat"].append(rem_hat)
+    table: dict[str, Any] = {"fractions": list(fractions), "floor": floor,
+                             "models": {"rnn_scf": "in-run model given completed ionic steps "
+                                        "and the SCF steps of the step under way",
+                                        "rnn": "in-run model given completed ionic steps only",
+                                        "prerun": "max(pre-run prediction - elapsed, floor)"}}
+    yy, mm = np.tile(y, len(fractions)), np.tile(multi, len(fractions))
+    for m in names:
+        now, hat = np.concatenate(pooled[m]["now"]), np.concatenate(pooled[m]["hat"])
+        table[m] = {"pooled": {"total": _errors(yy, now + hat, mm),
+                               "remaining": _errors(yy - now, hat, mm)},
+                    "by_fraction": per[m]}
     return table
 
 
@@ -250,25 +263,24 @@ def format_table(result: Mapping[str, Any]) -> str:
     rem = result.get("remaining")
     if rem:
         lines += ["", "Remaining time by elapsed fraction: MAPE % of the implied run time "
-                  "(total) and of the remaining time",
-                  f"{'elapsed':<9}{'rnn tot':>9}{'single':>8}{'multi':>8}{'pre tot':>9}"
-                  f"{'multi':>8}{'rnn rem':>9}{'pre rem':>9}"]
+                  "(elapsed + predicted remaining);",
+                  "rnn+scf: in-run model with SCF progress, rnn: completed ionic steps only, "
+                  "pre: pre-run fallback; rem: MAPE % of the remaining time",
+                  f"{'elapsed':<9}{'rnn+scf':>9}{'single':>8}{'multi':>8}{'rnn':>8}"
+                  f"{'pre':>8}{'multi':>8}{'rem scf':>9}{'rem pre':>9}"]
+
+        def row(label: str, get) -> str:
+            a, b, c = rem["rnn_scf"], rem["rnn"], rem["prerun"]
+            return (f"{label:<9}{_pct(get(a, 'total', 'overall')):>9}"
+                    f"{_pct(get(a, 'total', 'single')):>8}{_pct(get(a, 'total', 'multi')):>8}"
+                    f"{_pct(get(b, 'total', 'overall')):>8}{_pct(get(c, 'total', 'overall')):>8}"
+                    f"{_pct(get(c, 'total', 'multi')):>8}"
+                    f"{_pct(get(a, 'remaining', 'overall')):>9}"
+                    f"{_pct(get(c, 'remaining', 'overall')):>9}")
+
         for i, f in enumerate(rem["fractions"]):
-            rt, pt = rem["rnn"]["by_fraction"]["total"], rem["prerun"]["by_fraction"]["total"]
-            rr, pr = rem["rnn"]["by_fraction"]["remaining"], \
-                rem["prerun"]["by_fraction"]["remaining"]
-            lines.append(
-                f"{f:<9.0%}{_pct(rt['overall'][i]['mape']):>9}{_pct(rt['single'][i]['mape']):>8}"
-                f"{_pct(rt['multi'][i]['mape']):>8}{_pct(pt['overall'][i]['mape']):>9}"
-                f"{_pct(pt['multi'][i]['mape']):>8}{_pct(rr['overall'][i]['mape']):>9}"
-                f"{_pct(pr['overall'][i]['mape']):>9}")
-        rp, pp = rem["rnn"]["pooled"], rem["prerun"]["pooled"]
-        lines.append(
-            f"{'all':<9}{_pct(rp['total']['overall']['mape']):>9}"
-            f"{_pct(rp['total']['single']['mape']):>8}{_pct(rp['total']['multi']['mape']):>8}"
-            f"{_pct(pp['total']['overall']['mape']):>9}{_pct(pp['total']['multi']['mape']):>8}"
-            f"{_pct(rp['remaining']['overall']['mape']):>9}"
-            f"{_pct(pp['remaining']['overall']['mape']):>9}")
+            lines.append(row(f"{f:.0%}", lambda m, k, p, i=i: m["by_fraction"][k][p][i]["mape"]))
+        lines.append(row("all", lambda m, k, p: m["pooled"][k][p]["mape"]))
     return "\n".join(lines)
 
 

@@ -19,7 +19,8 @@ so a wrong, missing or corrupt file is a one-line
 :class:`~cosim.errors.InputError`, not a traceback from deep inside a library.
 
 Examples:
-    >>>     >>> from predictors.history import UserHistoryRegressor
+    >>> import tempfile
+    >>> from predictors.history import UserHistoryRegressor
     >>> h = UserHistoryRegressor().fit({"user": ["a", "a"], "submit": [0, 1], "runtime": [10, 30]})
     >>> folder = save(h, Path(tempfile.mkdtemp()) / "history")
     >>> load(folder, expected_class=UserHistoryRegressor).predict_one("a", 100.0)

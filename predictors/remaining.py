@@ -22,7 +22,14 @@ of jobs. :class:`RemainingTimeRegressor` is that model in PyTorch:
 Training uses prefixes of every job: cut points at 10 %, 20 %, ..., 90 % of
 its run time plus ``random_cuts`` uniform ones (RLSchert section 4.2 splits
 the running features into ten parts the same way). A job with no completed
-ionic step yet falls back to the pre-run model (``no_progress="prerun"``).
+ionic step yet, and no known SCF progress, falls back to the pre-run model
+(``no_progress="prerun"``).
+
+Optionally the caller passes the SCF steps finished in the ionic step under
+way (``scf_done``): the only in-run signal of a single-point job, which
+completes its one ionic step at the very end. Training reconstructs it from
+the logs (:func:`scf_done_at`) and hides it in ``scf_dropout`` of the
+samples, so the model serves callers with and without it.
 
 Progress arrays have the columns of :data:`PROGRESS_COLUMNS`, one row per
 completed ionic step in order, as in ``progress.parquet``.
@@ -43,7 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from predictors.runtime import RuntimeRegressor, column, data_hash
 
-__all__ = ["PROGRESS_COLUMNS", "Progress", "RemainingTimeRegressor", "FRACTIONS"]
+__all__ = ["PROGRESS_COLUMNS", "Progress", "RemainingTimeRegressor", "FRACTIONS", "scf_done_at"]
 
 #: Columns of a progress array, one row per completed ionic step.
 PROGRESS_COLUMNS: tuple[str, ...] = ("elapsed", "denergy", "max_force", "scf_steps")
@@ -52,7 +59,7 @@ PROGRESS_COLUMNS: tuple[str, ...] = ("elapsed", "denergy", "max_force", "scf_ste
 FRACTIONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 _N_STEP = 7      # per-step inputs, see _step_features
-_N_SUMMARY = 11  # per-sample summary inputs, see _summary_features
+_N_SUMMARY = 14  # per-sample summary inputs, see _summary_features
 
 
 @dataclass
@@ -162,23 +169,67 @@ def _segment_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - seg_start, lengths) + np.arange(total)
 
 
+def scf_done_at(progress: Progress, elapsed: Any, job: Any = None) -> np.ndarray:
+    """SCF steps finished in the ionic step under way, from complete progress logs.
+
+    SCF steps are taken as evenly spaced within their ionic step, the first
+    ionic step starting at elapsed 0 (the logs do not record the start-up
+    time). While no ionic step is under way (all finished, final I/O) the
+    count is 0. A simulator that knows the true SCF progress of a running
+    job (``cosim.workloads.vasp.VaspJobs.progress_at``) should pass that
+    instead; this is how training and evaluation reconstruct it.
+
+    Args:
+        progress: the complete logs (every ionic step of each job).
+        elapsed: seconds since the job started, one per sample.
+        job: the job of each sample (default: sample ``i`` is job ``i``).
+
+    Examples:
+        >>> p = Progress.from_arrays([[[100.0, -1.0, 0.5, 20], [130.0, -0.1, 0.2, 6]]])
+        >>> scf_done_at(p, [0.0, 50.0, 99.0, 115.0, 200.0], job=[0, 0, 0, 0, 0]).tolist()
+        [0, 10, 19, 3, 0]
+    """
+    elapsed = np.asarray(elapsed, dtype=np.float64)
+    job = np.arange(len(progress)) if job is None else np.asarray(job, dtype=np.int64)
+    k = RemainingTimeRegressor._steps_done(progress, job, elapsed)
+    starts = progress.offsets[:-1][job]
+    running = k < progress.lengths()[job]
+    v = progress.values if len(progress.values) else np.zeros((1, len(PROGRESS_COLUMNS)))
+    nxt = np.where(running, starts + k, 0)
+    t0 = np.where(k > 0, v[np.maximum(starts + k - 1, 0), 0], 0.0)
+    t1 = v[nxt, 0]
+    n = np.nan_to_num(v[nxt, 3], nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(t1 > t0, (elapsed - t0) / (t1 - t0), 0.0)
+    done = np.floor(np.clip(frac, 0.0, 1.0) * n)
+    return np.where(running, np.clip(done, 0, np.maximum(n - 1, 0)), 0).astype(np.int64)
+
+
 def _as_progress(progress: Progress | Sequence[Any]) -> Progress:
     return progress if isinstance(progress, Progress) else Progress.from_arrays(progress)
 
 
-def _step_features(p: Progress) -> np.ndarray:
-    """Causal per-row inputs (raw, before standardisation), shape ``(n_rows, _N_STEP)``."""
-    v = p.values
+def _step_features(values: np.ndarray, rows: np.ndarray, row_start: np.ndarray) -> np.ndarray:
+    """Causal inputs of the given progress rows (raw, before standardisation).
+
+    Args:
+        values: flat progress values (:attr:`Progress.values`).
+        rows: the rows to describe.
+        row_start: for each of ``rows``, the first row of its job (for the step
+            duration of a job's first step and the step index).
+
+    Returns:
+        ``(len(rows), _N_STEP)``; computing only the rows an RNN window needs
+        keeps inference cheap for MD runs with thousands of steps.
+    """
+    v = values[rows]
     elapsed = v[:, 0]
-    first = np.zeros(len(v), dtype=bool)
-    first[p.offsets[:-1][p.lengths() > 0]] = True
-    prev = np.where(first, 0.0, np.concatenate([[0.0], elapsed[:-1]]))
+    has_prev = rows > row_start
+    prev = np.where(has_prev, values[np.maximum(rows - 1, 0), 0] if len(values) else 0.0, 0.0)
     dur = np.maximum(elapsed - prev, 0.0)
     de = np.nan_to_num(v[:, 1], nan=0.0, posinf=0.0, neginf=0.0)
     force = v[:, 2]
     known = np.isfinite(force) & (force > 0)
-    # step index within its job: row number minus the job's first row
-    idx = np.arange(len(v)) - np.repeat(p.offsets[:-1], p.lengths()) + 1
     return np.column_stack([
         np.log1p(dur),
         np.log1p(np.maximum(elapsed, 0.0)),
@@ -186,17 +237,19 @@ def _step_features(p: Progress) -> np.ndarray:
         np.where(known, np.log10(np.where(known, force, 1.0)), 0.0),
         known.astype(np.float64),
         np.log1p(np.nan_to_num(v[:, 3], nan=0.0).clip(min=0)),
-        np.log1p(idx),
+        np.log1p(rows - row_start + 1),
     ])
 
 
 def _summary_features(values: np.ndarray, starts: np.ndarray, k: np.ndarray,
-                      elapsed: np.ndarray, prerun: np.ndarray, floor: float) -> np.ndarray:
+                      elapsed: np.ndarray, prerun: np.ndarray, floor: float,
+                      scf: np.ndarray) -> np.ndarray:
     """Inputs describing a whole prefix, shape ``(n_samples, _N_SUMMARY)``.
 
     Sample ``i`` is the ``k[i]`` rows of ``values`` from ``starts[i]``, seen
     ``elapsed[i]`` seconds after the job started; ``prerun`` is the pre-run
-    run-time prediction. Column 9 is the pre-run baseline the network corrects.
+    run-time prediction; ``scf`` the SCF steps finished in the ionic step under
+    way (< 0: unknown). Column 9 is the pre-run baseline the network corrects.
     """
     has = k > 0
     v = values if len(values) else np.zeros((1, len(PROGRESS_COLUMNS)))
@@ -221,6 +274,10 @@ def _summary_features(values: np.ndarray, starts: np.ndarray, k: np.ndarray,
         np.log1p(now) - np.log1p(pre),
         np.log1p(np.maximum(pre - now, floor)),
         np.log1p(t_first),
+        # the step under way: SCF steps done and the time each took so far
+        (scf >= 0).astype(np.float64),
+        np.log1p(np.maximum(scf, 0)),
+        np.where(scf > 0, np.log1p((now - t_last) / np.maximum(scf, 1)), 0.0),
     ])
 
 
@@ -374,7 +431,10 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
         lr: Adam learning rate (cosine-decayed to 5 % over training).
         weight_decay: Adam L2 penalty.
         random_cuts: uniform cut points per job, on top of :data:`FRACTIONS`.
-        no_progress: ``"prerun"``: a job without a completed step gets
+        scf_dropout: share of training prefixes whose SCF progress is hidden,
+            so predictions stay calibrated when a caller passes no ``scf_done``.
+        no_progress: ``"prerun"``: a job without a completed ionic step (and
+            without known SCF progress) gets
             ``max(runtime_hat - elapsed, min_remaining)`` from the pre-run
             model; ``"network"``: the network also answers those (trained on
             such prefixes too).
@@ -411,7 +471,8 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, rnn: str = "gru", hidden_size: int = 32, num_layers: int = 1,
                  mlp_hidden: int = 64, window: int = 16, epochs: int = 12,
                  batch_size: int = 512, lr: float = 3e-3, weight_decay: float = 1e-5,
-                 random_cuts: int = 3, no_progress: str = "prerun", min_remaining: float = 1.0,
+                 random_cuts: int = 3, scf_dropout: float = 0.3, no_progress: str = "prerun",
+                 min_remaining: float = 1.0,
                  runtime_model: RuntimeRegressor | None = None, stack_folds: int = 3,
                  categorical_columns: Mapping[int, int] | None = None,
                  num_threads: int | None = 1, random_state: int = 0):
@@ -425,6 +486,7 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
         self.lr = lr
         self.weight_decay = weight_decay
         self.random_cuts = random_cuts
+        self.scf_dropout = scf_dropout
         self.no_progress = no_progress
         self.min_remaining = min_remaining
         self.runtime_model = runtime_model
@@ -438,6 +500,8 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
     def _check_params(self) -> None:
         if self.rnn not in ("gru", "lstm"):
             raise ValueError(f"rnn must be 'gru' or 'lstm'; got {self.rnn!r}")
+        if not 0.0 <= self.scf_dropout <= 1.0:
+            raise ValueError(f"scf_dropout must be in [0, 1]; got {self.scf_dropout}")
         if self.no_progress not in ("prerun", "network"):
             raise ValueError(f"no_progress must be 'prerun' or 'network'; got {self.no_progress!r}")
         for name in ("hidden_size", "num_layers", "mlp_hidden", "window", "batch_size"):
@@ -500,16 +564,21 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
         job = np.repeat(np.arange(len(X)), fr.shape[1])
         now = fr.ravel() * y[job]
         k = self._steps_done(p, job, now)
+        # SCF progress of the step under way, hidden in a share of the samples so the
+        # model also serves callers that only know completed ionic steps
+        scf = scf_done_at(p, now, job)
+        scf = np.where(rng.random(len(job)) < self.scf_dropout, -1, scf)
         if self.no_progress == "prerun":
-            keep = k > 0
-            job, now, k = job[keep], now[keep], k[keep]
+            keep = (k > 0) | (scf > 0)
+            job, now, k, scf = job[keep], now[keep], k[keep], scf[keep]
         target = np.log1p(np.maximum(y[job] - now, 0.0))
 
         enc = _StaticEncoder(X.shape[1], self.categorical_columns or {})
         st = enc.stats(X)
-        step_raw = _step_features(p)
+        step_raw = _step_features(p.values, np.arange(len(p.values)),
+                                  np.repeat(p.offsets[:-1], p.lengths()))
         summ = _summary_features(p.values, p.offsets[:-1][job], k, now, prerun[job],
-                                 self.min_remaining)
+                                 self.min_remaining, scf)
         self._encoder = enc
         self.n_features_in_ = X.shape[1]
         self.training_hash_ = data_hash(X, p.values, p.offsets, y)
@@ -545,6 +614,7 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
                     j, kk = job_t[idx], k_t[idx]
                     window, lengths = self._gather(steps, starts_t[j], kk)
                     pred = base[idx] + net(static[j], window, lengths, summ_t[idx])
+                    # L1-like in log space: a relative error of the remaining time
                     loss = torch.nn.functional.smooth_l1_loss(pred, tgt[idx], beta=0.1)
                     opt.zero_grad()
                     loss.backward()
@@ -630,7 +700,7 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
     # ----------------------------------------------------------------- predict
 
     def predict(self, X: Any, progress: Progress | Sequence[Any], elapsed: Any,
-                prerun: Any | None = None) -> np.ndarray:
+                prerun: Any | None = None, scf_done: Any | None = None) -> np.ndarray:
         """Remaining seconds of running jobs, batched.
 
         Args:
@@ -643,6 +713,10 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
                 the caller cached them at submit time (they do not change while
                 a job runs); None computes them, which is most of the cost of
                 a call for 10k jobs.
+            scf_done: SCF (electronic) steps finished in the ionic step under way,
+                per job (< 0 or None: unknown). This is what tells a running
+                single-point job apart: it has no completed ionic step until
+                its very end. See :func:`scf_done_at`.
 
         Returns:
             ``(n_jobs,)`` predicted remaining seconds, each >= ``min_remaining``.
@@ -652,30 +726,38 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "net_")
         X, p, now = self._check_inputs(X, progress, elapsed, self.n_features_in_)
         assert now is not None
-        p = p.prefix(now)
+        k = p.lengths()
+        last = p.values[np.maximum(p.offsets[1:] - 1, 0), 0] if len(p.values) else now
+        if np.any((k > 0) & (last > now)):  # the caller passed steps from the future
+            p = p.prefix(now)
+            k = p.lengths()
         if prerun is None:
             prerun = self.runtime_model_.predict(X)
         else:
             prerun = np.broadcast_to(np.asarray(prerun, dtype=np.float64), (len(X),))
         floor = self.min_remaining
         out = np.maximum(prerun - now, floor)
-        k = p.lengths()
-        use = k > 0 if self.no_progress == "prerun" else np.ones(len(X), dtype=bool)
+        scf = np.full(len(X), -1, dtype=np.int64) if scf_done is None else \
+            np.broadcast_to(np.asarray(scf_done, dtype=np.int64), (len(X),))
+        use = (k > 0) | (scf > 0) if self.no_progress == "prerun" else np.ones(len(X), bool)
         if not use.any() or not self.loss_curve_:
             return out
         net, enc = self.net_, self._encoder
         sel = np.flatnonzero(use)
         summ = _summary_features(p.values, p.offsets[:-1][sel], k[sel], now[sel], prerun[sel],
-                                 floor)
+                                 floor, scf[sel])
         st = {key: getattr(net, key).numpy() for key in ("shift", "m1", "s1", "m2", "s2")}
         with _torch_threads(self.num_threads), torch.inference_mode():
             static = _f32(enc.encode(X[sel], st))
-            rows = _segment_rows(p.offsets[:-1][sel], k[sel])
-            sub = Progress(p.values[rows], np.concatenate([[0], np.cumsum(k[sel])]))
-            steps = _f32((_step_features(sub) - net.step_mean.numpy()) / net.step_std.numpy())
+            # only the rows inside each job's RNN window are featurised
+            starts = p.offsets[:-1][sel]
+            wl = np.minimum(k[sel], self.window)
+            rows = _segment_rows(starts + k[sel] - wl, wl)
+            raw = _step_features(p.values, rows, np.repeat(starts, wl))
+            steps = _f32((raw - net.step_mean.numpy()) / net.step_std.numpy())
             summ_t = _f32((summ - net.summary_mean.numpy()) / net.summary_std.numpy())
-            window, lengths = self._gather(steps, torch.from_numpy(sub.offsets[:-1]),
-                                           torch.from_numpy(k[sel]))
+            window, lengths = self._gather(steps, torch.from_numpy(np.cumsum(wl) - wl),
+                                           torch.from_numpy(wl))
             z = summ[:, 9] + net(static, window, lengths, summ_t).numpy().astype(np.float64)
             rem = np.expm1(z)
         out[sel] = np.maximum(rem, floor)

@@ -61,7 +61,8 @@ def test_evaluate_table_and_json(trained):
         assert block["overall"]["n"] == 150 and block["overall"]["mape"] > 0
     rem = res["remaining"]
     assert rem["fractions"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
-    for model in ("rnn", "prerun"):
+    assert set(rem["models"]) == {"rnn_scf", "rnn", "prerun"}
+    for model in ("rnn_scf", "rnn", "prerun"):
         for kind in ("total", "remaining"):
             rows = rem[model]["by_fraction"][kind]["overall"]
             assert len(rows) == 9 and all(r["n"] == 150 for r in rows)

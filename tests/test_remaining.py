@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from predictors.remaining import FRACTIONS, Progress, RemainingTimeRegressor
+from predictors.remaining import FRACTIONS, Progress, RemainingTimeRegressor, scf_done_at
 from predictors.runtime import RuntimeRegressor
 
 NAN = float("nan")
@@ -96,9 +96,38 @@ def relaxations(n: int, seed: int):
     return X, Progress.from_arrays(logs), runtime
 
 
+def single_points(n: int, seed: int):
+    """One-ionic-step jobs: ``n_scf`` SCF steps (a feature) of a hidden pace.
+
+    The only completed ionic step ends with the job, so only the SCF progress
+    of the step under way tells how fast the job is going.
+    """
+    rng = np.random.default_rng(seed)
+    n_scf = rng.integers(10, 30, n)
+    t_scf = rng.lognormal(np.log(20.0), 0.5, n)
+    X = np.column_stack([rng.uniform(1, 3, n), n_scf, rng.integers(0, 3, n)])
+    end = n_scf * t_scf
+    logs = [[[end[i], -1.0, NAN, n_scf[i]]] for i in range(n)]
+    return X, Progress.from_arrays(logs), end + 2
+
+
+def mixed(n: int, seed: int):
+    a, b = relaxations(n, seed), single_points(n // 2, seed + 100)
+    return (np.vstack([a[0], b[0]]), Progress.from_arrays([*map(a[1].__getitem__, range(n)),
+                                                           *map(b[1].__getitem__, range(n // 2))]),
+            np.concatenate([a[2], b[2]]))
+
+
+def test_scf_done_at():
+    p = Progress.from_arrays([[[100.0, -1, 0.5, 20], [130.0, -0.1, 0.2, 6]], np.zeros((0, 4))])
+    # job 0: first step 0..100 s with 20 SCF steps (5 s each), second 100..130 s with 6
+    got = scf_done_at(p, [0.0, 12.0, 99.9, 100.0, 114.9, 129.0, 140.0, 50.0], [0] * 7 + [1])
+    assert got.tolist() == [0, 2, 19, 0, 2, 5, 0, 0]
+
+
 @pytest.fixture(scope="module")
 def fitted():
-    X, p, y = relaxations(400, 0)
+    X, p, y = mixed(300, 0)
     model = RemainingTimeRegressor(epochs=25, hidden_size=16, mlp_hidden=32, batch_size=256,
                                    categorical_columns={2: 3}, random_cuts=2,
                                    runtime_model=RuntimeRegressor(n_estimators=60))
@@ -107,6 +136,18 @@ def fitted():
 
 def _mape(yhat, y):
     return float(np.mean(np.abs(yhat - y) / y))
+
+
+def test_single_points_need_scf_progress(fitted):
+    X, p, y = single_points(150, 1)
+    prerun = fitted.predict_runtime(X)
+    now = 0.5 * y
+    base = np.maximum(prerun - now, fitted.min_remaining)
+    # without SCF progress nothing is known in-run: exactly the pre-run fallback
+    np.testing.assert_array_equal(fitted.predict(X, p, now), base)
+    rem = fitted.predict(X, p, now, scf_done=scf_done_at(p, now))
+    rnn, pre = _mape(now + rem, y), _mape(now + base, y)
+    assert rnn * 3 < pre and rnn < 0.15, (rnn, pre)
 
 
 def test_in_run_model_beats_pre_run_model(fitted):
