@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from predictors.runtime import RuntimeRegressor, column, data_hash
@@ -293,7 +294,7 @@ class _StaticEncoder:
         """Centre/scale of value and log magnitude, and the log offset, per numeric column."""
         Xn = X[:, self.num]
         absx = np.abs(Xn)
-        with np.errstate(all="ignore"), warnings_off():
+        with np.errstate(all="ignore"), _warnings_off():
             nz = np.where(absx > 0, absx, np.nan)
             med = np.nanmedian(nz, axis=0)
         shift = np.where(np.isfinite(med), med * 1e-3, 1.0)
@@ -320,7 +321,7 @@ class _StaticEncoder:
 
 
 @contextlib.contextmanager
-def warnings_off() -> Iterator[None]:
+def _warnings_off() -> Iterator[None]:
     """Silence numpy's all-NaN-slice warnings for columns that are entirely unknown."""
     import warnings
 
@@ -330,13 +331,13 @@ def warnings_off() -> Iterator[None]:
 
 
 def _nanmean(a: np.ndarray) -> np.ndarray:
-    with warnings_off():
+    with _warnings_off():
         m = np.nanmean(np.where(np.isfinite(a), a, np.nan), axis=0)
     return np.nan_to_num(m, nan=0.0)
 
 
 def _nanstd(a: np.ndarray) -> np.ndarray:
-    with warnings_off():
+    with _warnings_off():
         s = np.nanstd(np.where(np.isfinite(a), a, np.nan), axis=0)
     s = np.nan_to_num(s, nan=1.0)
     return np.where(s > 1e-12, s, 1.0)
@@ -634,7 +635,7 @@ class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
         try:
             check_is_fitted(template, "model_")
             model = template
-        except Exception:  # not fitted: train a copy, never mutate the caller's object
+        except NotFittedError:  # train a copy, never mutate the caller's object
             model = clone(template).fit(X, y)
         if self.stack_folds == 0 or len(X) < 2 * self.stack_folds:
             return model, model.predict(X)

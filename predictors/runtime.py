@@ -269,7 +269,7 @@ class RuntimeRegressor(RegressorMixin, BaseEstimator):
         True
     """
 
-    def __init__(self, n_estimators: int = 400, max_depth: int = 6, learning_rate: float = 0.05,
+    def __init__(self, n_estimators: int = 200, max_depth: int = 6, learning_rate: float = 0.1,
                  subsample: float = 0.8, colsample_bytree: float = 0.8,
                  min_child_weight: float = 1.0, reg_lambda: float = 1.0,
                  objective: str = "reg:squarederror", log_target: bool = True,
