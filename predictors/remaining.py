@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -411,8 +411,13 @@ def _build_net(n_static: int, n_static_raw: int, rnn: str, hidden_size: int,
     return RemainingNet()
 
 
-class RemainingTimeRegressor(RegressorMixin, BaseEstimator):
+class RemainingTimeRegressor(BaseEstimator):
     """Remaining run time of running jobs from their progress log and pre-run features.
+
+    A scikit-learn estimator in its parameter handling (``get_params``,
+    ``clone``, fitted attributes ending in ``_``) but not a plain regressor:
+    ``fit``/``predict`` take progress logs and elapsed times besides ``X``, so
+    it has no ``score(X, y)``.
 
     Inputs are a pre-run feature matrix ``X`` (rows as
     :meth:`predictors.runtime.FeatureSpec.matrix` builds them), the progress
