@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cosim.errors import InputError, ScenarioError
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
-           "FaultsConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
+           "FaultsConfig", "PredictorConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
            "scenario_from_dict"]
 
 
@@ -123,6 +123,51 @@ class FaultsConfig(_Section):
     max_attempts: int = Field(3, gt=0)
 
 
+class KillConfig(_Section):
+    """RLSchert's rule-based kill (see :class:`cosim.prediction.KillRule`).
+
+    Attributes:
+        enabled: apply the rule (a policy name can also ask with ``@rnn+kill``).
+        short: a pre-run prediction below this (s) called the job short...
+        long: ...an in-run prediction of its total above this (s) calls it long...
+        error: ...and the two differ by more than this (s).
+    """
+
+    enabled: bool = False
+    short: float = Field(1800.0, gt=0)
+    long: float = Field(7200.0, gt=0)
+    error: float = Field(600.0, ge=0)
+
+
+class PredictorConfig(_Section):
+    """What the scheduler sees as run times.
+
+    Attributes:
+        runtime: ``estimate`` (requested times), ``history`` (per-user mean of
+            the last two run times), ``xgboost`` (pre-run model) or ``rnn``
+            (pre-run model, then remaining-time predictions from progress logs).
+            A policy name may override it: ``sjf+easy@xgboost``, ``fcfs+easy@rnn+kill``.
+        models: a models folder written by ``python -m predictors train``; when
+            empty and a model is needed, one is trained on a generated VASP
+            history and cached.
+        train_jobs, train_seed, train_epochs: that training history and run.
+        cache: where trained models are cached.
+        update_interval: seconds between progress checks of running jobs.
+        min_remaining: floor of a remaining-time prediction (s).
+        kill: the rule-based kill.
+    """
+
+    runtime: Literal["estimate", "history", "xgboost", "rnn"] = "estimate"
+    models: str | None = None
+    train_jobs: int = Field(4000, gt=10)
+    train_seed: int = 977
+    train_epochs: int | None = Field(None, ge=0)
+    cache: str = ".cache/cosim-models"
+    update_interval: float = Field(300.0, gt=0)
+    min_remaining: float = Field(30.0, ge=0)
+    kill: KillConfig = KillConfig()
+
+
 class MetricsConfig(_Section):
     """Metric parameters. ``tau``: bounded-slowdown threshold (s)."""
 
@@ -151,6 +196,7 @@ class Scenario(_Section):
     workload: WorkloadConfig
     scheduler: SchedulerConfig = SchedulerConfig()
     faults: FaultsConfig = FaultsConfig()
+    predictor: PredictorConfig = PredictorConfig()
     metrics: MetricsConfig = MetricsConfig()
     output: OutputConfig = OutputConfig()
 

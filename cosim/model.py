@@ -116,8 +116,12 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
     elif wc.kind == "vasp":
         from cosim.workloads.vasp import generate_vasp
 
-        workload = _call_with_params(generate_vasp, dict(wc.params), "workload.params",
-                                     n_jobs=wc.jobs or 1_000, seed=seed_of["workload"]).workload
+        jobs = _call_with_params(generate_vasp, dict(wc.params), "workload.params",
+                                 n_jobs=wc.jobs or 1_000, seed=seed_of["workload"])
+        workload = jobs.workload
+        # Keep the trajectories: predictors read running jobs' progress logs.
+        workload.features["progress_index"] = np.arange(len(workload))
+        workload.progress = jobs
     else:  # pragma: no cover - the schema admits no other kind
         raise ScenarioError("workload.kind", repr(wc.kind), "swf, lublin, mao or vasp")
 

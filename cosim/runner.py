@@ -26,7 +26,8 @@ from cosim.config import Scenario
 from cosim.model import build, load_workload, streams
 from cosim.workloads.base import Workload
 
-__all__ = ["run_policy", "run_scenario", "comparison_table", "TABLE_COLUMNS"]
+__all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policy_name",
+           "prepare_models", "attach_predictions", "TABLE_COLUMNS", "PREDICTORS"]
 
 #: (summary key, header, format) of the comparison table printed by ``run``.
 TABLE_COLUMNS = [
@@ -42,16 +43,129 @@ TABLE_COLUMNS = [
 ]
 
 
+PREDICTORS = ("estimate", "history", "xgboost", "rnn")
+
+
+def parse_policy_name(name: str, scenario: Scenario) -> tuple[str, str, bool]:
+    """Split ``POLICY[@PREDICTOR[+kill]]`` into its parts (scenario defaults fill in).
+
+    Raises:
+        ScenarioError: an unknown predictor.
+    """
+    from cosim.errors import ScenarioError
+
+    policy, at, pred = name.partition("@")
+    kill = scenario.predictor.kill.enabled
+    if not at:
+        return policy, scenario.predictor.runtime, kill
+    pred, plus, extra = pred.partition("+")
+    if pred not in PREDICTORS or (plus and extra != "kill"):
+        raise ScenarioError("--policy", repr(name),
+                            f"POLICY[@PREDICTOR[+kill]] with PREDICTOR one of {', '.join(PREDICTORS)}")
+    if plus and pred != "rnn":
+        raise ScenarioError("--policy", repr(name), "+kill only with @rnn (it needs in-run predictions)")
+    return policy, pred, kill or bool(plus)
+
+
 def _policy_from_name(name: str, rng):
     from agents.heuristics import make_policy
 
     return make_policy(name, rng=rng, where="--policy")
 
 
+def prepare_models(scenario: Scenario, names: list[str], base_dir: str | Path | None = None,
+                   echo: Callable[[str], None] | None = print):
+    """The model bundle the policies need (None if only estimates or history).
+
+    Uses ``predictor.models`` when given, else trains (once, cached) on a
+    generated VASP history.
+    """
+    preds = {parse_policy_name(n, scenario)[1] for n in names}
+    if not preds & {"xgboost", "rnn"}:
+        return None
+    from predictors.bundle import ModelBundle, ensure_models
+
+    pc = scenario.predictor
+    if pc.models:
+        path = Path(pc.models)
+        if base_dir is not None and not path.is_absolute() and not path.exists():
+            path = Path(base_dir) / path
+        bundle = ModelBundle.load(path)
+    else:
+        if scenario.workload.kind != "vasp":
+            from cosim.errors import ScenarioError
+
+            raise ScenarioError("predictor.models", "nothing",
+                                "a models folder (training a model is automatic only for VASP workloads)")
+        folder = ensure_models(pc.cache, jobs=pc.train_jobs, seed=pc.train_seed,
+                               remaining="rnn" in preds, epochs=pc.train_epochs,
+                               generator_params=dict(scenario.workload.params), echo=echo)
+        bundle = ModelBundle.load(folder)
+    if "rnn" in preds and bundle.remaining_model is None:
+        from cosim.errors import ScenarioError
+
+        raise ScenarioError("predictor.models", "a folder without remaining/",
+                            "a remaining-time model for @rnn (python -m predictors train remaining)")
+    return bundle
+
+
+class PrecomputedRuntime:
+    """An in-process backend whose pre-run predictions were made in one batch."""
+
+    def __init__(self, bundle, workload: Workload):
+        from cosim.prediction import feature_columns
+
+        self.bundle = bundle
+        cols = feature_columns(workload, list(range(len(workload))), bundle.feature_names)
+        self._X = bundle.spec.matrix(cols, where="workload features")
+        self._values = bundle.runtime_model.predict(self._X)
+        self.version = bundle.version
+        self._row = {j: i for i, j in enumerate(workload.job_id.tolist())}
+
+    def runtime(self, batch):
+        return self._values[[self._row[j] for j in batch["job_id"]]], self.version
+
+    def remaining(self, batch):
+        import numpy as np
+        from predictors.remaining import Progress
+
+        X = self._X[[self._row[j] for j in batch["job_id"]]]
+        pred = self.bundle.remaining_model.predict(
+            X, Progress.from_arrays(batch["progress"]), np.asarray(batch["elapsed"], dtype=float),
+            prerun=np.asarray(batch["prerun"], dtype=float),
+            scf_done=np.asarray(batch["scf_done"], dtype=np.int64))
+        return pred, self.version
+
+
+def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
+    """Put a :class:`cosim.prediction.PredictionHub` between the scheduler and its policy."""
+    if predictor == "estimate" and not kill:
+        return None
+    from cosim.prediction import KillRule, PredictionHub
+
+    pc = scenario.predictor
+    rule = KillRule(short=pc.kill.short, long=pc.kill.long, error=pc.kill.error) if kill else None
+    source = {"estimate": "estimate", "history": "history"}.get(predictor, "model")
+    backend = bundle if source == "model" else None
+    if backend is not None and not getattr(backend, "remote", False):
+        # A pre-run prediction depends only on the job's own inputs, so the
+        # whole workload is predicted in one batch up front: the same numbers
+        # the scheduler would get one arrival at a time, far faster.
+        backend = PrecomputedRuntime(bundle, sim.workload)
+    hub = PredictionHub(sim.scheduler, sim.workload, backend,
+                        runtime_source=source, remaining=predictor == "rnn",
+                        interval=pc.update_interval, min_remaining=pc.min_remaining,
+                        kill_rule=rule,
+                        feature_names=bundle.feature_names if bundle is not None else [])
+    sim.scheduler.predictions = hub
+    return hub
+
+
 def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None, *,
                workload: Workload | None = None, base_dir: str | Path | None = None,
-               progress: bool = False, make_policy: Callable | None = None) -> dict[str, Any]:
-    """Simulate one policy; write its tables when ``out_dir`` is given.
+               progress: bool = False, make_policy: Callable | None = None,
+               bundle: Any = None) -> dict[str, Any]:
+    """Simulate one policy (``POLICY[@PREDICTOR[+kill]]``); write its tables when ``out_dir`` is given.
 
     Returns:
         The summary: every metric plus scheduler counters and run figures.
@@ -61,10 +175,14 @@ def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None,
     t0 = time.perf_counter()
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
+    base_name, predictor, kill = parse_policy_name(policy_name, scenario)
+    if bundle is None and predictor in ("xgboost", "rnn"):
+        bundle = prepare_models(scenario, [policy_name], base_dir, echo=None)
     rng = streams(scenario.seed)["policy"]
-    policy = (make_policy or _policy_from_name)(policy_name, rng)
+    policy = (make_policy or _policy_from_name)(base_name, rng)
     env = simpy.Environment()
     sim = build(env, scenario, policy, workload=workload)
+    hub = attach_predictions(sim, scenario, predictor, kill, bundle)
     _advance(sim, scenario.output.until, progress, policy_name)
     wall = time.perf_counter() - t0
 
@@ -86,6 +204,8 @@ def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None,
         "jobs_lost_to_failures": c.jobs_lost_to_failures,
         "overruns": c.overruns,
         "workload_cleaning": dict(workload.cleaning),
+        "predictor": predictor,
+        **(hub.stats.as_dict() if hub is not None else {}),
         "wall_seconds": wall,
         "jobs_per_second": len(workload) / wall if wall > 0 else None,
     })
@@ -157,8 +277,9 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     # Check every input (policy names, the workload) before writing anything,
     # so bad input leaves no output behind.
     for name in policies:
-        _policy_from_name(name, None)
+        _policy_from_name(parse_policy_name(name, scenario)[0], None)
     workload = load_workload(scenario, base_dir=base_dir)
+    bundle = prepare_models(scenario, policies, base_dir, echo=echo)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
@@ -166,7 +287,7 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     summaries: dict[str, dict[str, Any]] = {}
     for name in policies:
         summaries[name] = run_policy(scenario, name, out / name, workload=workload,
-                                     progress=progress)
+                                     progress=progress, bundle=bundle)
     records.write_json_atomic(out / "comparison.json", {
         "schema": "comparison/1", "scenario": scenario.name, "policies": list(policies),
         "summaries": summaries})

@@ -1,3 +1,23 @@
-"""Runtime and remaining-time predictors for HPC jobs (XGBoost, PyTorch RNN, user history)."""
+"""Runtime and remaining-time predictors for HPC jobs (XGBoost, PyTorch RNN, user history).
 
-__all__: list[str] = []
+Usable without running a simulation; ``import predictors`` loads neither
+torch nor xgboost (they are imported when a model is built or loaded).
+"""
+
+from predictors.bundle import ModelBundle, ensure_models
+from predictors.evaluate import evaluate, evaluate_dir, read_data
+from predictors.history import UserHistoryRegressor
+from predictors.persist import load, read_meta, save
+from predictors.remaining import (
+    FRACTIONS,
+    PROGRESS_COLUMNS,
+    Progress,
+    RemainingTimeRegressor,
+    scf_done_at,
+)
+from predictors.runtime import FeatureSpec, RuntimeRegressor
+
+__version__ = "0.1.0"
+__all__ = ["RuntimeRegressor", "FeatureSpec", "RemainingTimeRegressor", "Progress", "scf_done_at",
+           "PROGRESS_COLUMNS", "FRACTIONS", "UserHistoryRegressor", "save", "load", "read_meta",
+           "evaluate", "evaluate_dir", "read_data", "ModelBundle", "ensure_models"]

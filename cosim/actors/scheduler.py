@@ -207,6 +207,7 @@ class Scheduler:
         self.expected_jobs = -1            # when done_count reaches it, `finished` fires
         self.finished = env.event()
         self.view = SchedulerView(self)
+        self.predictions = None            # a cosim.prediction.PredictionHub, if any
         self._static_key = getattr(policy, "static_key", None)
         self._wake = env.event()
         self.process = env.process(self.schedule())
@@ -224,6 +225,9 @@ class Scheduler:
         while True:
             yield self._wake
             self._wake = self.env.event()
+            if self.predictions is not None:
+                # One batch of predictions per decision point, before deciding.
+                yield from self.predictions.refresh(self.view)
             if external:
                 yield from self._external_pass()
             else:
@@ -247,6 +251,10 @@ class Scheduler:
     def _poke(self) -> None:
         if not self._wake.triggered:
             self._wake.succeed()
+
+    def wake(self) -> None:
+        """Ask for a pass now (timers, predictors); several calls make one pass."""
+        self._poke()
 
     def _pass(self) -> None:
         self.counters.passes += 1

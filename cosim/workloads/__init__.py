@@ -10,9 +10,12 @@ from cosim.workloads.estimates import (
 )
 from cosim.workloads.lublin import lublin
 from cosim.workloads.mao import mao
+from cosim.workloads.oszicar import format_oszicar, parse_oszicar
 from cosim.workloads.swf import CLEANING_RULES, SwfHeader, read_swf, read_swf_header, write_swf
+from cosim.workloads.vasp import VaspJobs, generate_vasp
 from cosim.workloads.windows import jobsets, window
 
 __all__ = ["COLUMNS", "Workload", "read_swf", "read_swf_header", "write_swf", "SwfHeader",
            "CLEANING_RULES", "lublin", "mao", "ESTIMATE_MODELS", "apply_estimates",
-           "ExactEstimates", "GaussianEstimates", "TsafrirEstimates", "window", "jobsets"]
+           "ExactEstimates", "GaussianEstimates", "TsafrirEstimates", "window", "jobsets",
+           "generate_vasp", "VaspJobs", "parse_oszicar", "format_oszicar"]

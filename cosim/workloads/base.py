@@ -9,6 +9,7 @@ sampling and cleaning stay vectorized.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,9 @@ class Workload:
         cleaning: rule name -> number of jobs it dropped or changed.
         source: where the jobs came from (path or generator name and seed).
         features: extra per-job columns (for example VASP input parameters).
+        progress: where running jobs' progress logs come from (for example a
+            :class:`cosim.workloads.vasp.VaspJobs`), indexed by
+            ``features["progress_index"]``; None when the source has none.
 
     Examples:
         >>> w = Workload.from_columns(submit=[0, 5], run=[10, 20], procs=[1, 2],
@@ -62,6 +66,7 @@ class Workload:
     cleaning: dict[str, int] = field(default_factory=dict)
     source: str = ""
     features: dict[str, np.ndarray] = field(default_factory=dict)
+    progress: Any = None
 
     @classmethod
     def from_columns(cls, *, submit, run, procs, req_time=None, job_id=None, mem=None,

@@ -783,7 +783,7 @@ def _arrivals(rng: np.random.Generator, n: int, mean_gap: float, p: VaspParams) 
 
 
 def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarrival: float = 120.0,
-                  **params) -> VaspJobs:
+                  population_seed: int | None = None, **params) -> VaspJobs:
     """Generate ``n_jobs`` VASP jobs with their inputs and trajectories.
 
     Args:
@@ -791,6 +791,11 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
         seed: seed of the one ``SeedSequence`` all draws come from.
         n_users: number of users (activity is lognormal, a few dominate).
         mean_interarrival: mean time between submits (s).
+        population_seed: seed of the centre itself (its users, their project
+            templates and hidden speed factors); None draws it from ``seed``.
+            Two streams with one ``population_seed`` and different ``seed``s
+            are one centre's history and its future, which is how a centre
+            trains predictors on its past and schedules what comes next.
         **params: any field of :class:`VaspParams`.
 
     Returns:
@@ -810,6 +815,11 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
     p = _check_params(n_jobs, seed, n_users, mean_interarrival, params)
     ss = np.random.SeedSequence(seed)
     r_users, r_jobs, r_traj, r_arr, r_req = (np.random.default_rng(s) for s in ss.spawn(5))
+    if population_seed is not None:
+        if not isinstance(population_seed, int | np.integer) or population_seed < 0:
+            raise WorkloadError("vasp.population_seed", repr(population_seed),
+                                "a non-negative integer")
+        r_users = np.random.default_rng(np.random.SeedSequence([int(population_seed), 7]))
     users = _users(r_users, n_users, p)
     tpl = _templates(r_users, int(users["n_templates"].sum()), p)
     node_slow = r_users.lognormal(0.0, p.node_sigma, (len(EXHOST_GROUPS), _NODES_PER_GROUP))

@@ -1,0 +1,157 @@
+"""Trained models ready to answer the simulation's prediction batches.
+
+A :class:`ModelBundle` is the in-process prediction backend: it holds the
+pre-run model (``runtime/``) and, when trained, the remaining-time model
+(``remaining/``) of a models folder written by ``python -m predictors
+train``, and answers the batches of :mod:`cosim.prediction` with one
+vectorized call each. The prediction service serves the same bundle over
+HTTP.
+
+:func:`ensure_models` trains a bundle on a generated VASP history the first
+time a scenario needs one and caches it under a hash of everything that
+decides the result, so a second run skips training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosim.errors import InputError
+
+__all__ = ["ModelBundle", "ensure_models", "models_key"]
+
+
+class ModelBundle:
+    """Pre-run and remaining-time models with their feature spec.
+
+    Args:
+        runtime_model: a fitted :class:`predictors.runtime.RuntimeRegressor`.
+        remaining_model: a fitted :class:`predictors.remaining.RemainingTimeRegressor` or None.
+        spec: the :class:`predictors.runtime.FeatureSpec` both were trained on.
+        version: a short id of the trained models (reported with every answer).
+    """
+
+    def __init__(self, runtime_model, remaining_model, spec, version: str):
+        self.runtime_model = runtime_model
+        self.remaining_model = remaining_model
+        self.spec = spec
+        self.version = version
+
+    @classmethod
+    def load(cls, models_dir: str | Path) -> ModelBundle:
+        """Load ``MODELDIR/runtime`` (required) and ``MODELDIR/remaining`` (optional).
+
+        Raises:
+            InputError: a folder is missing or holds the wrong model.
+        """
+        from predictors.persist import load, read_meta
+        from predictors.remaining import RemainingTimeRegressor
+        from predictors.runtime import FeatureSpec, RuntimeRegressor
+
+        root = Path(models_dir)
+        runtime_dir = root / "runtime"
+        runtime_model = load(runtime_dir, expected_class=RuntimeRegressor)
+        meta = read_meta(runtime_dir)
+        if not meta.get("feature_spec"):
+            raise InputError(str(runtime_dir / "meta.json"), "no feature_spec",
+                             "a model trained by 'python -m predictors train runtime'")
+        spec = FeatureSpec.from_dict(meta["feature_spec"], where=str(runtime_dir / "meta.json"))
+        remaining_model = None
+        versions = [str(meta.get("training_hash", ""))[:12]]
+        if (root / "remaining").is_dir():
+            remaining_model = load(root / "remaining", expected_class=RemainingTimeRegressor)
+            versions.append(str(read_meta(root / "remaining").get("training_hash", ""))[:12])
+        return cls(runtime_model, remaining_model, spec, "+".join(v for v in versions if v))
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Columns a batch must carry."""
+        return list(self.spec.names)
+
+    def runtime(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """Pre-run run-time predictions (s) for a batch of jobs."""
+        X = self.spec.matrix(batch, where="runtime batch")
+        return self.runtime_model.predict(X), self.version
+
+    def remaining(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """Remaining-time predictions (s) for a batch of running jobs."""
+        from predictors.remaining import Progress
+
+        if self.remaining_model is None:
+            raise InputError("remaining batch", "no remaining-time model in this bundle",
+                             "a models folder with remaining/")
+        X = self.spec.matrix(batch, where="remaining batch")
+        progress = Progress.from_arrays(batch["progress"])
+        pred = self.remaining_model.predict(
+            X, progress, np.asarray(batch["elapsed"], dtype=np.float64),
+            prerun=np.asarray(batch["prerun"], dtype=np.float64),
+            scf_done=np.asarray(batch["scf_done"], dtype=np.int64))
+        return pred, self.version
+
+
+def models_key(**inputs: Any) -> str:
+    """A short hash of everything that decides a trained bundle."""
+    import predictors
+
+    payload = json.dumps({"inputs": inputs, "code": getattr(predictors, "__version__", "0")},
+                         sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: bool,
+                  epochs: int | None = None, generator_params: dict[str, Any] | None = None,
+                  echo=print) -> Path:
+    """A trained models folder for this training setup, from the cache or trained now.
+
+    Generates ``jobs`` VASP jobs with ``seed`` (a stream separate from any
+    evaluation stream), trains the pre-run model and, if asked, the
+    remaining-time model, and stores the folder atomically under
+    ``cache_dir/<hash>``.
+    """
+    from predictors.__main__ import main as predictors_main
+    from predictors.dataset import generate_dataset
+
+    key = models_key(jobs=jobs, seed=seed, remaining=remaining, epochs=epochs,
+                     params=generator_params or {})
+    cache = Path(cache_dir)
+    final = cache / key
+    if (final / "runtime" / "meta.json").exists() and (
+            not remaining or (final / "remaining" / "meta.json").exists()):
+        return final
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
+    try:
+        t0 = time.perf_counter()
+        if echo:
+            echo(f"training predictors on {jobs} generated VASP jobs (cached in {final}) ...")
+        data = generate_dataset(jobs, seed, work / "data", **(generator_params or {}))
+        models = work / "models"
+        args = ["train", "runtime", "--data", str(data), "--out", str(models),
+                "--seed", str(seed)]
+        if predictors_main(args) != 0:
+            raise InputError("predictor training", "a failed 'train runtime'", "a trained model")
+        if remaining:
+            args = ["train", "remaining", "--data", str(data), "--out", str(models),
+                    "--seed", str(seed)]
+            if epochs is not None:
+                args += ["--epochs", str(epochs)]
+            if predictors_main(args) != 0:
+                raise InputError("predictor training", "a failed 'train remaining'",
+                                 "a trained model")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(models, final)
+        if echo:
+            echo(f"trained in {time.perf_counter() - t0:.0f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return final
