@@ -127,6 +127,7 @@ class PrecomputedRuntime:
 
     def remaining(self, batch):
         import numpy as np
+
         from predictors.remaining import Progress
 
         X = self._X[[self._row[j] for j in batch["job_id"]]]
