@@ -1,0 +1,203 @@
+"""Training checkpoints: atomic, loadable with ``weights_only=True``, resumable exactly.
+
+Layout of a training output directory::
+
+    OUT/
+      LATEST              name of the newest complete checkpoint (replaced atomically)
+      ckpt-000012/
+        state.pt          tensors and plain values only (torch.load(weights_only=True))
+        meta.json         algorithm, args, network spec, env config, versions
+      curve.csv           the learning curve (rewritten from the checkpoint on resume)
+
+A checkpoint is written into a temporary directory beside its final place,
+flushed, renamed into place, and only then named in ``LATEST`` (written to a
+temporary file and ``os.replace``-d). A process killed at any moment (``kill
+-9`` included) leaves either the previous or the new checkpoint complete; a
+half-written temporary directory is ignored and removed by the next save.
+
+``state.pt`` holds nothing that needs pickled classes: state dicts, ints,
+floats, strings, lists and dicts, and the random-number states as plain
+values (numpy's bit-generator state is a dict of Python ints, torch's is a
+``uint8`` tensor).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosim.errors import InputError
+
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "read_meta",
+           "capture_rng", "restore_rng", "FORMAT"]
+
+FORMAT = "hpc-cosim-agent/1"
+_LATEST = "LATEST"
+_PREFIX = "ckpt-"
+
+
+def capture_rng(np_rng: np.random.Generator, torch_gen=None) -> dict[str, Any]:
+    """The states of a numpy Generator and a torch Generator as plain values.
+
+    Args:
+        np_rng: the training's numpy generator.
+        torch_gen: a ``torch.Generator`` (action sampling), or None.
+    """
+    state: dict[str, Any] = {"numpy": np_rng.bit_generator.state}
+    if torch_gen is not None:
+        state["torch"] = torch_gen.get_state()
+    return state
+
+
+def restore_rng(state: dict[str, Any], np_rng: np.random.Generator, torch_gen=None) -> None:
+    """Put back the states :func:`capture_rng` took (in place)."""
+    np_rng.bit_generator.state = state["numpy"]
+    if torch_gen is not None and "torch" in state:
+        torch_gen.set_state(state["torch"])
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(out_dir: str | Path, state: dict[str, Any], meta: dict[str, Any], *,
+                    keep: int = 2) -> Path:
+    """Write ``state`` and ``meta`` as the newest checkpoint of ``out_dir``, atomically.
+
+    Args:
+        out_dir: the training output directory (created if missing).
+        state: tensors and plain values (saved with ``torch.save``); must contain ``update``.
+        meta: JSON-serializable description (algorithm, args, network spec, env).
+        keep: how many complete checkpoints to keep (older ones are deleted).
+
+    Returns:
+        The checkpoint directory written.
+    """
+    import torch
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".tmp-ckpt-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    name = f"{_PREFIX}{int(state['update']):06d}"
+    suffix = 0
+    while (out / name).exists():
+        suffix += 1
+        name = f"{_PREFIX}{int(state['update']):06d}-{suffix}"
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=out))
+    with open(tmp / "state.pt", "wb") as fh:
+        torch.save({**state, "format": FORMAT}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    with open(tmp / "meta.json", "w", encoding="utf-8") as fh:
+        json.dump({**meta, "format": FORMAT}, fh, indent=2, sort_keys=True, default=_jsonable)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    _fsync_dir(tmp)
+    final = out / name
+    os.rename(tmp, final)
+    _fsync_dir(out)
+    fd, pointer_tmp = tempfile.mkstemp(prefix=".tmp-latest-", dir=out)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(name + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(pointer_tmp, out / _LATEST)
+    _fsync_dir(out)
+    complete = sorted((p for p in out.glob(f"{_PREFIX}*") if p.is_dir()),
+                      key=lambda p: p.stat().st_mtime_ns)
+    for old in complete[:-max(1, keep)]:
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | set):
+        return list(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def latest_checkpoint(path: str | Path) -> Path | None:
+    """The checkpoint directory ``path`` stands for, or None when there is none.
+
+    ``path`` is either a training output directory (its ``LATEST`` is followed)
+    or a checkpoint directory itself (one holding ``state.pt``).
+    """
+    p = Path(path)
+    if (p / "state.pt").is_file() and (p / "meta.json").is_file():
+        return p
+    pointer = p / _LATEST
+    if pointer.is_file():
+        target = p / pointer.read_text(encoding="utf-8").strip()
+        if (target / "state.pt").is_file() and (target / "meta.json").is_file():
+            return target
+    # No pointer (or a dangling one): fall back to the newest complete checkpoint.
+    candidates = [c for c in p.glob(f"{_PREFIX}*")
+                  if (c / "state.pt").is_file() and (c / "meta.json").is_file()]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: c.stat().st_mtime_ns)
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta.json`` of the checkpoint ``path`` stands for.
+
+    Raises:
+        InputError: no checkpoint there, or not one written by this module.
+    """
+    ckpt = latest_checkpoint(path)
+    if ckpt is None:
+        raise InputError(str(path), "no checkpoint", "a training output or checkpoint directory "
+                         "(holding LATEST or state.pt + meta.json)")
+    try:
+        meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{ckpt / 'meta.json'}:{exc.lineno}", "invalid JSON",
+                         "a meta.json written by agents.checkpoint") from exc
+    if meta.get("format") != FORMAT:
+        raise InputError(str(ckpt / "meta.json"), f"format {meta.get('format')!r}",
+                         f"format {FORMAT!r}")
+    meta["_path"] = str(ckpt)
+    return meta
+
+
+def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load ``(state, meta)`` of the checkpoint ``path`` stands for.
+
+    The state is read with ``torch.load(..., weights_only=True)``: no code from
+    the file is ever run.
+
+    Raises:
+        InputError: no checkpoint there, or not one written by this module.
+    """
+    import torch
+
+    meta = read_meta(path)
+    ckpt = Path(meta["_path"])
+    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise InputError(str(ckpt / "state.pt"), "an unknown file", f"a {FORMAT} training state")
+    return state, meta
