@@ -34,6 +34,7 @@ TABLE_COLUMNS = [
     ("jobs_finished", "jobs", "{:.0f}"),
     ("wait_mean", "mean wait s", "{:.0f}"),
     ("wait_max", "max wait s", "{:.0f}"),
+    ("slowdown_mean", "mean sld", "{:.2f}"),
     ("bsld_mean", "mean bsld", "{:.2f}"),
     ("response_mean", "mean resp s", "{:.0f}"),
     ("utilization", "util", "{:.3f}"),
