@@ -199,3 +199,22 @@ def test_resume_after_kill_9_gives_identical_weights(tmp_path):
     state, _ = load_checkpoint(tmp_path)
     assert state["update"] == 40
     assert same_state_dicts(full.net.state_dict(), state["model"])
+
+
+def test_resume_mid_episode_in_the_scheduling_env(tmp_path):
+    import functools
+
+    from agents.rl_policy import make_env
+
+    config = {"scenario": str(REPO / "scenarios" / "lublin256.yaml"), "observation": "compact",
+              "window": [6, 2], "kill_slots": 2, "episode_jobs": 64, "reward": "bsld"}
+    fn = functools.partial(make_env, config)
+    args = dict(seed=2, total_steps=256, num_envs=2, num_steps=32, num_minibatches=2,
+                update_epochs=2)
+    full = train(fn, Args(**args))
+    train(fn, Args(**args), out_dir=tmp_path, stop_after_updates=2, env_config=config)
+    state, _ = load_checkpoint(tmp_path)
+    assert all(len(a) > 0 for a in state["runner"]["episode_actions"])   # mid-episode
+    rest = train(fn, Args(**args), out_dir=tmp_path, resume=True, env_config=config)
+    assert same_state_dicts(full.net.state_dict(), rest.net.state_dict())
+    assert curve_without_timing(full.curve) == curve_without_timing(rest.curve)

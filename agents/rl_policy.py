@@ -1,0 +1,160 @@
+"""A trained agent as a greedy policy: load a checkpoint, act on (observation, mask).
+
+Used by ``python -m agents evaluate`` and by ``python -m cosim run --policy
+rl:DIR``. The checkpoint's ``meta.json`` records the environment the agent
+was trained in (:attr:`RLPolicy.env_config`); :attr:`RLPolicy.env_kwargs` are
+the keyword arguments to build a matching :class:`cosim.env.SchedulingEnv`
+(observation layout, window, kill slots, ...).
+
+Examples:
+    >>> policy = load_rl_policy("runs/agents/lublin256-ppo-s1")     # doctest: +SKIP
+    >>> env = make_env(policy.env_config)                            # doctest: +SKIP
+    >>> obs, info = env.reset(seed=0)                                # doctest: +SKIP
+    >>> action = policy.act(obs, info["action_mask"])                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.checkpoint import load_checkpoint
+from agents.distributions import MaskedCategorical
+from agents.networks import network_from_spec
+from cosim.errors import InputError
+
+__all__ = ["RLPolicy", "load_rl_policy", "make_env", "TRAINING_ONLY_KEYS"]
+
+#: env-config keys that only matter while training (left out of :attr:`RLPolicy.env_kwargs`).
+TRAINING_ONLY_KEYS = ("scenario", "scenario_set", "teacher")
+
+
+def make_env(env_config: dict[str, Any], **overrides: Any):
+    """Build a :class:`cosim.env.SchedulingEnv` from a saved env config.
+
+    Args:
+        env_config: ``{"scenario": path, "scenario_set": [KEY=VALUE, ...],
+            **SchedulingEnv keyword arguments}`` (``window`` may be a list;
+            ``scenario_set`` are scenario overrides as in ``--set``).
+        **overrides: keyword arguments that replace the saved ones (for example
+            ``scenario=...``, ``episode_jobs=...`` or ``workload=...``).
+
+    Raises:
+        InputError: no scenario given.
+    """
+    from cosim.env import SchedulingEnv
+
+    kwargs = {**env_config, **overrides}
+    scenario = kwargs.pop("scenario", None)
+    scenario_set = kwargs.pop("scenario_set", None) or []
+    if scenario is None:
+        raise InputError("env.scenario", "nothing", "a scenario path or Scenario")
+    if scenario_set and isinstance(scenario, str | Path):
+        from cosim.config import load_scenario
+
+        kwargs.setdefault("base_dir", Path(scenario).resolve().parent)
+        scenario = load_scenario(scenario, list(scenario_set))
+    if "window" in kwargs and kwargs["window"] is not None:
+        kwargs["window"] = tuple(int(w) for w in kwargs["window"])
+    return SchedulingEnv(scenario, **kwargs)
+
+
+class RLPolicy:
+    """A trained actor that picks the most probable legal action.
+
+    Args:
+        net: the actor-critic network.
+        meta: the checkpoint's ``meta.json`` contents.
+
+    Attributes:
+        algo: ``ppo`` or ``a2c``.
+        env_config: the saved environment description (may be None).
+        update, global_step: training progress of the checkpoint.
+
+    Examples:
+        >>> policy = load_rl_policy("runs/agents/x")                  # doctest: +SKIP
+        >>> policy.act(obs, mask)                                     # doctest: +SKIP
+        3
+    """
+
+    def __init__(self, net: torch.nn.Module, meta: dict[str, Any]):
+        self.net = net.eval()
+        self.meta = meta
+        self.algo = meta.get("algo")
+        self.env_config = meta.get("env")
+        self.update = meta.get("update")
+        self.global_step = meta.get("global_step")
+        self._spec = meta["network"]
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """``SchedulingEnv`` keyword arguments the agent was trained with (no scenario/teacher)."""
+        cfg = dict(self.env_config or {})
+        for key in TRAINING_ONLY_KEYS:
+            cfg.pop(key, None)
+        if cfg.get("window") is not None:
+            cfg["window"] = tuple(int(w) for w in cfg["window"])
+        return cfg
+
+    def _check(self, obs: np.ndarray, batched: bool) -> None:
+        shape = tuple(obs.shape[1:] if batched else obs.shape)
+        want = tuple(self._spec["obs_shape"])
+        if self._spec["kind"] == "kernel":
+            ok = len(shape) == 2 and shape[1] == want[1]   # any number of action rows
+        else:
+            ok = shape == want or (self._spec["kind"] == "mlp" and math.prod(shape) == math.prod(want))
+        if not ok:
+            raise InputError("observation", f"shape {shape}",
+                             f"shape {want} (what the {self._spec['kind']} network was trained on)")
+
+    @torch.no_grad()
+    def action_probabilities(self, obs: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """The policy's probabilities over actions for one observation (0 where masked)."""
+        obs = np.asarray(obs, dtype=np.float32)
+        self._check(obs, batched=False)
+        logits, _ = self.net(torch.as_tensor(obs)[None])
+        m = None if mask is None else torch.as_tensor(np.asarray(mask))[None]
+        return MaskedCategorical(logits, m).probs[0].numpy()
+
+    @torch.no_grad()
+    def act_batch(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        """Greedy actions for a batch ``(B, ...)`` of observations and ``(B, n)`` masks."""
+        obs = np.asarray(obs, dtype=np.float32)
+        self._check(obs, batched=True)
+        logits, _ = self.net(torch.as_tensor(obs))
+        m = None if masks is None else torch.as_tensor(np.asarray(masks))
+        return MaskedCategorical(logits, m).mode().numpy()
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> int:
+        """The greedy legal action for one observation and its ``int8`` mask."""
+        return int(self.act_batch(np.asarray(obs)[None],
+                                  None if mask is None else np.asarray(mask)[None])[0])
+
+    @torch.no_grad()
+    def value(self, obs: np.ndarray) -> float:
+        """The critic's value of one observation."""
+        obs = np.asarray(obs, dtype=np.float32)
+        self._check(obs, batched=False)
+        return float(self.net(torch.as_tensor(obs)[None])[1][0])
+
+
+def load_rl_policy(path: str | Path) -> RLPolicy:
+    """Load the newest checkpoint of a training output (or a checkpoint directory).
+
+    The weights are read with ``torch.load(..., weights_only=True)``.
+
+    Raises:
+        InputError: no checkpoint at ``path``, or one this version cannot read.
+    """
+    state, meta = load_checkpoint(path)
+    net = network_from_spec(meta["network"])
+    try:
+        net.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise InputError(str(meta.get("_path", path)), "weights that do not fit the network spec",
+                         "a checkpoint written by agents.ppo / agents.a2c") from exc
+    return RLPolicy(net, meta)
