@@ -147,6 +147,15 @@ class JobQueue:
             ok &= self.mem[lo:hi] <= free_mem
         return np.flatnonzero(ok) + lo
 
+    def maintain(self) -> None:
+        """Compact when most of the live range is dead (scans cost the whole range).
+
+        Slots move, so only call this between passes, never while a policy
+        holds slot numbers.
+        """
+        if self.hi - self.lo > 96 and self.count * 2 < self.hi - self.lo:
+            self._compact()
+
     def small(self) -> bool:
         """Whether the live range is short enough that Python loops beat numpy."""
         return self.hi - self.lo <= _SMALL

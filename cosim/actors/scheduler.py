@@ -264,6 +264,7 @@ class Scheduler:
         self._end_pass()
 
     def _end_pass(self) -> None:
+        self.queue.maintain()
         view = self.view
         view.released = False
         view.surprise = False
