@@ -231,7 +231,8 @@ class QueuePolicy:
                 yield start(head, Mode.READY, "fits at head")
             shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
             self._easy_head = head
-            yield reserve(head, shadow, "EASY head reservation")
+            if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
+                yield reserve(head, shadow, "EASY head reservation")
             candidates = None
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
             if candidates is None and not q.small():
