@@ -175,3 +175,22 @@ def test_user_aware_mode_submits_after_the_predecessor_ends():
     env2, replay = make(rows, cores=4)
     env2.run(until=replay.finished)
     assert {j.id: j.submit for j in replay.scheduler.jobs}[2] == 3.0
+
+
+def test_node_granularity_allocates_whole_nodes_and_checks_memory_per_node():
+    # 4 nodes x 16 cores, 64 GB each. Job sizes are in nodes. Job 3 needs
+    # 100 GB per node: it can never run and is rejected at submit. Job 2
+    # (3 nodes) waits for job 1 (2 nodes) although 32 cores are free.
+    w = Workload.from_columns(submit=[0, 1, 2], procs=[2, 3, 1], run=[10, 5, 5],
+                              mem=[64.0, 96.0, 100.0])
+    raw = {"cluster": {"nodes": 4, "cores_per_node": 16, "memory_per_node": 64,
+                       "granularity": "node"},
+           "workload": {"kind": "swf", "path": "unused"}}
+    env = simpy.Environment()
+    sim = build(env, scenario_from_dict(raw), make_policy("fcfs+easy"), workload=w)
+    env.run(until=sim.finished)
+    j1, j2, j3 = sim.scheduler.jobs
+    assert (j1.start, j2.start) == (0.0, 10.0)
+    assert j3.outcome == "rejected" and "memory per node" in j3.reason
+    assert len(j1.alloc or []) == 0 and all(n.free_cores == 16 for n in sim.cluster.nodes)
+    assert sim.cluster.capacity == 4
