@@ -100,6 +100,7 @@ _JOB_F = 6
 _GLOBAL_F = 5
 _RUN_F = 4
 _KERNEL_F = 3 + _JOB_F + _GLOBAL_F   # type one-hot + 6 slot features + 5 globals
+_EMPTY_SLOT = (0.0,) * _JOB_F
 
 
 @dataclass(frozen=True)
@@ -159,18 +160,19 @@ class AgentPolicy:
         mask[:] = 0
         mask[amap.wait] = 1
         if q.count:
-            slots = q.slots()
-            head = slots[:amap.m_head].tolist()
-            rest = slots[amap.m_head:]
-            tail = rest[max(0, len(rest) - amap.m_tail):].tolist() if amap.m_tail else []
+            if q.small():
+                jobs = q.live_jobs()
+            else:
+                jobs = [q.jobs[s] for s in q.slots().tolist()]
+            head = jobs[:amap.m_head]
+            rest = len(jobs) - amap.m_head
+            tail = jobs[len(jobs) - min(rest, amap.m_tail):] if amap.m_tail and rest > 0 else []
             free, free_mem = cl.free, cl.free_mem
-            for i, s in enumerate(head):
-                job = q.jobs[s]
+            for i, job in enumerate(head):
                 window[i] = job
                 mask[i] = job.procs <= free and job.mem <= free_mem
             base = amap.m_head
-            for i, s in enumerate(tail):
-                job = q.jobs[s]
+            for i, job in enumerate(tail):
                 window[base + i] = job
                 mask[base + i] = job.procs <= free and job.mem <= free_mem
         if not view.ends() and mask[:amap.wait].any() and not self.arrivals_pending():
@@ -529,9 +531,21 @@ class SchedulingEnv(gym.Env):
         kind = self.observation_kind
         if kind == "compact":
             row = []
+            extend = row.extend
+            cap = self._capacity
+            mcap = self._mem_capacity
+            inv = 1.0 / self._log_max_time
+            log1p = math.log1p
             for i, job in enumerate(agent.window):
-                row.extend(self._slot_features(job, mask[i], now))
-            row.extend(self._globals())
+                if job is None:
+                    extend(_EMPTY_SLOT)
+                    continue
+                est, wait = job.estimate, now - job.submit
+                extend((1.0, float(mask[i]), min(1.0, job.procs / cap),
+                        min(1.0, job.mem / mcap) if mcap else 0.0,
+                        min(1.0, log1p(est) * inv) if est > 0 else 0.0,
+                        min(1.0, log1p(wait) * inv) if wait > 0 else 0.0))
+            extend(self._globals())
             sched = self._sim.scheduler
             ends = sched.ends
             free = sched.cluster.free
