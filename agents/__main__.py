@@ -208,8 +208,11 @@ def _train(ns) -> int:
         args.time_budget_s = ns.time_budget
         _apply_arg_overrides(args, ns.arg)
     args.validate()
+    probe = _env_factory(env_config)()   # fail fast on a bad scenario or option, before any work
+    # Pin the time normalization to the training workload's, so that the saved
+    # policy sees the same feature scale on any other workload.
+    env_config.setdefault("max_time", float(probe.unwrapped.max_time))
     env_fn = _env_factory(env_config)
-    probe = env_fn()          # fail fast on a bad scenario or env option, before any work
     init = None
     if not resuming and ns.bc_steps:
         init = _clone_teacher(env_fn, probe, args, ns)

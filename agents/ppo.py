@@ -680,8 +680,9 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         from tqdm import tqdm
         bar = tqdm(total=args.num_updates * args.batch_size, initial=global_step, unit="step",
                    desc=algo)
-    t_start = time.monotonic()
-    last_ckpt_t = t_start
+    # Wall time already spent before a resume counts toward the time budget.
+    t_start = time.monotonic() - (curve[-1]["elapsed_s"] if curve else 0.0)
+    last_ckpt_t = time.monotonic()
     last_ckpt_path = None
     stopped_early = False
     try:

@@ -1,0 +1,214 @@
+"""PPO on the Lublin-256 setting for a fixed wall-clock budget, then held-out evaluation.
+
+Trains masked PPO agents in ``scenarios/lublin256.yaml`` (256 cores, Lublin-
+Feitelson jobs; the DBF setting of seed 000) on episodes of 256-1024
+consecutive jobs from random offsets, truncated once the episode's jobs are
+placed (DBF, seed 000, section III-A: episodes end at a job count, so the
+value is bootstrapped there). Two agents share the budget equally: a
+head-only window of 10 and the DBF split window 8 + 2 (seed 000, section
+IV-D compares exactly this kind of pair).
+
+Evaluation uses 10 windows of 1024 consecutive jobs from a Lublin workload
+generated with a *different* seed (held out: never seen in training); each
+agent acts greedily until every job has ended, and FCFS+EASY, SJF+EASY and
+F1+EASY run on the same windows through the ordinary runner. Reported: mean
+bounded slowdown (tau = 10 s), mean wait, utilization and max wait, averaged
+over the windows (definitions in METRICS.md; the env's ``episode_metrics``
+use the same ones).
+
+    python benchmarks/train_lublin.py                       # 30 min of training
+    python benchmarks/train_lublin.py --budget-min 3 --eval-windows 3   # smoke run
+    python benchmarks/train_lublin.py --out runs/bench --resume         # after an interrupt
+
+Results: a table on stdout and ``OUT/results.json``; each agent's learning
+curve and checkpoints in ``OUT/window-<H>-<T>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from agents.ppo import METRIC_KEYS, Args, train
+from agents.rl_policy import RLPolicy, load_rl_policy, make_env
+from cosim.config import load_scenario
+from cosim.model import load_workload
+from cosim.runner import run_policy
+from cosim.workloads.windows import window
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios" / "lublin256.yaml"
+HEURISTICS = ("fcfs+easy", "sjf+easy", "f1+easy")
+#: runner summary key -> env episode_metrics key
+SUMMARY_KEYS = {"bsld_mean": "mean_bsld", "wait_mean": "mean_wait",
+                "utilization": "utilization", "wait_max": "max_wait"}
+
+
+class VariableLengthEpisodes(gym.Wrapper):
+    """Draw each episode's job count uniformly in ``[low, high]`` from its reset seed.
+
+    Deterministic given the seed, so training runs stay exactly resumable.
+    """
+
+    def __init__(self, env: gym.Env, low: int, high: int):
+        super().__init__(env)
+        self.low, self.high = int(low), int(high)
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.env.unwrapped.episode_jobs = int(self._rng.integers(self.low, self.high + 1))
+        return self.env.reset(seed=seed, options=options)
+
+    def action_masks(self):
+        return self.env.unwrapped.action_masks()
+
+
+class _TrainEnv:
+    """Picklable env factory (for ``--async``)."""
+
+    def __init__(self, config: dict, low: int, high: int):
+        self.config, self.low, self.high = config, low, high
+
+    def __call__(self) -> gym.Env:
+        return VariableLengthEpisodes(make_env(self.config), self.low, self.high)
+
+
+def train_agent(out: Path, window_split: tuple[int, int], budget_s: float, ns) -> Path:
+    """Train one agent for ``budget_s`` seconds of wall time; returns its output folder."""
+    config = {"scenario": str(SCENARIO), "observation": ns.observation,
+              "window": list(window_split), "kill_slots": 0, "reward": ns.reward,
+              "episode_jobs": ns.max_jobs, "episode_end": "placed", "smdp_gamma": None,
+              "teacher": None}
+    # Pin the time normalization to the training workload's (the held-out windows
+    # would otherwise derive their own from their longest request).
+    config["max_time"] = float(make_env(config).max_time)
+    args = Args(seed=ns.seed, total_steps=10**12, num_envs=ns.envs, async_envs=ns.async_envs,
+                num_steps=ns.num_steps, lr=ns.lr, gamma=ns.gamma, time_budget_s=budget_s,
+                checkpoint_every_s=120.0)
+    run_dir = out / f"window-{window_split[0]}-{window_split[1]}"
+    t0 = time.monotonic()
+    result = train(_TrainEnv(config, ns.min_jobs, ns.max_jobs), args, out_dir=run_dir,
+                   resume=ns.resume, env_config=config, progress=not ns.quiet)
+    print(f"window {window_split}: {result.update} updates, {result.global_step} steps in "
+          f"{time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return run_dir
+
+
+def held_out_windows(n_windows: int, n_jobs: int, seed: int):
+    """``n_windows`` windows of ``n_jobs`` jobs from a Lublin workload of another seed."""
+    scenario = load_scenario(SCENARIO, [f"seed={seed}"])
+    workload = load_workload(scenario, base_dir=SCENARIO.parent)
+    starts = np.linspace(0, len(workload) - n_jobs, n_windows).astype(int)
+    return scenario, [window(workload, n_jobs, start=int(s)) for s in starts]
+
+
+def evaluate_agent(policy: RLPolicy, scenario, windows) -> list[dict[str, float]]:
+    """Greedy episodes, one per window, run until every job has ended."""
+    rows = []
+    for w in windows:
+        env = make_env({**policy.env_config, "scenario": scenario, "teacher": None},
+                       workload=w, episode_jobs=len(w), episode_end="completed",
+                       base_dir=SCENARIO.parent)
+        obs, info = env.reset(seed=0)
+        done, steps, t0 = False, 0, time.perf_counter()
+        while not done:
+            obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
+            done = terminated or truncated
+            steps += 1
+        m = info["episode_metrics"]
+        rows.append({k: float(m[k]) for k in METRIC_KEYS} | {
+            "jobs": float(m["jobs"]), "decisions": float(steps),
+            "seconds": time.perf_counter() - t0})
+    return rows
+
+
+def evaluate_heuristic(name: str, scenario, windows) -> list[dict[str, float]]:
+    """The ordinary runner on each window."""
+    rows = []
+    for w in windows:
+        s = run_policy(scenario, name, None, workload=w)
+        rows.append({SUMMARY_KEYS[k]: float(s[k]) for k in SUMMARY_KEYS}
+                    | {"jobs": float(s["jobs_finished"])})
+    return rows
+
+
+def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Means over windows (and the worst max wait)."""
+    out = {k: float(np.mean([r[k] for r in rows])) for k in METRIC_KEYS}
+    out["max_wait_worst"] = float(np.max([r["max_wait"] for r in rows]))
+    out["jobs"] = float(np.sum([r["jobs"] for r in rows]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget-min", type=float, default=30.0,
+                    help="total training wall time in minutes, split over the windows")
+    ap.add_argument("--out", default="runs/bench/train_lublin")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--windows", nargs="+", default=["10,0", "8,2"], metavar="H,T")
+    ap.add_argument("--observation", default="compact", choices=("compact", "kernel"))
+    ap.add_argument("--reward", default="slowdown")
+    ap.add_argument("--min-jobs", type=int, default=256)
+    ap.add_argument("--max-jobs", type=int, default=1024)
+    ap.add_argument("--envs", type=int, default=2)
+    ap.add_argument("--async", dest="async_envs", action="store_true")
+    ap.add_argument("--num-steps", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--gamma", type=float, default=0.99)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--eval-windows", type=int, default=10)
+    ap.add_argument("--eval-jobs", type=int, default=1024)
+    ap.add_argument("--eval-seed", type=int, default=1001,
+                    help="Lublin generator seed of the held-out workload (training uses 1)")
+    ap.add_argument("--skip-train", action="store_true", help="evaluate existing checkpoints")
+    ap.add_argument("--quiet", action="store_true")
+    ns = ap.parse_args()
+    torch.set_num_threads(1)
+    out = Path(ns.out)
+    splits = [tuple(int(x) for x in w.split(",")) for w in ns.windows]
+    budget_each = ns.budget_min * 60.0 / len(splits)
+
+    run_dirs = {}
+    for split in splits:
+        run_dir = out / f"window-{split[0]}-{split[1]}"
+        run_dirs[split] = run_dir if ns.skip_train else train_agent(out, split, budget_each, ns)
+
+    scenario, windows = held_out_windows(ns.eval_windows, ns.eval_jobs, ns.eval_seed)
+    results: dict[str, dict] = {}
+    for split, run_dir in run_dirs.items():
+        policy = load_rl_policy(run_dir)
+        name = f"ppo {split[0]}+{split[1]}"
+        per_window = evaluate_agent(policy, scenario, windows)
+        results[name] = {**summarize(per_window), "per_window": per_window,
+                         "train_steps": policy.global_step, "updates": policy.update}
+    for name in HEURISTICS:
+        per_window = evaluate_heuristic(name, scenario, windows)
+        results[name] = {**summarize(per_window), "per_window": per_window}
+
+    header = f"{'policy':<12}{'mean bsld':>11}{'mean wait s':>13}{'util':>8}{'max wait s':>12}"
+    print(f"held-out: {ns.eval_windows} windows x {ns.eval_jobs} jobs (Lublin seed "
+          f"{ns.eval_seed}); training {ns.budget_min:g} min total")
+    print(header)
+    for name, r in results.items():
+        print(f"{name:<12}{r['mean_bsld']:>11.2f}{r['mean_wait']:>13.0f}{r['utilization']:>8.3f}"
+              f"{r['max_wait']:>12.0f}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(
+        {"budget_min": ns.budget_min, "eval_windows": ns.eval_windows,
+         "eval_jobs": ns.eval_jobs, "eval_seed": ns.eval_seed, "results": results},
+        indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
