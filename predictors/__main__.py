@@ -8,11 +8,13 @@ Usage::
     python -m predictors train remaining --data data/vasp20k --out models/vasp
     python -m predictors train history   --data data/vasp20k --out models/vasp
     python -m predictors evaluate --data data/heldout --models models/vasp --json eval.json
+    python -m predictors serve --models models/vasp --port 8080 [--token T]
 
 ``train KIND`` writes ``MODELDIR/KIND/`` (``runtime/``, ``remaining/``,
 ``history/``), each a folder :func:`predictors.persist.save` wrote;
 ``train remaining`` reuses ``MODELDIR/runtime/`` as its pre-run model when
-it exists. ``evaluate`` scores every model it finds there. User errors print
+it exists. ``evaluate`` scores every model it finds there. ``serve`` answers
+prediction batches over HTTP (:mod:`predictors.server`) until SIGTERM. User errors print
 one ``error: ...`` line to stderr and exit with code 2.
 """
 
@@ -29,6 +31,26 @@ from cosim.errors import CosimError, InputError
 __all__ = ["main", "build_parser"]
 
 MODEL_KINDS = ("runtime", "remaining", "history")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -84,6 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", type=Path, required=True, help="held-out dataset folder")
     e.add_argument("--models", type=Path, required=True, help="MODELDIR written by train")
     e.add_argument("--json", type=Path, default=None, help="also write the result here")
+
+    s = sub.add_parser("serve", help="answer prediction batches over HTTP until SIGTERM")
+    s.add_argument("--models", type=Path, required=True, help="MODELDIR written by train")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=_port, default=8080, help="TCP port, 0 for any free one "
+                   "(default 8080)")
+    s.add_argument("--token", default=None,
+                   help="require 'Authorization: Bearer TOKEN' on every request")
+    s.add_argument("--max-body-mb", type=_positive_float, default=64.0,
+                   help="largest request body in MiB; bigger ones get 413 (default 64)")
+    s.add_argument("--max-concurrency", type=_positive_int, default=8,
+                   help="prediction requests in progress at once (default 8)")
+    s.add_argument("--queue-timeout", type=_positive_float, default=5.0,
+                   help="seconds an excess request waits for a slot before 503 (default 5)")
     return parser
 
 
@@ -158,11 +195,19 @@ def _evaluate(args: argparse.Namespace) -> None:
         print(f"\nwrote {args.json}")
 
 
+def _serve(args: argparse.Namespace) -> None:
+    from predictors.server import serve
+
+    serve(args.models, host=args.host, port=args.port, token=args.token,
+          max_body_mb=args.max_body_mb, max_concurrency=args.max_concurrency,
+          queue_timeout_s=args.queue_timeout)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (2 for user errors)."""
     args = build_parser().parse_args(argv)
     handlers = {"generate": _generate, "ingest": _ingest, "train": _train,
-                "evaluate": _evaluate}
+                "evaluate": _evaluate, "serve": _serve}
     try:
         handlers[args.command](args)
     except CosimError as exc:

@@ -1,0 +1,450 @@
+"""HTTP prediction server: ``python -m predictors serve --models DIR``.
+
+An aiohttp application that answers the simulation's prediction batches
+with the models of one models folder. JSON over HTTP/1.1:
+
+``POST /v1/runtime`` and ``POST /v1/remaining``
+    Request ``{"jobs": {column: [value per job], ...}}`` (the columns of
+    :mod:`cosim.prediction`; ``GET /models`` lists the required ones).
+    Answer ``{"predictions": [seconds per job], "model_version": "...", "n": N}``.
+``GET /health``
+    ``{"status": "ok", "model_version": "...", "in_flight": k, "served": n, "uptime_s": s}``.
+``GET /models``
+    :func:`predictors.service.describe_models` plus the server limits.
+
+Errors are JSON too, ``{"error": "message", "field": "jobs.ENCUT"}`` with
+``field`` the key path of the bad part (``"body"`` for the body as a
+whole, null when no field is to blame):
+
+- 400: invalid JSON, wrong shape, a missing column, unequal lengths, a wrong
+  type, too many jobs, or a batch the model refuses;
+- 401: a missing or wrong ``Authorization: Bearer TOKEN`` (every endpoint,
+  when the server has a token);
+- 404: unknown path, or ``/v1/remaining`` without a remaining-time model
+  (``field`` is ``"model"``);
+- 413: a body over ``--max-body-mb`` (checked on ``Content-Length`` before
+  reading, and while reading);
+- 503: more than ``--max-concurrency`` requests in progress for longer than
+  the queue timeout (``Retry-After: 1``);
+- 500: a bug, logged with its traceback on the server, a short message in
+  the answer.
+
+Concurrency: at most ``max_concurrency`` prediction requests are read,
+parsed and answered at a time (an :class:`asyncio.Semaphore`); the others
+wait for a slot, up to ``queue_timeout_s``, then get 503. Parsing, checks,
+the model call and the answer's JSON run in one worker thread, so the event
+loop stays free to accept connections and answer ``/health`` while a big
+batch is being predicted, and model calls never overlap.
+
+On SIGTERM or SIGINT the server stops listening, lets the requests in
+progress finish (up to ``shutdown_timeout_s``), and exits with code 0. It
+binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from cosim.errors import InputError
+from predictors.service import (
+    DEFAULT_MAX_BATCH,
+    BatchError,
+    BatchRejected,
+    InProcessService,
+    ModelNotLoaded,
+    describe_models,
+)
+
+__all__ = ["make_app", "start_server", "serve", "RunningServer", "ServerProcess",
+           "DEFAULT_MAX_BODY_MB", "DEFAULT_MAX_CONCURRENCY", "DEFAULT_QUEUE_TIMEOUT_S"]
+
+logger = logging.getLogger("predictors.server")
+
+#: Default body limit: a 10,000-job remaining-time batch is about 10 MB of JSON.
+DEFAULT_MAX_BODY_MB = 64.0
+#: Default number of prediction requests in progress at once.
+DEFAULT_MAX_CONCURRENCY = 8
+#: Default wait for a slot before answering 503.
+DEFAULT_QUEUE_TIMEOUT_S = 5.0
+
+
+@dataclass
+class _State:
+    service: InProcessService
+    token: str | None
+    max_body_bytes: int
+    max_concurrency: int
+    queue_timeout_s: float
+    slots: asyncio.Semaphore
+    started: float = field(default_factory=time.monotonic)
+    in_flight: int = 0
+    served: int = 0
+
+
+_STATE = web.AppKey("state", _State)
+
+
+def _error(status: int, message: str, field: str | None = None,
+           headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message, "field": field}, status=status, headers=headers)
+
+
+def _mb(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:g} MB"
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Every failure becomes a JSON error; a bug is logged, never shown as a traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[_STATE].max_body_bytes
+        return _error(413, f"request body over the limit of {_mb(limit)} (--max-body-mb)", "body")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error(exc.status, f"{exc.reason}: {request.method} {request.path}",
+                      headers={k: v for k, v in exc.headers.items() if k == "Allow"})
+    except BatchError as exc:
+        return _error(400, str(exc), exc.field)
+    except BatchRejected as exc:
+        return _error(400, str(exc), exc.field)
+    except ModelNotLoaded as exc:
+        return _error(404, str(exc), "model")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.exception("error answering %s %s", request.method, request.path)
+        return _error(500, f"internal error ({type(exc).__name__}); see the server log")
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Bearer token on every endpoint, checked before the body is read."""
+    token = request.app[_STATE].token
+    if token is not None:
+        given = request.headers.get("Authorization")
+        if given is None:
+            return _error(401, "missing bearer token (send 'Authorization: Bearer TOKEN')",
+                          "headers.Authorization", {"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return _error(401, "wrong bearer token", "headers.Authorization",
+                          {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    return await handler(request)
+
+
+def _parse(body: bytes) -> Any:
+    """The ``jobs`` column dict of a request body."""
+    if not body.strip():
+        raise BatchError("body", "an empty body", 'a JSON object {"jobs": {...}}')
+    try:
+        payload = json.loads(body)
+    except UnicodeDecodeError:
+        raise BatchError("body", "bytes that are not UTF-8 text", "a JSON object") from None
+    except json.JSONDecodeError as exc:
+        raise BatchError("body", f"invalid JSON ({exc.msg} at line {exc.lineno} column "
+                         f"{exc.colno})", 'a JSON object {"jobs": {...}}') from None
+    if not isinstance(payload, dict):
+        kind = type(payload).__name__
+        found = {"list": "a JSON array", "str": "a JSON string", "NoneType": "null"}.get(
+            kind, f"a JSON {kind}")
+        raise BatchError("body", found, 'a JSON object {"jobs": {...}}')
+    extra = sorted(k for k in payload if k != "jobs")
+    if extra:
+        raise BatchError(extra[0], "an unknown key", "only the key 'jobs' in the request body")
+    if "jobs" not in payload:
+        raise BatchError("jobs", "no such key", 'the batch columns under "jobs"')
+    return payload["jobs"]
+
+
+def _answer(service: InProcessService, kind: str, body: bytes) -> bytes:
+    """Parse, check, predict, and encode the answer (runs in the worker thread)."""
+    jobs = _parse(body)
+    values, version = service.predict(kind, jobs)
+    # float repr round-trips exactly, so clients get the very doubles the model produced
+    return json.dumps({"predictions": values.tolist(), "model_version": version,
+                       "n": len(values)}, separators=(",", ":")).encode()
+
+
+def _predict_handler(kind: str) -> Callable:
+    async def handle(request: web.Request) -> web.Response:
+        state = request.app[_STATE]
+        length = request.content_length
+        if length is not None and length > state.max_body_bytes:
+            raise web.HTTPRequestEntityTooLarge(max_size=state.max_body_bytes,
+                                                actual_size=length)
+        try:
+            async with asyncio.timeout(state.queue_timeout_s):
+                await state.slots.acquire()
+        except TimeoutError:
+            return _error(503, f"server busy: {state.max_concurrency} requests in progress for "
+                          f"{state.queue_timeout_s:g} s; retry later", None, {"Retry-After": "1"})
+        state.in_flight += 1
+        try:
+            body = await request.read()
+            loop = asyncio.get_running_loop()
+            executor = state.service._worker()
+            payload = await loop.run_in_executor(executor, _answer, state.service, kind, body)
+        finally:
+            state.in_flight -= 1
+            state.slots.release()
+        state.served += 1
+        return web.Response(body=payload, content_type="application/json")
+
+    handle.__name__ = f"post_{kind}"
+    handle.__doc__ = f"POST /v1/{kind}: predictions for a batch of jobs."
+    return handle
+
+
+async def _health(request: web.Request) -> web.Response:
+    """GET /health."""
+    state = request.app[_STATE]
+    return web.json_response({"status": "ok", "model_version": state.service.bundle.version,
+                              "in_flight": state.in_flight, "served": state.served,
+                              "uptime_s": round(time.monotonic() - state.started, 3)})
+
+
+async def _models(request: web.Request) -> web.Response:
+    """GET /models."""
+    state = request.app[_STATE]
+    info = describe_models(state.service.bundle, state.service.max_batch)
+    info["limits"] = {"max_body_bytes": state.max_body_bytes,
+                      "max_concurrency": state.max_concurrency,
+                      "queue_timeout_s": state.queue_timeout_s}
+    return web.json_response(info)
+
+
+def make_app(bundle: Any, *, token: str | None = None,
+             max_body_mb: float = DEFAULT_MAX_BODY_MB,
+             max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+             queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S,
+             max_batch: int = DEFAULT_MAX_BATCH) -> web.Application:
+    """The aiohttp application serving ``bundle`` (see the module docstring for the contract).
+
+    Args:
+        bundle: a loaded :class:`predictors.bundle.ModelBundle`.
+        token: bearer token required on every endpoint, or None.
+        max_body_mb: largest request body (MiB); bigger ones get 413.
+        max_concurrency: prediction requests in progress at once.
+        queue_timeout_s: how long an excess request waits for a slot before 503.
+        max_batch: most jobs per batch (more: 400).
+
+    Raises:
+        InputError: a limit is not positive.
+    """
+    if not (isinstance(max_body_mb, int | float) and max_body_mb > 0):
+        raise InputError("--max-body-mb", repr(max_body_mb), "a number > 0")
+    if not (isinstance(max_concurrency, int) and max_concurrency >= 1):
+        raise InputError("--max-concurrency", repr(max_concurrency), "an integer >= 1")
+    if not (isinstance(queue_timeout_s, int | float) and queue_timeout_s > 0):
+        raise InputError("--queue-timeout", repr(queue_timeout_s), "a number > 0")
+    if token is not None and not token:
+        raise InputError("--token", "an empty string", "a non-empty token")
+    max_body = max(1, int(max_body_mb * 2**20))
+    # Our own limit check answers JSON; aiohttp's is the safety net while reading.
+    app = web.Application(client_max_size=max_body, middlewares=[_errors, _auth])
+    service = InProcessService(bundle, max_batch=max_batch, offload=True)
+    app[_STATE] = _State(service, token, max_body, max_concurrency, float(queue_timeout_s),
+                         asyncio.Semaphore(max_concurrency))
+    app.router.add_post("/v1/runtime", _predict_handler("runtime"))
+    app.router.add_post("/v1/remaining", _predict_handler("remaining"))
+    app.router.add_get("/health", _health)
+    app.router.add_get("/models", _models)
+
+    async def close_service(app: web.Application) -> None:
+        await app[_STATE].service.close()
+
+    app.on_cleanup.append(close_service)
+    return app
+
+
+@dataclass
+class RunningServer:
+    """A started server: its URL, and :meth:`close` for a graceful stop."""
+
+    runner: web.AppRunner
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        """Base URL of the server."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def close(self) -> None:
+        """Stop listening, finish the requests in progress, release the models' thread."""
+        await self.runner.cleanup()
+
+
+async def start_server(bundle: Any, *, host: str = "127.0.0.1", port: int = 0,
+                       shutdown_timeout_s: float = 30.0, **options: Any) -> RunningServer:
+    """Start serving ``bundle`` in the running event loop (``port=0``: any free port).
+
+    Args:
+        bundle: a loaded :class:`predictors.bundle.ModelBundle`.
+        host: address to bind (loopback by default).
+        port: TCP port, 0 for a free one (read it from the result).
+        shutdown_timeout_s: how long :meth:`RunningServer.close` waits for requests in progress.
+        **options: :func:`make_app` limits (``token``, ``max_body_mb``, ...).
+
+    Raises:
+        InputError: the address cannot be bound (in use, not local, no permission).
+    """
+    app = make_app(bundle, **options)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                           shutdown_timeout=shutdown_timeout_s)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise InputError("--host/--port", f"{host}:{port} ({exc.strerror or exc})",
+                         "an address this machine can listen on and a free port") from None
+    bound = runner.addresses[0]
+    return RunningServer(runner, host, int(bound[1]))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(models_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080,
+          token: str | None = None, max_body_mb: float = DEFAULT_MAX_BODY_MB,
+          max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+          queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S,
+          shutdown_timeout_s: float = 30.0, echo: Callable[[str], Any] = print) -> int:
+    """Load ``models_dir`` and serve it until SIGTERM or SIGINT; returns 0 after a clean stop.
+
+    Prints ``serving on http://HOST:PORT`` (with the real port when
+    ``port=0``) once the server accepts connections.
+
+    Raises:
+        InputError: the models folder cannot be loaded, a limit is invalid,
+            or the address cannot be bound.
+    """
+    from predictors.bundle import ModelBundle
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    bundle = ModelBundle.load(models_dir)
+    if not _is_loopback(host) and token is None:
+        print(f"warning: serving on {host} without --token: anyone who can reach this "
+              "address can use the models", file=sys.stderr)
+
+    async def main() -> None:
+        server = await start_server(bundle, host=host, port=port, token=token,
+                                    max_body_mb=max_body_mb, max_concurrency=max_concurrency,
+                                    queue_timeout_s=queue_timeout_s,
+                                    shutdown_timeout_s=shutdown_timeout_s)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        echo(f"serving on {server.url}")
+        sys.stdout.flush()
+        try:
+            await stop.wait()
+        finally:
+            state = server.runner.app[_STATE]
+            logger.info("stopping: finishing %d request(s) in progress", state.in_flight)
+            await server.close()
+            logger.info("stopped after %d answered request(s)", state.served)
+
+    asyncio.run(main())
+    return 0
+
+
+class ServerProcess:
+    """``python -m predictors serve`` in a child process, for tests, benchmarks and scripts.
+
+    Starts the server on a free loopback port and waits for its ``serving
+    on`` line; :meth:`stop` sends SIGTERM and returns the exit code. Usable
+    as a context manager (stops on exit).
+
+    Args:
+        models_dir: the models folder to serve.
+        *args: more ``serve`` options (``"--token", "T"``, ``"--max-body-mb", "1"``).
+        host: address to bind.
+        startup_timeout_s: how long to wait for the ready line.
+
+    Raises:
+        RuntimeError: the server exited or stayed silent before it was ready
+            (the message carries its stderr).
+
+    Examples:
+        >>> with ServerProcess("models/vasp", "--token", "T") as server:  # doctest: +SKIP
+        ...     print(server.url)
+    """
+
+    def __init__(self, models_dir: str | Path, *args: str, host: str = "127.0.0.1",
+                 startup_timeout_s: float = 60.0):
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        cmd = [sys.executable, "-m", "predictors", "serve", "--models", str(models_dir),
+               "--host", host, "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.url = ""
+        deadline = time.monotonic() + startup_timeout_s
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                line = self.proc.stdout.readline()
+                if line.startswith("serving on "):
+                    self.url = line.split()[-1]
+                    return
+                if not line and self.proc.poll() is not None:
+                    break
+            elif self.proc.poll() is not None:
+                break
+        self.stop(timeout_s=5.0)
+        raise RuntimeError(f"prediction server did not start: {self.stderr()[-2000:]}")
+
+    def stderr(self) -> str:
+        """What the server wrote to stderr so far."""
+        self._stderr.seek(0)
+        return self._stderr.read()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
+        """Send ``sig`` (a graceful stop by default) and wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        self._stderr.close()
