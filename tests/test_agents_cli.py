@@ -123,3 +123,14 @@ def test_argparse_errors_exit_2(capsys):
 def test_make_env_needs_a_scenario():
     with pytest.raises(InputError, match="env.scenario: expected a scenario path"):
         make_env({"observation": "compact"})
+
+
+def test_trains_through_gymnasium_make():
+    import gymnasium as gym
+
+    from agents.ppo import Args, train
+    from cosim.env import ENV_ID
+
+    result = train(lambda: gym.make(ENV_ID, scenario=SCENARIO, episode_jobs=16),
+                   Args(total_steps=64, num_steps=32, num_minibatches=2, update_epochs=1))
+    assert result.update == 2 and result.curve[-1]["global_step"] == 64

@@ -137,7 +137,8 @@ def test_async_envs_and_sync_envs_give_the_same_run(tmp_path):
     sync = train(env_fn, Args(**ARGS))
     both = train(env_fn, Args(**ARGS, async_envs=True), out_dir=tmp_path, stop_after_updates=2)
     assert both.update == 2
-    rest = train(env_fn, Args(**ARGS), out_dir=tmp_path, resume=True)
+    # The resumed envs are rebuilt (seeded reset + replayed actions) in the subprocesses.
+    rest = train(env_fn, Args(**ARGS, async_envs=True), out_dir=tmp_path, resume=True)
     assert same_state_dicts(sync.net.state_dict(), rest.net.state_dict())
 
 
