@@ -94,8 +94,11 @@ class _State:
     queue_timeout_s: float
     slots: asyncio.Semaphore
     started: float = field(default_factory=time.monotonic)
-    in_flight: int = 0
+    in_flight: int = 0      # prediction requests holding a slot
     served: int = 0
+    active: int = 0         # requests inside a handler, any endpoint
+    stopping: bool = False
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 _STATE = web.AppKey("state", _State)
@@ -108,6 +111,23 @@ def _error(status: int, message: str, field: str | None = None,
 
 def _mb(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:g} MB"
+
+
+@web.middleware
+async def _track(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Count requests in handlers; while stopping, close each connection after its answer."""
+    state = request.app[_STATE]
+    state.active += 1
+    state.idle.clear()
+    try:
+        response = await handler(request)
+        if state.stopping:
+            response.force_close()
+        return response
+    finally:
+        state.active -= 1
+        if state.active == 0:
+            state.idle.set()
 
 
 @web.middleware
@@ -217,9 +237,12 @@ def _predict_handler(kind: str) -> Callable:
 async def _health(request: web.Request) -> web.Response:
     """GET /health."""
     state = request.app[_STATE]
-    return web.json_response({"status": "ok", "model_version": state.service.bundle.version,
+    # 503 while stopping, so a balancer stops sending before the port closes for good
+    return web.json_response({"status": "stopping" if state.stopping else "ok",
+                              "model_version": state.service.bundle.version,
                               "in_flight": state.in_flight, "served": state.served,
-                              "uptime_s": round(time.monotonic() - state.started, 3)})
+                              "uptime_s": round(time.monotonic() - state.started, 3)},
+                             status=503 if state.stopping else 200)
 
 
 async def _models(request: web.Request) -> web.Response:
@@ -260,7 +283,7 @@ def make_app(bundle: Any, *, token: str | None = None,
         raise InputError("--token", "an empty string", "a non-empty token")
     max_body = max(1, int(max_body_mb * 2**20))
     # Our own limit check answers JSON; aiohttp's is the safety net while reading.
-    app = web.Application(client_max_size=max_body, middlewares=[_errors, _auth])
+    app = web.Application(client_max_size=max_body, middlewares=[_track, _errors, _auth])
     service = InProcessService(bundle, max_batch=max_batch, offload=True)
     app[_STATE] = _State(service, token, max_body, max_concurrency, float(queue_timeout_s),
                          asyncio.Semaphore(max_concurrency))
@@ -283,6 +306,7 @@ class RunningServer:
     runner: web.AppRunner
     host: str
     port: int
+    shutdown_timeout_s: float = 30.0
 
     @property
     def url(self) -> str:
@@ -290,8 +314,31 @@ class RunningServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    @property
+    def state(self) -> _State:
+        return self.runner.app[_STATE]
+
     async def close(self) -> None:
-        """Stop listening, finish the requests in progress, release the models' thread."""
+        """Stop listening, finish the requests in progress, release the models' thread.
+
+        aiohttp's own shutdown stops reading from every connection at once,
+        which would strand a request whose body is still arriving until the
+        timeout. So the server first drains: it closes the listening socket,
+        keeps reading and answering on open connections (closing each after
+        its answer) until no request is left in a handler, and only then lets
+        aiohttp close the idle connections.
+        """
+        state = self.state
+        if not state.stopping:
+            state.stopping = True
+            for site in list(self.runner.sites):
+                await site.stop()
+            if state.active:
+                try:
+                    await asyncio.wait_for(state.idle.wait(), self.shutdown_timeout_s)
+                except TimeoutError:
+                    logger.warning("%d request(s) still running after %g s; cancelling them",
+                                   state.active, self.shutdown_timeout_s)
         await self.runner.cleanup()
 
 
@@ -310,8 +357,10 @@ async def start_server(bundle: Any, *, host: str = "127.0.0.1", port: int = 0,
         InputError: the address cannot be bound (in use, not local, no permission).
     """
     app = make_app(bundle, **options)
+    # the drain in RunningServer.close does the waiting; aiohttp's own wait only
+    # covers a request that slips in on an idle connection as it closes
     runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                           shutdown_timeout=shutdown_timeout_s)
+                           shutdown_timeout=min(shutdown_timeout_s, 5.0))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:
@@ -321,7 +370,7 @@ async def start_server(bundle: Any, *, host: str = "127.0.0.1", port: int = 0,
         raise InputError("--host/--port", f"{host}:{port} ({exc.strerror or exc})",
                          "an address this machine can listen on and a free port") from None
     bound = runner.addresses[0]
-    return RunningServer(runner, host, int(bound[1]))
+    return RunningServer(runner, host, int(bound[1]), shutdown_timeout_s)
 
 
 def _is_loopback(host: str) -> bool:
@@ -370,8 +419,8 @@ def serve(models_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080,
         try:
             await stop.wait()
         finally:
-            state = server.runner.app[_STATE]
-            logger.info("stopping: finishing %d request(s) in progress", state.in_flight)
+            state = server.state
+            logger.info("stopping: finishing %d request(s) in progress", state.active)
             await server.close()
             logger.info("stopped after %d answered request(s)", state.served)
 

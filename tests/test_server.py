@@ -1,0 +1,385 @@
+"""Prediction server over loopback: request checks, limits, tokens, shutdown, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import socket
+import urllib.error
+import urllib.request
+
+import aiohttp
+import pytest
+
+from predictors.__main__ import build_parser, main
+from predictors.bundle import ModelBundle, ensure_models
+from predictors.dataset import generate_dataset
+from predictors.server import ServerProcess, start_server
+from predictors.service import dataset_batch, encode_batch
+
+TOKEN = "tok-123"
+LIMIT_MB = 0.5
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    cache = tmp_path_factory.getbasetemp() / "service-models"
+    return ensure_models(cache, jobs=600, seed=1, remaining=True, epochs=2, echo=None)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    path = tmp_path_factory.getbasetemp() / "service-data"
+    if not (path / "dataset.json").exists():
+        generate_dataset(200, 11, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(models_dir):
+    with ServerProcess(models_dir, "--token", TOKEN, "--max-body-mb", str(LIMIT_MB)) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def batches(data_dir):
+    return {"runtime": dataset_batch(data_dir, kind="runtime", n=5),
+            "remaining": dataset_batch(data_dir, kind="remaining", n=5)}
+
+
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never a proxy
+
+
+def call(url, path, body=None, token=TOKEN, headers=None):
+    """(status, JSON answer, headers) of one plain HTTP request."""
+    req = urllib.request.Request(url + path, data=body, headers=dict(headers or {}),
+                                 method="POST" if body is not None else "GET")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with _opener.open(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read()), resp.headers
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read()), err.headers
+
+
+def body_of(batch) -> bytes:
+    return encode_batch(batch)
+
+
+def assert_still_serving(server, batches):
+    status, answer, _ = call(server.url, "/v1/runtime", body_of(batches["runtime"]))
+    assert status == 200 and answer["n"] == 5 and len(answer["predictions"]) == 5
+
+
+# ----------------------------------------------------------------------------- good requests
+
+
+def test_predict_answers(server, batches, models_dir):
+    bundle = ModelBundle.load(models_dir)
+    for kind in ("runtime", "remaining"):
+        status, answer, headers = call(server.url, f"/v1/{kind}", body_of(batches[kind]))
+        assert status == 200 and headers["Content-Type"].startswith("application/json")
+        assert set(answer) == {"predictions", "model_version", "n"}
+        assert answer["n"] == 5 and answer["model_version"] == bundle.version
+        expected, _ = getattr(bundle, kind)(batches[kind])
+        assert answer["predictions"] == expected.tolist()   # exact floats
+
+
+def test_health_and_models(server, models_dir):
+    bundle = ModelBundle.load(models_dir)
+    status, health, _ = call(server.url, "/health")
+    assert status == 200 and health["status"] == "ok"
+    assert health["model_version"] == bundle.version and health["in_flight"] == 0
+    status, info, _ = call(server.url, "/models")
+    assert status == 200
+    assert info["model_version"] == bundle.version
+    assert info["feature_names"] == bundle.feature_names
+    assert info["models"]["runtime"]["loaded"] and info["models"]["remaining"]["loaded"]
+    assert info["models"]["runtime"]["class"] == "RuntimeRegressor"
+    assert "+".join([info["models"]["runtime"]["version"],
+                     info["models"]["remaining"]["version"]]) == bundle.version
+    assert info["columns"]["runtime"] == ["job_id", *bundle.feature_names]
+    assert info["columns"]["remaining"][-4:] == ["elapsed", "scf_done", "prerun", "progress"]
+    assert info["categorical"]["PREC"] == list(bundle.spec.categorical["PREC"])
+    assert info["limits"]["max_body_bytes"] == int(LIMIT_MB * 2**20)
+
+
+# ----------------------------------------------------------------------------- bad requests
+
+
+def without(batch, key):
+    return {k: v for k, v in batch.items() if k != key}
+
+
+def changed(batch, key, row, value):
+    col = list(batch[key])
+    col[row] = value
+    return dict(batch, **{key: col})
+
+
+BAD = [
+    # (id, kind, body from the good batch, field, message)
+    ("syntax", "runtime", lambda b: b'{"jobs": {"job_id": [1,', "body",
+     "body: expected a JSON object {\"jobs\": {...}}, got invalid JSON (Expecting value at "
+     "line 1 column 24)"),
+    ("empty", "runtime", lambda b: b"", "body",
+     'body: expected a JSON object {"jobs": {...}}, got an empty body'),
+    ("not utf8", "runtime", lambda b: b'{"jobs": "\xff"}', "body",
+     "body: expected a JSON object, got bytes that are not UTF-8 text"),
+    ("top array", "runtime", lambda b: b"[1, 2]", "body",
+     'body: expected a JSON object {"jobs": {...}}, got a JSON array'),
+    ("no jobs", "runtime", lambda b: b'{"batch": {}}', "batch",
+     "batch: expected only the key 'jobs' in the request body, got an unknown key"),
+    ("jobs missing", "runtime", lambda b: b"{}", "jobs",
+     'jobs: expected the batch columns under "jobs", got no such key'),
+    ("jobs list", "runtime", lambda b: b'{"jobs": [1, 2]}', "jobs",
+     "jobs: expected an object mapping column names to lists, got a list"),
+    ("missing feature", "runtime", lambda b: body_of(without(b, "ENCUT")), "jobs.ENCUT",
+     "jobs.ENCUT: expected a column with one value per job, got no such column"),
+    ("wrong type", "runtime", lambda b: body_of(changed(b, "ENCUT", 3, "520eV")), "jobs.ENCUT",
+     'jobs.ENCUT: expected numbers (null for unknown), got "520eV" (a string) in row 3'),
+    ("column not list", "runtime", lambda b: body_of(dict(b, NSW=4)), "jobs.NSW",
+     "jobs.NSW: expected a list with one value per job, got a number"),
+    ("unequal", "runtime", lambda b: body_of(dict(b, cores=b["cores"] + [8])), "jobs.cores",
+     "jobs.cores: expected 5 values, one per job like jobs.job_id, got 6 values"),
+    ("categorical", "runtime", lambda b: body_of(changed(b, "PREC", 0, {"a": 1})), "jobs.PREC",
+     'jobs.PREC: expected strings (or numbers, null for unknown), got {\'a\': 1} (an object) '
+     "in row 0"),
+    ("job id", "runtime", lambda b: body_of(changed(b, "job_id", 2, None)), "jobs.job_id",
+     "jobs.job_id: expected strings or integers, got null in row 2"),
+    ("no elapsed", "remaining", lambda b: body_of(without(b, "elapsed")), "jobs.elapsed",
+     "jobs.elapsed: expected a column with one value per job, got no such column"),
+    ("negative elapsed", "remaining", lambda b: body_of(changed(b, "elapsed", 1, -5.0)),
+     "jobs.elapsed", "jobs.elapsed: expected finite numbers >= 0, got -5.0 in row 1"),
+    ("progress row", "remaining", lambda b: body_of(changed(b, "progress", 4, [[1, 2]])),
+     "jobs.progress", "jobs.progress: expected per job a list of rows [elapsed, denergy, "
+     "max_force, scf_steps] of numbers, got [1, 2] in row 4, step 0"),
+]
+
+
+@pytest.mark.parametrize("kind, make, field, message", [b[1:] for b in BAD],
+                         ids=[b[0] for b in BAD])
+def test_bad_request_is_400_naming_the_field(server, batches, kind, make, field, message):
+    status, answer, _ = call(server.url, f"/v1/{kind}", make(batches[kind]))
+    assert status == 400
+    assert answer == {"error": message, "field": field}
+    assert_still_serving(server, batches)
+
+
+def test_oversized_body_is_413(server, batches):
+    big = b'{"jobs": {"job_id": [' + b"1," * int(LIMIT_MB * 2**20 / 2) + b"1]}}"
+    status, answer, _ = call(server.url, "/v1/runtime", big)
+    assert status == 413
+    assert answer == {"error": "request body over the limit of 0.5 MB (--max-body-mb)",
+                      "field": "body"}
+    assert_still_serving(server, batches)
+
+
+def test_oversized_chunked_body_is_413(server, batches):
+    """Without a Content-Length the limit is enforced while reading."""
+
+    async def main():
+        async def chunks():
+            for _ in range(12):
+                yield b" " * 50_000
+
+        async with aiohttp.ClientSession() as session:
+            async with session.post(server.url + "/v1/runtime", data=chunks(),
+                                    headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
+                return resp.status, await resp.json(), resp.request_info.headers
+
+    status, answer, sent = run_async(main())
+    assert "Content-Length" not in sent
+    assert status == 413 and answer["field"] == "body"
+    assert_still_serving(server, batches)
+
+
+@pytest.mark.parametrize("token, message", [
+    (None, "missing bearer token (send 'Authorization: Bearer TOKEN')"),
+    ("tok-12", "wrong bearer token"),
+    ("tok-1234", "wrong bearer token"),
+])
+@pytest.mark.parametrize("path", ["/v1/runtime", "/v1/remaining", "/health", "/models"])
+def test_token_is_required(server, batches, token, message, path):
+    body = body_of(batches["remaining"]) if path.startswith("/v1/") else None
+    status, answer, headers = call(server.url, path, body, token=token)
+    assert status == 401
+    assert answer == {"error": message, "field": "headers.Authorization"}
+    assert headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_unknown_path_and_method(server, batches):
+    status, answer, _ = call(server.url, "/v1/nope", b"{}")
+    assert status == 404 and answer == {"error": "Not Found: POST /v1/nope", "field": None}
+    status, answer, headers = call(server.url, "/v1/runtime")
+    assert status == 405 and answer["error"] == "Method Not Allowed: GET /v1/runtime"
+    assert headers["Allow"] == "POST"
+    assert_still_serving(server, batches)
+
+
+# ----------------------------------------------------------------------------- in-process server
+
+
+def run_async(coro):
+    return asyncio.run(coro)
+
+
+async def _post(session, url, body):
+    async with session.post(url, data=body) as resp:
+        return resp.status, await resp.json(), resp.headers
+
+
+def test_remaining_without_model_is_404(models_dir, tmp_path, batches):
+    shutil.copytree(models_dir / "runtime", tmp_path / "runtime")
+    bundle = ModelBundle.load(tmp_path)
+
+    async def main():
+        srv = await start_server(bundle)
+        try:
+            async with aiohttp.ClientSession() as s:
+                missing = await _post(s, srv.url + "/v1/remaining", body_of(batches["remaining"]))
+                ok = await _post(s, srv.url + "/v1/runtime", body_of(batches["runtime"]))
+                async with s.get(srv.url + "/models") as resp:
+                    info = await resp.json()
+        finally:
+            await srv.close()
+        return missing, ok, info
+
+    (status, answer, _), ok, info = run_async(main())
+    assert status == 404 and answer["field"] == "model"
+    assert answer["error"].startswith("no remaining-time model is loaded")
+    assert ok[0] == 200 and ok[1]["n"] == 5
+    assert info["models"]["remaining"] == {"loaded": False}
+
+
+def test_excess_requests_get_503_after_queue_timeout(models_dir, data_dir):
+    bundle = ModelBundle.load(models_dir)
+    body = body_of(dataset_batch(data_dir, kind="remaining", n=2000))
+
+    async def main():
+        srv = await start_server(bundle, max_concurrency=1, queue_timeout_s=0.005)
+        try:
+            async with aiohttp.ClientSession() as s:
+                return await asyncio.gather(*[_post(s, srv.url + "/v1/remaining", body)
+                                              for _ in range(6)])
+        finally:
+            await srv.close()
+
+    results = run_async(main())
+    statuses = sorted(r[0] for r in results)
+    assert set(statuses) == {200, 503}, statuses
+    for status, answer, headers in results:
+        if status == 503:
+            assert answer["error"].startswith("server busy: 1 requests in progress")
+            assert headers["Retry-After"] == "1"
+        else:
+            assert answer["n"] == 2000
+
+
+def test_bad_limits_are_input_errors(models_dir):
+    from cosim.errors import InputError
+    from predictors.server import make_app
+
+    bundle = ModelBundle.load(models_dir)
+    with pytest.raises(InputError, match=r"^--max-concurrency: expected an integer >= 1, got 0$"):
+        make_app(bundle, max_concurrency=0)
+    with pytest.raises(InputError, match=r"^--max-body-mb: expected a number > 0, got -1$"):
+        make_app(bundle, max_body_mb=-1)
+    with pytest.raises(InputError, match=r"^--token: expected a non-empty token"):
+        make_app(bundle, token="")
+
+
+# ----------------------------------------------------------------------------- shutdown
+
+
+def test_sigterm_answers_in_flight_requests_and_exits_0(models_dir, data_dir):
+    body = body_of(dataset_batch(data_dir, kind="remaining", n=2000))
+    srv = ServerProcess(models_dir)
+    url = srv.url + "/v1/remaining"
+    results = []
+
+    async def stream(session, loop):
+        # a slow stream: one request at a time, a short pause between them
+        while True:
+            t0 = loop.time()
+            try:
+                status, answer, _ = await _post(session, url, body)
+            except aiohttp.ClientConnectionError as exc:
+                results.append((t0, loop.time(), type(exc).__name__, None))
+                return
+            results.append((t0, loop.time(), status, answer))
+            await asyncio.sleep(0.02)
+
+    async def slow_upload(session, signalled):
+        # a request whose body is still arriving when the signal comes
+        async def chunks():
+            yield body[:1000]
+            await signalled.wait()
+            await asyncio.sleep(0.3)
+            yield body[1000:]
+
+        return await _post(session, url, chunks())
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        signalled = asyncio.Event()
+        async with aiohttp.ClientSession() as session:
+            tasks = [asyncio.create_task(stream(session, loop)) for _ in range(3)]
+            upload = asyncio.create_task(slow_upload(session, signalled))
+            await asyncio.sleep(1.0)
+            sent = loop.time()
+            srv.proc.send_signal(signal.SIGTERM)
+            signalled.set()
+            await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            uploaded = await asyncio.wait_for(upload, 60)
+        return sent, uploaded, loop.time() - sent
+
+    try:
+        sent, uploaded, took = run_async(main())
+        code = srv.proc.wait(30)
+    finally:
+        srv.stop()
+    assert code == 0, srv.stderr()
+    assert uploaded[0] == 200 and uploaded[1]["n"] == 2000
+    assert took < 20, "shutdown waited for a timeout instead of draining"
+    answered = [r for r in results if r[2] == 200]
+    assert answered and all(r[3]["n"] == 2000 for r in answered)
+    # nothing but answers and, once the server is gone, refused/closed connections
+    failed = [r for r in results if r[2] != 200]
+    assert len(failed) == 3 and all(isinstance(r[2], str) for r in failed), failed
+    in_flight = [r for r in answered if r[0] < sent < r[1]]
+    assert in_flight, "no request was in flight at SIGTERM"
+    assert "stopping: finishing" in srv.stderr()
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_serve_defaults_to_loopback():
+    args = build_parser().parse_args(["serve", "--models", "m"])
+    assert (args.host, args.port, args.token, args.max_body_mb, args.max_concurrency) == (
+        "127.0.0.1", 8080, None, 64.0, 8)
+
+
+def test_serve_cli_user_errors(tmp_path, models_dir, capsys):
+    assert main(["serve", "--models", str(tmp_path / "none"), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "runtime" in err
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--models", str(models_dir), "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: --host/--port: expected an address this machine can listen "
+                          f"on and a free port, got 127.0.0.1:{port} (")
+
+    for bad in (["--max-body-mb", "0"], ["--port", "70000"], ["--max-concurrency", "-1"]):
+        with pytest.raises(SystemExit) as info:
+            main(["serve", "--models", str(models_dir), *bad])
+        assert info.value.code == 2
+    assert "expected" in capsys.readouterr().err
