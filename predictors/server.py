@@ -69,6 +69,7 @@ from predictors.service import (
     BatchRejected,
     InProcessService,
     ModelNotLoaded,
+    _json_type,
     describe_models,
 )
 
@@ -183,9 +184,7 @@ def _parse(body: bytes) -> Any:
         raise BatchError("body", f"invalid JSON ({exc.msg} at line {exc.lineno} column "
                          f"{exc.colno})", 'a JSON object {"jobs": {...}}') from None
     if not isinstance(payload, dict):
-        kind = type(payload).__name__
-        found = {"list": "a JSON array", "str": "a JSON string", "NoneType": "null"}.get(
-            kind, f"a JSON {kind}")
+        found = "a JSON array" if isinstance(payload, list) else _json_type(payload)
         raise BatchError("body", found, 'a JSON object {"jobs": {...}}')
     extra = sorted(k for k in payload if k != "jobs")
     if extra:

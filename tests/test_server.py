@@ -131,6 +131,8 @@ BAD = [
      "body: expected a JSON object, got bytes that are not UTF-8 text"),
     ("top array", "runtime", lambda b: b"[1, 2]", "body",
      'body: expected a JSON object {"jobs": {...}}, got a JSON array'),
+    ("top number", "runtime", lambda b: b"5", "body",
+     'body: expected a JSON object {"jobs": {...}}, got a number'),
     ("no jobs", "runtime", lambda b: b'{"batch": {}}', "batch",
      "batch: expected only the key 'jobs' in the request body, got an unknown key"),
     ("jobs missing", "runtime", lambda b: b"{}", "jobs",
