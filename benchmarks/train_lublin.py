@@ -36,6 +36,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from agents.checkpoint import latest_checkpoint
 from agents.ppo import METRIC_KEYS, Args, train
 from agents.rl_policy import RLPolicy, load_rl_policy, make_env
 from cosim.config import load_scenario
@@ -92,15 +93,34 @@ def train_agent(out: Path, window_split: tuple[int, int], budget_s: float, ns) -
     # would otherwise derive their own from their longest request).
     config["max_time"] = float(make_env(config).max_time)
     args = Args(seed=ns.seed, total_steps=10**12, num_envs=ns.envs, async_envs=ns.async_envs,
-                num_steps=ns.num_steps, lr=ns.lr, gamma=ns.gamma, time_budget_s=budget_s,
-                checkpoint_every_s=120.0)
+                num_steps=ns.num_steps, lr=ns.lr, gamma=ns.gamma, ent_coef=ns.ent_coef,
+                time_budget_s=budget_s, checkpoint_every_s=120.0,
+                mimic_coef=0.5 if ns.teacher else 0.0, mimic_decay=0.5)
     run_dir = out / f"window-{window_split[0]}-{window_split[1]}"
+    env_fn = _TrainEnv({**config, "teacher": ns.teacher}, ns.min_jobs, ns.max_jobs)
     t0 = time.monotonic()
-    result = train(_TrainEnv(config, ns.min_jobs, ns.max_jobs), args, out_dir=run_dir,
-                   resume=ns.resume, env_config=config, progress=not ns.quiet)
+    init = None
+    if ns.teacher and ns.bc_steps and not (ns.resume and latest_checkpoint(run_dir)):
+        init = clone_teacher(env_fn, args, ns.bc_steps)
+    result = train(env_fn, args, out_dir=run_dir, resume=ns.resume, env_config=config,
+                   init_state_dict=init, progress=not ns.quiet)
     print(f"window {window_split}: {result.update} updates, {result.global_step} steps in "
           f"{time.monotonic() - t0:.0f} s", file=sys.stderr)
     return run_dir
+
+
+def clone_teacher(env_fn, args: Args, steps: int) -> dict:
+    """Behaviour-cloning warm start (RLSchert, seed 001, section 4.4)."""
+    from agents.imitation import agreement, behaviour_cloning, collect_demonstrations
+    from agents.networks import make_network
+
+    demos = collect_demonstrations(env_fn, steps, seed=args.seed)
+    probe = env_fn()
+    net = make_network(probe.observation_space, probe.action_space, args.network, args.hidden)
+    behaviour_cloning(net, demos, epochs=10, seed=args.seed)
+    print(f"behaviour cloning: {len(demos)} decisions, agreement {agreement(net, demos):.3f}",
+          file=sys.stderr)
+    return net.state_dict()
 
 
 def held_out_windows(n_windows: int, n_jobs: int, seed: int):
@@ -163,8 +183,14 @@ def main() -> int:
     ap.add_argument("--envs", type=int, default=2)
     ap.add_argument("--async", dest="async_envs", action="store_true")
     ap.add_argument("--num-steps", type=int, default=256)
-    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--gamma", type=float, default=0.99)
+    ap.add_argument("--ent-coef", type=float, default=0.001)
+    ap.add_argument("--teacher", default=None, metavar="NAME",
+                    help="heuristic teacher: behaviour-cloning warm start and mimic term "
+                         "(info['teacher_action'] names the teacher's first start, or Wait "
+                         "when that job is outside the window)")
+    ap.add_argument("--bc-steps", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--eval-windows", type=int, default=10)
     ap.add_argument("--eval-jobs", type=int, default=1024)
