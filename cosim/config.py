@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cosim.errors import InputError, ScenarioError
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
-           "FaultsConfig", "PredictorConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
+           "FaultsConfig", "PredictorConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
            "scenario_from_dict"]
 
 
@@ -168,6 +168,30 @@ class PredictorConfig(_Section):
     kill: KillConfig = KillConfig()
 
 
+class PredictionServiceConfig(_Section):
+    """Where predictions come from during a run (issue: co-simulation with a service).
+
+    Attributes:
+        backend: ``none`` (the models are called directly, no asyncio),
+            ``inprocess`` (an asyncio service around the loaded models, through
+            the bridge) or ``http`` (a server started with ``python -m
+            predictors serve``, through the bridge).
+        url: the server for ``http``.
+        timeout_s: wall seconds a call may take before the decision point
+            falls back to user estimates (counted in ``summary.json``).
+        token: bearer token for the server.
+        simulated_latency: simulated seconds a decision point is delayed by
+            the service: 0, a number, ``measured`` (its wall time), or
+            ``{median: s, sigma: x}`` (lognormal per call).
+    """
+
+    backend: Literal["none", "inprocess", "http"] = "none"
+    url: str | None = None
+    timeout_s: float = Field(5.0, gt=0)
+    token: str | None = None
+    simulated_latency: float | Literal["measured"] | dict[str, float] = 0.0
+
+
 class MetricsConfig(_Section):
     """Metric parameters. ``tau``: bounded-slowdown threshold (s)."""
 
@@ -197,6 +221,7 @@ class Scenario(_Section):
     scheduler: SchedulerConfig = SchedulerConfig()
     faults: FaultsConfig = FaultsConfig()
     predictor: PredictorConfig = PredictorConfig()
+    prediction_service: PredictionServiceConfig = PredictionServiceConfig()
     metrics: MetricsConfig = MetricsConfig()
     output: OutputConfig = OutputConfig()
 

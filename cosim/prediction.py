@@ -192,7 +192,7 @@ class PredictionHub:
             if batch.remaining is not None:
                 remaining, version = yield from self._ask("remaining", batch.remaining)
         except Exception as exc:   # a failing service must not stop the simulation
-            self._fallback(type(exc).__name__)
+            self._fallback(str(getattr(exc, "reason", "") or type(exc).__name__))
             runtime = remaining = None
         if version:
             self.stats.versions.add(version)

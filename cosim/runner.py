@@ -139,7 +139,37 @@ class PrecomputedRuntime:
         return pred, self.version
 
 
-def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
+async def _run_with_service(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
+    """Run the simulation under asyncio with predictions from the configured service."""
+    from cosim.bridge import Bridge
+    from predictors.service import make_service
+
+    cfg = scenario.prediction_service
+    service = make_service(cfg.backend, bundle=bundle, url=cfg.url, timeout_s=cfg.timeout_s,
+                           token=cfg.token)
+    async with service:
+        if bundle is not None:
+            names = bundle.feature_names
+        else:
+            try:
+                names = list((await service.models())["feature_names"])
+            except Exception as exc:
+                from cosim.errors import InputError
+
+                raise InputError("prediction_service.url", f"no answer from {cfg.url} "
+                                 f"({getattr(exc, 'reason', type(exc).__name__)})",
+                                 "a running 'python -m predictors serve'") from None
+        hub = attach_predictions(sim, scenario, predictor, kill, service, feature_names=names,
+                                 precompute=False)
+        bridge = Bridge(sim, hub, service, timeout_s=cfg.timeout_s,
+                        simulated_latency=cfg.simulated_latency,
+                        rng=streams(scenario.seed)["agent"])
+        await bridge.run(until=scenario.output.until)
+    return hub
+
+
+def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle, *,
+                       feature_names: list[str] | None = None, precompute: bool = True):
     """Put a :class:`cosim.prediction.PredictionHub` between the scheduler and its policy."""
     if predictor == "estimate" and not kill:
         return None
@@ -149,7 +179,7 @@ def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bund
     rule = KillRule(short=pc.kill.short, long=pc.kill.long, error=pc.kill.error) if kill else None
     source = {"estimate": "estimate", "history": "history"}.get(predictor, "model")
     backend = bundle if source == "model" else None
-    if backend is not None and not getattr(backend, "remote", False):
+    if backend is not None and precompute:
         # A pre-run prediction depends only on the job's own inputs, so the
         # whole workload is predicted in one batch up front: the same numbers
         # the scheduler would get one arrival at a time, far faster.
@@ -158,7 +188,8 @@ def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bund
                         runtime_source=source, remaining=predictor == "rnn",
                         interval=pc.update_interval, min_remaining=pc.min_remaining,
                         kill_rule=rule,
-                        feature_names=bundle.feature_names if bundle is not None else [])
+                        feature_names=feature_names if feature_names is not None else (
+                            bundle.feature_names if bundle is not None else []))
     sim.scheduler.predictions = hub
     return hub
 
@@ -178,14 +209,21 @@ def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None,
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
     base_name, predictor, kill = parse_policy_name(policy_name, scenario)
-    if bundle is None and predictor in ("xgboost", "rnn"):
+    service_cfg = scenario.prediction_service
+    via_service = service_cfg.backend != "none" and predictor in ("xgboost", "rnn")
+    if bundle is None and predictor in ("xgboost", "rnn") and service_cfg.backend != "http":
         bundle = prepare_models(scenario, [policy_name], base_dir, echo=None)
     rng = streams(scenario.seed)["policy"]
     policy = (make_policy or _policy_from_name)(base_name, rng)
     env = simpy.Environment()
     sim = build(env, scenario, policy, workload=workload)
-    hub = attach_predictions(sim, scenario, predictor, kill, bundle)
-    _advance(sim, scenario.output.until, progress, policy_name)
+    if via_service:
+        import asyncio
+
+        hub = asyncio.run(_run_with_service(sim, scenario, predictor, kill, bundle))
+    else:
+        hub = attach_predictions(sim, scenario, predictor, kill, bundle)
+        _advance(sim, scenario.output.until, progress, policy_name)
     wall = time.perf_counter() - t0
 
     cores = sim.cluster.capacity
@@ -281,7 +319,8 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     for name in policies:
         _policy_from_name(parse_policy_name(name, scenario)[0], None)
     workload = load_workload(scenario, base_dir=base_dir)
-    bundle = prepare_models(scenario, policies, base_dir, echo=echo)
+    bundle = (None if scenario.prediction_service.backend == "http"
+              else prepare_models(scenario, policies, base_dir, echo=echo))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,103 @@
+"""Co-simulation through the prediction service: in process, over HTTP, and failing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from predictors.bundle import ensure_models
+from predictors.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("models")
+    return ensure_models(cache, jobs=600, seed=3, remaining=True, epochs=2,
+                         generator_params={"population_seed": 5, "mean_interarrival": 200},
+                         echo=None)
+
+
+def cosim_run(out, models, *sets, policy="sjf+easy@rnn", jobs=200):
+    args = [sys.executable, "-m", "cosim", "run", "scenarios/vasp.yaml", "--policy", policy,
+            "--set", f"workload.jobs={jobs}", "--set", f"predictor.models={models}",
+            "--set", "predictor.update_interval=200", "--out", str(out), "--no-plots", "--quiet"]
+    for s in sets:
+        args += ["--set", s]
+    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def summary(out, policy="sjf+easy@rnn"):
+    return json.loads((out / policy / "summary.json").read_text())["metrics"]
+
+
+def test_inprocess_and_http_give_identical_jobs_parquet(models, tmp_path):
+    outs = {}
+    with ServerProcess(models) as server:
+        for backend in ("none", "inprocess", "http"):
+            out = tmp_path / backend
+            proc = cosim_run(out, models, f"prediction_service.backend={backend}",
+                             f"prediction_service.url={server.url}")
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err
+            outs[backend] = (out / "sjf+easy@rnn" / "jobs.parquet").read_bytes()
+    assert outs["none"] == outs["inprocess"] == outs["http"]
+    s = summary(tmp_path / "http")
+    assert s["prediction_fallbacks"] == 0 and s["remaining_predictions"] > 0
+    assert s["prediction_service_seconds"] > 0
+
+
+def served(url):
+    with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
+        return json.loads(r.read())["served"]
+
+
+def test_server_killed_mid_run_falls_back_and_the_run_completes(models, tmp_path):
+    out = tmp_path / "killed"
+    server = ServerProcess(models)
+    proc = cosim_run(out, models, "prediction_service.backend=http",
+                     f"prediction_service.url={server.url}", "prediction_service.timeout_s=2",
+                     jobs=400)
+    deadline = time.monotonic() + 120
+    while served(server.url) < 30 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.proc.kill()                      # no goodbye: connections just drop
+    server.proc.wait()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    s = summary(out)
+    assert s["prediction_fallbacks"] > 0
+    assert set(s["prediction_fallback_reasons"]) <= {"unavailable", "timeout", "ServiceUnavailable"}
+    assert s["runtime_predictions"] + s["remaining_predictions"] > 0
+    assert s["jobs_finished"] == 400
+    from cosim.records import read_jobs
+    assert len(read_jobs(out / "sjf+easy@rnn" / "jobs.parquet")["job_id"]) == 400
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_simulated_latency_delays_decisions(models, tmp_path):
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    for out, lat in ((fast, 0), (slow, 600)):
+        proc = cosim_run(out, models, "prediction_service.backend=inprocess",
+                         f"prediction_service.simulated_latency={lat}", policy="sjf+easy@xgboost")
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    # Every decision point waits 10 simulated minutes for its predictions.
+    assert summary(slow, "sjf+easy@xgboost")["wait_mean"] > \
+        summary(fast, "sjf+easy@xgboost")["wait_mean"] + 300
+
+
+def test_unreachable_server_is_one_clear_line(models, tmp_path):
+    proc = cosim_run(tmp_path / "o", models, "prediction_service.backend=http",
+                     "prediction_service.url=http://127.0.0.1:9", "prediction_service.timeout_s=1")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert err.strip().count("\n") == 0 and "prediction_service.url" in err
