@@ -203,11 +203,12 @@ def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None,
     Returns:
         The summary: every metric plus scheduler counters and run figures.
     """
-    from cosim import metrics, records
-
     t0 = time.perf_counter()
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
+    if policy_name.startswith("rl:"):
+        sim, hub, predictor = _run_agent(scenario, policy_name[3:], workload), None, "estimate"
+        return _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir)
     base_name, predictor, kill = parse_policy_name(policy_name, scenario)
     service_cfg = scenario.prediction_service
     via_service = service_cfg.backend != "none" and predictor in ("xgboost", "rnn")
@@ -224,6 +225,29 @@ def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None,
     else:
         hub = attach_predictions(sim, scenario, predictor, kill, bundle)
         _advance(sim, scenario.output.until, progress, policy_name)
+    return _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir)
+
+
+def _run_agent(scenario: Scenario, checkpoint: str, workload: Workload):
+    """Run a trained agent (``rl:DIR``) greedily over the whole workload, in the Gym env."""
+    from agents.rl_policy import load_rl_policy
+    from cosim.env import SchedulingEnv
+
+    agent = load_rl_policy(checkpoint)
+    kwargs = {k: v for k, v in agent.env_kwargs.items()
+              if k not in ("episode_jobs", "episode_end", "episode_source", "smdp_gamma")}
+    env = SchedulingEnv(scenario, workload=workload, episode_jobs=len(workload),
+                        episode_end="completed", **kwargs)
+    obs, info = env.reset(seed=scenario.seed)
+    while True:
+        obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
+        if terminated or truncated:
+            return env._sim
+
+
+def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -> dict[str, Any]:
+    from cosim import metrics, records
+
     wall = time.perf_counter() - t0
 
     cores = sim.cluster.capacity
@@ -287,6 +311,11 @@ def _advance(sim, until: float | None, progress: bool, label: str) -> None:
         bar.update(sim.scheduler.done_count - bar.n)
 
 
+def policy_dir(name: str) -> str:
+    """The results subfolder of a policy (``rl:runs/a`` -> ``rl_runs_a``)."""
+    return name.replace("/", "_").replace(":", "_").strip("._") or "policy"
+
+
 def comparison_table(summaries: dict[str, dict[str, Any]]) -> str:
     """A plain-text table, one row per policy."""
     headers = ["policy"] + [h for _, h, _ in TABLE_COLUMNS]
@@ -317,6 +346,13 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     # Check every input (policy names, the workload) before writing anything,
     # so bad input leaves no output behind.
     for name in policies:
+        if name.startswith("rl:"):
+            if not Path(name[3:]).is_dir():
+                from cosim.errors import InputError
+
+                raise InputError("--policy", repr(name), "rl:DIR with DIR a checkpoint folder "
+                                 "written by 'python -m agents train'")
+            continue
         _policy_from_name(parse_policy_name(name, scenario)[0], None)
     workload = load_workload(scenario, base_dir=base_dir)
     bundle = (None if scenario.prediction_service.backend == "http"
@@ -327,10 +363,11 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     records.write_bytes_atomic(out / "scenario.yaml", text.encode("utf-8"))
     summaries: dict[str, dict[str, Any]] = {}
     for name in policies:
-        summaries[name] = run_policy(scenario, name, out / name, workload=workload,
+        summaries[name] = run_policy(scenario, name, out / policy_dir(name), workload=workload,
                                      progress=progress, bundle=bundle)
     records.write_json_atomic(out / "comparison.json", {
-        "schema": "comparison/1", "scenario": scenario.name, "policies": list(policies),
+        "schema": "comparison/1", "scenario": scenario.name,
+        "policies": [{"policy": n, "dir": policy_dir(n)} for n in policies],
         "summaries": summaries})
     if echo is not None:
         echo(comparison_table(summaries))

@@ -38,8 +38,9 @@ def test_run_compares_policies_and_writes_results(tmp_path):
     assert lines[0].split()[:3] == ["policy", "jobs", "mean"]
     assert [ln.split()[0] for ln in lines[2:5]] == ["fcfs+easy", "sjf+easy", "f1+conservative"]
     comparison = json.loads((out / "comparison.json").read_text())
-    assert comparison["policies"] == ["fcfs+easy", "sjf+easy", "f1+conservative"]
-    for name in comparison["policies"]:
+    names = [p["policy"] for p in comparison["policies"]]
+    assert names == ["fcfs+easy", "sjf+easy", "f1+conservative"]
+    for name in names:
         jobs = read_jobs(out / name / "jobs.parquet")
         assert len(jobs["job_id"]) == 300
         summary = json.loads((out / name / "summary.json").read_text())
@@ -138,3 +139,25 @@ def test_swf_scenario_without_a_path_says_how_to_give_one(tmp_path):
 def test_bad_command_line_flag():
     proc = cosim("run")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_trained_agent_is_just_another_policy(tmp_path):
+    agent = tmp_path / "agent"
+    train = subprocess.run([sys.executable, "-m", "agents", "train", "scenarios/lublin256.yaml",
+                            "--algo", "ppo", "--steps", "256", "--out", str(agent), "--seed", "1"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert train.returncode == 0, train.stderr
+    out = tmp_path / "res"
+    proc = cosim("run", "scenarios/lublin256.yaml", "--policy", "fcfs+easy", "--policy",
+                 f"rl:{agent}", "--set", "workload.jobs=200", "--out", out, "--quiet",
+                 "--no-plots")
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln.split()[0] for ln in proc.stdout.splitlines()[2:4]]
+    assert rows == ["fcfs+easy", f"rl:{agent}"]
+    comparison = json.loads((out / "comparison.json").read_text())
+    sub = comparison["policies"][1]["dir"]
+    assert "/" not in sub
+    assert len(read_jobs(out / sub / "jobs.parquet")["job_id"]) == 200
+    bad = cosim("run", "scenarios/lublin256.yaml", "--policy", f"rl:{tmp_path}/none", "--out",
+                tmp_path / "x", "--quiet")
+    assert_one_line_error(bad, "rl:", "checkpoint folder")
