@@ -1,0 +1,36 @@
+"""Every public name imports and explains itself; `import cosim` stays light."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import agents
+import cosim
+import predictors
+
+MODULES = sorted({m.name for pkg in (cosim, predictors, agents)
+                  for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
+                  if not m.name.endswith("__main__")} | {"cosim", "predictors", "agents"})
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_public_names_import_and_have_docstrings(name):
+    module = importlib.import_module(name)
+    assert module.__doc__ and module.__doc__.strip(), f"{name} has no module docstring"
+    for public in getattr(module, "__all__", []):
+        obj = getattr(module, public)     # AttributeError: listed but missing
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), f"{name}.{public} has no docstring"
+
+
+def test_import_cosim_does_not_import_torch_or_xgboost():
+    code = ("import sys, cosim, cosim.model, cosim.env, cosim.runner, cosim.workloads, "
+            "predictors; print('torch' in sys.modules, 'xgboost' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
