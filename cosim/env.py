@@ -26,7 +26,8 @@ would stall the simulation and some start is always legal); an illegal
 action is taken as Wait.
 
 Observations (all ``float32`` in ``[0, 1]``; times through
-``log1p(t) / log1p(max_time)``, sizes divided by capacity):
+``log1p(t) / log1p(max_time)``, job counts through ``log1p(n) / log1p(queue_norm)``,
+sizes divided by capacity):
 
 - ``compact`` (thesis tables 4.1/4.2, fig. 4.5), shape ``(M*6 + 5 + H*2 + K*4,)``:
   per window slot ``[present, fits_now, procs, mem, estimate, wait]``; then
@@ -276,6 +277,9 @@ class SchedulingEnv(gym.Env):
         teacher: a heuristic policy name; ``info["teacher_action"]`` then holds
             the action it would take now.
         max_time: the time that maps to 1.0 in time features (default: from the workload).
+        queue_norm: the job count that maps to 1.0 in the log-scaled queue, running
+            and backlog counts. A constant, not the episode length, so an agent
+            trained on short episodes sees the same scale on a whole trace.
         workload: a prepared workload (skips loading the scenario's).
 
     Examples:
@@ -293,7 +297,7 @@ class SchedulingEnv(gym.Env):
                  image_slot_s: float = 1800.0, time_scale: float = 3600.0,
                  smdp_gamma: float | None = None, reward_weights=(1 / 3, 1 / 3, 1 / 3),
                  tau: float = 10.0, teacher: str | None = None, max_time: float | None = None,
-                 workload=None, base_dir: str | Path | None = None):
+                 queue_norm: float = 4096.0, workload=None, base_dir: str | Path | None = None):
         if not isinstance(scenario, Scenario):
             base_dir = base_dir or Path(scenario).resolve().parent
             scenario = load_scenario(scenario)
@@ -329,6 +333,10 @@ class SchedulingEnv(gym.Env):
         self.tau = float(tau)
         self.max_time = float(max_time or max(1e5, 2.0 * float(self.workload.req_time.max())))
         self._log_max_time = math.log1p(self.max_time)
+        if not queue_norm >= 1:
+            raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
+        self.queue_norm = float(queue_norm)
+        self._log_queue_norm = math.log1p(self.queue_norm)
         self.teacher_name = teacher
         if teacher is not None:
             from agents.heuristics import make_policy
@@ -418,6 +426,11 @@ class SchedulingEnv(gym.Env):
             info["episode_metrics"] = self.episode_metrics()
         return self._observe(), float(reward), terminated, truncated, info
 
+    @property
+    def simulation(self):
+        """The episode's :class:`cosim.model.Simulation` (scheduler, cluster, jobs), or None before reset."""
+        return self._sim
+
     def action_masks(self) -> np.ndarray:
         """The current int8 action mask (sb3-contrib's MaskablePPO reads this)."""
         return self._agent.mask.copy()
@@ -499,7 +512,7 @@ class SchedulingEnv(gym.Env):
         q = sched.queue
         cap = self._capacity
         free_mem = (cl.free_mem / self._mem_capacity) if self._mem_capacity and cl.memory_pooled else 1.0
-        log_norm = math.log1p(4 * self.episode_jobs)
+        log_norm = self._log_queue_norm
         backlog = max(0, q.count - self.amap.window)
         return [cl.free / cap, min(1.0, max(0.0, free_mem)),
                 min(1.0, math.log1p(q.count) / log_norm),
@@ -616,7 +629,14 @@ class SchedulingEnv(gym.Env):
         return info
 
     def teacher_action(self, name: str) -> int:
-        """The action heuristic ``name`` would take now (its first start, if in the window)."""
+        """The action heuristic ``name`` would take now.
+
+        Its first start when that job is in the window; when the teacher's first
+        start lies outside the window (a split window hides part of the queue),
+        the window job it ranks best among those that fit, so the agent learns
+        the teacher's order rather than to wait. Wait when the teacher starts
+        nothing (it would wait for an event).
+        """
         from agents.heuristics import make_policy
 
         if self._request is None:
@@ -633,12 +653,19 @@ class SchedulingEnv(gym.Env):
             q.key_monotone = False
         view.released = view.surprise = True   # a fresh policy must see the whole state
         try:
+            # Only the first decision is usable: policies assume each one is
+            # applied before they yield the next.
             for decision in teacher.decide(view):
                 if decision.action == START:
-                    for i, job in enumerate(self._agent.window):
+                    window = self._agent.window
+                    for i, job in enumerate(window):
                         if job is decision.job:
                             return i
-                    return self.amap.wait
+                    mask = self._agent.mask
+                    # The queue's key column now holds the teacher's keys.
+                    legal = [(float(q.key[job.queue_slot]), i) for i, job in enumerate(window)
+                             if job is not None and mask[i]]
+                    return min(legal)[1] if legal else self.amap.wait
                 if decision.action == KILL:
                     break
         finally:

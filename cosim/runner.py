@@ -242,7 +242,7 @@ def _run_agent(scenario: Scenario, checkpoint: str, workload: Workload):
     while True:
         obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
         if terminated or truncated:
-            return env._sim
+            return env.simulation
 
 
 def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import gymnasium as gym
@@ -11,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 from cosim.config import scenario_from_dict
 from cosim.env import ENV_ID, SchedulingEnv
+from cosim.errors import ScenarioError
 from cosim.workloads.base import Workload
 
 SCENARIO = "scenarios/lublin256.yaml"
@@ -131,6 +133,22 @@ def test_teacher_action_is_what_the_heuristic_would_start():
     assert env.teacher_action("fcfs") == 0
 
 
+def test_teacher_outside_the_window_maps_to_its_best_window_job():
+    # SJF would start job 3 (5 s), which a 2-job head window does not show; the
+    # teacher's best visible job is job 2 (20 s), not Wait.
+    w = Workload.from_columns(submit=[0, 0, 0], run=[50, 20, 5], procs=[2, 2, 2])
+    env = SchedulingEnv(small_scenario(2), window=(2, 0), episode_jobs=3, workload=w,
+                        teacher="sjf")
+    obs, info = env.reset(seed=0)
+    assert [j.id for j in env._agent.window] == [1, 2]
+    assert info["teacher_action"] == 1
+    # Once job 1 (started against the teacher's advice) ends, job 3 is visible.
+    obs, r, term, trunc, info = env.step(0)
+    assert info["time"] == 50.0
+    assert [j.id for j in env._agent.window] == [2, 3]
+    assert info["teacher_action"] == 1
+
+
 def test_smdp_discounting_shrinks_integral_rewards():
     kwargs = dict(window=(4, 0), episode_jobs=40, reward="completion")
     plain = SchedulingEnv(SCENARIO, **kwargs)
@@ -156,10 +174,25 @@ def test_episode_truncates_after_placing_episode_jobs():
 
 
 def test_bad_arguments_are_clear():
-    from cosim.errors import ScenarioError
     with pytest.raises(ScenarioError, match="observation: expected one of compact"):
         SchedulingEnv(SCENARIO, observation="pixels")
     with pytest.raises(ScenarioError, match="episode_jobs"):
         SchedulingEnv(SCENARIO, episode_jobs=10**9)
     with pytest.raises(ScenarioError, match="teacher"):
         SchedulingEnv(SCENARIO, teacher="best")
+
+
+def test_queue_counts_scale_by_queue_norm_not_episode_length():
+    # Three jobs queued at t=0, 1-job window: the queue-length feature is
+    # log1p(3)/log1p(queue_norm) whatever the episode length, so an agent
+    # trained on short episodes reads a whole trace on the same scale.
+    w = Workload.from_columns(submit=[0, 0, 0], run=[5, 5, 5], procs=[2, 2, 2])
+    for episode_jobs in (2, 3):
+        env = SchedulingEnv(small_scenario(2), window=(1, 0), episode_jobs=episode_jobs,
+                            workload=w, queue_norm=4096)
+        obs, info = env.reset(seed=0)
+        queued = env._sim.scheduler.queue.count
+        assert obs[6 + 2] == pytest.approx(math.log1p(queued) / math.log1p(4096), rel=1e-6)
+        assert obs[6 + 4] == pytest.approx(math.log1p(queued - 1) / math.log1p(4096), rel=1e-6)
+    with pytest.raises(ScenarioError, match="queue_norm"):
+        SchedulingEnv(small_scenario(2), workload=w, episode_jobs=3, queue_norm=0)

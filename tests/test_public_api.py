@@ -31,6 +31,16 @@ def test_public_names_import_and_have_docstrings(name):
 
 def test_import_cosim_does_not_import_torch_or_xgboost():
     code = ("import sys, cosim, cosim.model, cosim.env, cosim.runner, cosim.workloads, "
-            "predictors; print('torch' in sys.modules, 'xgboost' in sys.modules)")
+            "predictors, agents; print('torch' in sys.modules, 'xgboost' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_agents_learning_names_load_on_first_use():
+    code = ("import sys, agents; before = 'torch' in sys.modules; "
+            "from agents import MaskedCategorical, load_rl_policy; "
+            "print(before, 'torch' in sys.modules, MaskedCategorical.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "agents.distributions"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        agents.nope  # noqa: B018
