@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--window", type=int, nargs=2, default=(10, 0), metavar=("HEAD", "TAIL"),
                    help="split window sizes (DBF)")
     t.add_argument("--kill-slots", type=int, default=0)
+    t.add_argument("--guard-wait", type=float, default=None, metavar="SECONDS",
+                   help="starvation guard: the queue head holds an EASY reservation once it "
+                        "has waited this long (default: none)")
     t.add_argument("--reward", default="slowdown")
     t.add_argument("--episode-jobs", type=int, default=256)
     t.add_argument("--episode-end", choices=("placed", "completed"), default="completed")
@@ -194,7 +197,8 @@ def _train(ns) -> int:
                       "observation": ns.observation, "window": list(ns.window),
                       "kill_slots": ns.kill_slots, "reward": ns.reward,
                       "episode_jobs": ns.episode_jobs, "episode_end": ns.episode_end,
-                      "smdp_gamma": ns.smdp_gamma, "teacher": ns.teacher}
+                      "smdp_gamma": ns.smdp_gamma, "teacher": ns.teacher,
+                      "guard_wait": ns.guard_wait}
         args = args_cls(seed=ns.seed)
         if ns.steps is not None:
             args.total_steps = ns.steps

@@ -104,7 +104,7 @@ def train_agent(out: Path, window_split: tuple[int, int], budget_s: float, ns) -
     config = {"scenario": str(SCENARIO), "observation": ns.observation,
               "window": list(window_split), "kill_slots": 0, "reward": ns.reward,
               "episode_jobs": ns.max_jobs, "episode_end": "placed", "smdp_gamma": None,
-              "teacher": None}
+              "teacher": None, "guard_wait": ns.guard_wait}
     # Pin the time normalization to the training workload's (the held-out windows
     # would otherwise derive their own from their longest request).
     config["max_time"] = float(make_env(config).max_time)
@@ -207,6 +207,9 @@ def main() -> int:
                          "(info['teacher_action'] names the teacher's first start, or Wait "
                          "when that job is outside the window)")
     ap.add_argument("--bc-steps", type=int, default=20000)
+    ap.add_argument("--guard-wait", type=float, default=None, metavar="SECONDS",
+                    help="env starvation guard (the queue head holds an EASY reservation "
+                         "once it has waited this long)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--eval-windows", type=int, default=10)
     ap.add_argument("--eval-jobs", type=int, default=1024)

@@ -23,7 +23,10 @@ the window, mask and observation code take the index map from
 ``int8`` (1 = legal), in ``info["action_mask"]`` and :meth:`action_masks`;
 Wait is legal unless nothing runs and no job will arrive (then waiting
 would stall the simulation and some start is always legal); an illegal
-action is taken as Wait.
+action is taken as Wait. With ``guard_wait`` set, a starvation guard bounds
+waits: once the queue's first job has waited that long it holds an EASY
+reservation, so the mask allows only it while it fits and otherwise only
+window jobs that end before its shadow time or use only the extra cores.
 
 Observations (all ``float32`` in ``[0, 1]``; times through
 ``log1p(t) / log1p(max_time)``, job counts through ``log1p(n) / log1p(queue_norm)``,
@@ -143,10 +146,13 @@ class AgentPolicy:
     name = "agent"
     external = True
 
-    def __init__(self, amap: ActionMap, on_post, arrivals_pending=lambda: True):
+    def __init__(self, amap: ActionMap, on_post, arrivals_pending=lambda: True,
+                 guard_wait: float | None = None):
         self.amap = amap
         self.on_post = on_post
         self.arrivals_pending = arrivals_pending
+        self.guard_wait = guard_wait
+        self.guarded: Job | None = None
         self.window: list[Job | None] = [None] * amap.window
         self.kill_jobs: list[Job | None] = [None] * amap.kill_slots
         self.mask = np.zeros(amap.n, dtype=np.int8)
@@ -176,6 +182,14 @@ class AgentPolicy:
             for i, job in enumerate(tail):
                 window[base + i] = job
                 mask[base + i] = job.procs <= free and job.mem <= free_mem
+            self._guard(view, jobs[0])
+        else:
+            self.guarded = None
+        if self.guarded is not None and mask[0]:
+            # The guarded job fits: it starts now, before anything else.
+            mask[:] = 0
+            mask[0] = 1
+            return
         if not view.ends() and mask[:amap.wait].any() and not self.arrivals_pending():
             # Nothing would ever wake the scheduler again: waiting would stall.
             mask[amap.wait] = 0
@@ -187,6 +201,26 @@ class AgentPolicy:
                 job = ends[-1 - k][2] if k < len(ends) else None
                 kill_jobs[k] = job
                 mask[amap.kill0 + k] = job is not None
+
+    def _guard(self, view, head: Job) -> None:
+        """Starvation guard: once the queue's first job has waited ``guard_wait``
+        seconds it holds an EASY reservation (seed 003, ch. 2): only window jobs
+        that end before its shadow time or use only the extra cores stay legal."""
+        self.guarded = None
+        if self.guard_wait is None or view.now - head.submit < self.guard_wait:
+            return
+        self.guarded = head
+        mask = self.mask
+        if mask[0]:
+            return
+        shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
+        end_by = shadow - view.now
+        window = self.window
+        for i in range(1, self.amap.window):
+            job = window[i]
+            if mask[i] and not (job.estimate <= end_by
+                                or (job.procs <= extra and job.mem <= extra_mem)):
+                mask[i] = 0
 
     def wants_decision(self, view) -> bool:
         """Ask the agent only when something other than Wait is legal (sparse transitions)."""
@@ -280,6 +314,10 @@ class SchedulingEnv(gym.Env):
         queue_norm: the job count that maps to 1.0 in the log-scaled queue, running
             and backlog counts. A constant, not the episode length, so an agent
             trained on short episodes sees the same scale on a whole trace.
+        guard_wait: starvation guard (s): once the queue's first job has waited
+            this long it holds an EASY reservation; the mask then allows only
+            that job while it fits, else only jobs that do not delay it. None
+            (default) leaves the agent free.
         workload: a prepared workload (skips loading the scenario's).
 
     Examples:
@@ -297,7 +335,7 @@ class SchedulingEnv(gym.Env):
                  image_slot_s: float = 1800.0, time_scale: float = 3600.0,
                  smdp_gamma: float | None = None, reward_weights=(1 / 3, 1 / 3, 1 / 3),
                  tau: float = 10.0, teacher: str | None = None, max_time: float | None = None,
-                 queue_norm: float = 4096.0, workload=None, base_dir: str | Path | None = None):
+                 queue_norm: float = 4096.0, guard_wait: float | None = None, workload=None, base_dir: str | Path | None = None):
         if not isinstance(scenario, Scenario):
             base_dir = base_dir or Path(scenario).resolve().parent
             scenario = load_scenario(scenario)
@@ -336,6 +374,10 @@ class SchedulingEnv(gym.Env):
         if not queue_norm >= 1:
             raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
         self.queue_norm = float(queue_norm)
+        if guard_wait is not None and (not guard_wait >= 0 or m_head < 1):
+            raise ScenarioError("guard_wait", repr(guard_wait),
+                                "seconds >= 0, with a head window (M_head >= 1)")
+        self.guard_wait = None if guard_wait is None else float(guard_wait)
         self._log_queue_norm = math.log1p(self.queue_norm)
         self.teacher_name = teacher
         if teacher is not None:
@@ -374,7 +416,8 @@ class SchedulingEnv(gym.Env):
             start_at = int(rng.integers(0, len(self.workload) - self.episode_jobs + 1))
             jobs = window(self.workload, self.episode_jobs, start=start_at)
         self._sim_env = simpy.Environment()
-        self._agent = AgentPolicy(self.amap, self._on_post, self._arrivals_pending)
+        self._agent = AgentPolicy(self.amap, self._on_post, self._arrivals_pending,
+                                  guard_wait=self.guard_wait)
         self._sim = build(self._sim_env, self.scenario, self._agent, workload=jobs)
         sched = self._sim.scheduler
         self._integral = None
@@ -631,9 +674,9 @@ class SchedulingEnv(gym.Env):
     def teacher_action(self, name: str) -> int:
         """The action heuristic ``name`` would take now.
 
-        Its first start when that job is in the window; when the teacher's first
-        start lies outside the window (a split window hides part of the queue),
-        the window job it ranks best among those that fit, so the agent learns
+        Its first start when that job is in the window and legal; otherwise (a
+        split window hides part of the queue, or the starvation guard forbids
+        it) the window job it ranks best among the legal ones, so the agent learns
         the teacher's order rather than to wait. Wait when the teacher starts
         nothing (it would wait for an event).
         """
@@ -658,10 +701,10 @@ class SchedulingEnv(gym.Env):
             for decision in teacher.decide(view):
                 if decision.action == START:
                     window = self._agent.window
-                    for i, job in enumerate(window):
-                        if job is decision.job:
-                            return i
                     mask = self._agent.mask
+                    for i, job in enumerate(window):
+                        if job is decision.job and mask[i]:
+                            return i
                     # The queue's key column now holds the teacher's keys.
                     legal = [(float(q.key[job.queue_slot]), i) for i, job in enumerate(window)
                              if job is not None and mask[i]]

@@ -196,3 +196,37 @@ def test_queue_counts_scale_by_queue_norm_not_episode_length():
         assert obs[6 + 4] == pytest.approx(math.log1p(queued - 1) / math.log1p(4096), rel=1e-6)
     with pytest.raises(ScenarioError, match="queue_norm"):
         SchedulingEnv(small_scenario(2), workload=w, episode_jobs=3, queue_norm=0)
+
+
+def test_starvation_guard_reserves_for_the_queue_head():
+    # 4 cores. J1 (2 cores, 100 s) runs from 0. J2 (4 cores, 10 s) queues at 1
+    # and cannot fit; with guard_wait=0 it holds an EASY reservation at 100
+    # (shadow time, 0 extra cores). J3 (2 cores, 1000 s) would delay it and
+    # stays illegal; J4 (2 cores, 50 s) ends at 53 <= 100 and is legal.
+    w = Workload.from_columns(submit=[0, 1, 2, 3], run=[100, 10, 1000, 50],
+                              procs=[2, 4, 2, 2])
+    free = SchedulingEnv(small_scenario(4), window=(3, 0), episode_jobs=4, workload=w)
+    guarded = SchedulingEnv(small_scenario(4), window=(3, 0), episode_jobs=4, workload=w,
+                            guard_wait=0.0)
+    infos = []
+    for env in (free, guarded):
+        obs, info = env.reset(seed=0)
+        assert info["time"] == 0.0
+        obs, r, term, trunc, info = env.step(0)            # J1 starts at 0
+        infos.append(info)
+    assert infos[0]["time"] == 2.0 and infos[0]["action_mask"].tolist() == [0, 1, 0, 1]
+    # The guarded agent is asked only at 3 (at 2 only Wait was legal): J3 masked out.
+    assert infos[1]["time"] == 3.0 and infos[1]["action_mask"].tolist() == [0, 0, 1, 1]
+    _, _, _, _, info = guarded.step(2)                        # J4 backfills, ends at 53
+    # At 100 J1 ends: J2 fits and is the only legal action (no Wait).
+    assert info["time"] == 100.0 and info["action_mask"].tolist() == [1, 0, 0, 0]
+    _, _, term, _, info = guarded.step(0)
+    assert info["time"] == 110.0 and info["action_mask"].tolist() == [1, 0, 0, 0]
+    starts = {j.id: j.start for j in guarded.simulation.scheduler.jobs if j.start >= 0}
+    assert starts == {1: 0.0, 2: 100.0, 4: 3.0}
+
+
+def test_guard_needs_a_head_window():
+    w = Workload.from_columns(submit=[0], run=[5], procs=[1])
+    with pytest.raises(ScenarioError, match="guard_wait"):
+        SchedulingEnv(small_scenario(2), window=(0, 2), workload=w, episode_jobs=1, guard_wait=60)
