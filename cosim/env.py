@@ -159,73 +159,82 @@ class AgentPolicy:
 
     def refresh(self, view) -> None:
         """Recompute the window, the running slots and the mask."""
+        # Called at every scheduler pass: plain lists, one copy into the int8 mask.
         amap, q, cl = self.amap, view.queue, view.cluster
+        n_window = amap.window
         window = self.window
-        for i in range(len(window)):
-            window[i] = None
-        mask = self.mask
-        mask[:] = 0
-        mask[amap.wait] = 1
+        m = [0] * amap.n
+        m[n_window] = 1   # Wait
         if q.count:
+            m_head, m_tail = amap.m_head, amap.m_tail
             if q.small():
                 jobs = q.live_jobs()
+                head = jobs[:m_head]
+                rest = len(jobs) - m_head
+                tail = jobs[len(jobs) - min(rest, m_tail):] if m_tail and rest > 0 else []
             else:
-                jobs = [q.jobs[s] for s in q.slots().tolist()]
-            head = jobs[:amap.m_head]
-            rest = len(jobs) - amap.m_head
-            tail = jobs[len(jobs) - min(rest, amap.m_tail):] if amap.m_tail and rest > 0 else []
+                # Long queue: touch only the window's slots, not every queued job.
+                slots = q.slots()
+                n = len(slots)
+                qjobs = q.jobs
+                head = [qjobs[s] for s in slots[:m_head].tolist()]
+                rest = n - m_head
+                tail = ([qjobs[s] for s in slots[n - min(rest, m_tail):].tolist()]
+                        if m_tail and rest > 0 else [])
+            shown = head + [None] * (m_head - len(head)) + tail
+            shown += [None] * (n_window - len(shown))
             free, free_mem = cl.free, cl.free_mem
-            for i, job in enumerate(head):
+            for i, job in enumerate(shown):
                 window[i] = job
-                mask[i] = job.procs <= free and job.mem <= free_mem
-            base = amap.m_head
-            for i, job in enumerate(tail):
-                window[base + i] = job
-                mask[base + i] = job.procs <= free and job.mem <= free_mem
-            self._guard(view, jobs[0])
+                if job is not None and job.procs <= free and job.mem <= free_mem:
+                    m[i] = 1
+            self._guard(view, head[0] if head else None, m)
         else:
+            for i in range(n_window):
+                window[i] = None
             self.guarded = None
-        if self.guarded is not None and mask[0]:
-            # The guarded job fits: it starts now, before anything else.
-            mask[:] = 0
-            mask[0] = 1
-            return
-        if not view.ends() and mask[:amap.wait].any() and not self.arrivals_pending():
+        any_start = 1 in m[:n_window]
+        ends = view.ends()
+        if not ends and any_start and not self.arrivals_pending():
             # Nothing would ever wake the scheduler again: waiting would stall.
-            mask[amap.wait] = 0
+            m[n_window] = 0
         if amap.kill_slots:
             kill_jobs = self.kill_jobs
-            ends = view.ends()
             # The running jobs expected to end last are the kill candidates.
             for k in range(amap.kill_slots):
                 job = ends[-1 - k][2] if k < len(ends) else None
                 kill_jobs[k] = job
-                mask[amap.kill0 + k] = job is not None
+                m[amap.kill0 + k] = job is not None
+        if self.guarded is not None and m[0]:
+            # The guarded job fits: it starts now, before anything else.
+            m = [0] * amap.n
+            m[0] = 1
+        self.mask[:] = m
+        self._wanted = any_start or 1 in m[n_window + 1:]
 
-    def _guard(self, view, head: Job) -> None:
+    def _guard(self, view, head: Job | None, m: list[int]) -> None:
         """Starvation guard: once the queue's first job has waited ``guard_wait``
         seconds it holds an EASY reservation (seed 003, ch. 2): only window jobs
         that end before its shadow time or use only the extra cores stay legal."""
         self.guarded = None
-        if self.guard_wait is None or view.now - head.submit < self.guard_wait:
+        if self.guard_wait is None or head is None or view.now - head.submit < self.guard_wait:
             return
         self.guarded = head
-        mask = self.mask
-        if mask[0]:
+        if m[0]:
             return
         shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
         end_by = shadow - view.now
         window = self.window
         for i in range(1, self.amap.window):
             job = window[i]
-            if mask[i] and not (job.estimate <= end_by
-                                or (job.procs <= extra and job.mem <= extra_mem)):
-                mask[i] = 0
+            if m[i] and not (job.estimate <= end_by
+                             or (job.procs <= extra and job.mem <= extra_mem)):
+                m[i] = 0
 
     def wants_decision(self, view) -> bool:
         """Ask the agent only when something other than Wait is legal (sparse transitions)."""
         self.refresh(view)
-        return bool(self.mask[:self.amap.wait].any() or self.mask[self.amap.kill0:].any())
+        return self._wanted
 
     def post(self, request: simpy.Event, view) -> None:
         """Hand the decision point to the environment."""
@@ -419,6 +428,7 @@ class SchedulingEnv(gym.Env):
         self._agent = AgentPolicy(self.amap, self._on_post, self._arrivals_pending,
                                   guard_wait=self.guard_wait)
         self._sim = build(self._sim_env, self.scenario, self._agent, workload=jobs)
+        self._slot_cache: dict[Job, tuple] = {}
         sched = self._sim.scheduler
         self._integral = None
         gamma = self.smdp_gamma
@@ -586,36 +596,7 @@ class SchedulingEnv(gym.Env):
         mask = agent.mask
         kind = self.observation_kind
         if kind == "compact":
-            row = []
-            extend = row.extend
-            cap = self._capacity
-            mcap = self._mem_capacity
-            inv = 1.0 / self._log_max_time
-            log1p = math.log1p
-            for i, job in enumerate(agent.window):
-                if job is None:
-                    extend(_EMPTY_SLOT)
-                    continue
-                est, wait = job.estimate, now - job.submit
-                extend((1.0, float(mask[i]), min(1.0, job.procs / cap),
-                        min(1.0, job.mem / mcap) if mcap else 0.0,
-                        min(1.0, log1p(est) * inv) if est > 0 else 0.0,
-                        min(1.0, log1p(wait) * inv) if wait > 0 else 0.0))
-            extend(self._globals())
-            sched = self._sim.scheduler
-            ends = sched.ends
-            free = sched.cluster.free
-            cap = self._capacity
-            for k in range(self.horizon):
-                if k < len(ends):
-                    t, _, job = ends[k]
-                    free += job.procs
-                    row.extend((self._t(t - now), min(1.0, free / cap)))
-                else:
-                    row.extend((0.0, min(1.0, free / cap)))
-            for job in agent.kill_jobs:
-                row.extend(self._run_features(job, now))
-            obs[:] = row
+            obs[:] = self._compact_row(now)
         elif kind == "kernel":
             g = self._globals()
             obs[...] = 0.0
@@ -640,6 +621,56 @@ class SchedulingEnv(gym.Env):
         else:
             self._observe_image(now)
         return obs.copy()
+
+    def _compact_row(self, now: float) -> list[float]:
+        # The hot path of every step: plain floats into one list, one copy into
+        # the array (cheaper than numpy on 10-job windows). A job's size and
+        # estimate features are cached until its estimate changes.
+        agent = self._agent
+        mask = agent.mask.tolist()
+        cap = self._capacity
+        mcap = self._mem_capacity
+        inv = 1.0 / self._log_max_time
+        log1p = math.log1p
+        cache = self._slot_cache
+        if len(cache) > 4096:   # whole-trace episodes: keep it bounded
+            cache.clear()
+        row: list[float] = []
+        extend = row.extend
+        for i, job in enumerate(agent.window):
+            if job is None:
+                extend(_EMPTY_SLOT)
+                continue
+            est = job.estimate
+            cached = cache.get(job)
+            if cached is None or cached[0] != est:
+                cached = (est, min(1.0, job.procs / cap),
+                          min(1.0, job.mem / mcap) if mcap else 0.0,
+                          min(1.0, log1p(est) * inv) if est > 0 else 0.0)
+                cache[job] = cached
+            wait = now - job.submit
+            w = log1p(wait) * inv if wait > 0 else 0.0
+            extend((1.0, float(mask[i]), cached[1], cached[2], cached[3], w if w < 1.0 else 1.0))
+        extend(self._globals())
+        sched = self._sim.scheduler
+        ends = sched.ends
+        free = sched.cluster.free
+        lmt = self._log_max_time
+        n_ends = len(ends)
+        for k in range(self.horizon):
+            if k < n_ends:
+                t, _, job = ends[k]
+                free += job.procs
+                dt = t - now
+                h = log1p(dt) / lmt if dt > 0 else 0.0
+                f = free / cap
+                extend((h if h < 1.0 else 1.0, f if f < 1.0 else 1.0))
+            else:
+                f = free / cap
+                extend((0.0, f if f < 1.0 else 1.0))
+        for job in agent.kill_jobs:
+            extend(self._run_features(job, now))
+        return row
 
     def _observe_image(self, now: float) -> None:
         obs = self._obs
