@@ -42,7 +42,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from torch import nn
 
 from agents.checkpoint import (
@@ -56,6 +56,7 @@ from agents.distributions import MaskedCategorical
 from agents.gae import compute_gae
 from agents.networks import make_network, network_from_spec
 from cosim.errors import InputError
+from cosim.vector import ShardedVectorEnv
 
 __all__ = ["Args", "EnvRunner", "Rollout", "TrainResult", "collect_rollout", "ppo_update",
            "train", "run", "CURVE_FIELDS", "METRIC_KEYS"]
@@ -84,7 +85,8 @@ class Args:
     num_envs: int = 1
     """Environments stepped together (one vector env)."""
     async_envs: bool = False
-    """Step environments in subprocesses (``AsyncVectorEnv``) instead of in turn."""
+    """Step environments in worker processes (:class:`cosim.vector.ShardedVectorEnv`, one
+    worker per core, several environments each) instead of in turn."""
     num_steps: int = 128
     """Decisions per environment in one rollout (batch = num_envs * num_steps)."""
     lr: float = 3e-4
@@ -240,7 +242,7 @@ class EnvRunner:
     Args:
         env_fns: one factory per environment.
         rng: generator that draws every episode's reset seed.
-        asynchronous: use ``AsyncVectorEnv`` (subprocesses).
+        asynchronous: step in worker processes (``ShardedVectorEnv``, one per core).
         resume: a state from :meth:`state_dict` to continue from.
     """
 
@@ -256,8 +258,10 @@ class EnvRunner:
                 raise InputError("resume", f"{len(seeds)} environments",
                                  f"{self.num_envs} (the checkpoint's num_envs)")
             fns = [_Replayed(fn, s, a) for fn, s, a in zip(fns, seeds, actions)]
-        vec_cls = AsyncVectorEnv if asynchronous else SyncVectorEnv
-        self.envs = vec_cls(fns, autoreset_mode=AutoresetMode.DISABLED)
+        if asynchronous:
+            self.envs = ShardedVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+        else:
+            self.envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
         self.observation_space = self.envs.single_observation_space
         self.action_space = self.envs.single_action_space
         if not isinstance(self.action_space, gym.spaces.Discrete):

@@ -1,13 +1,16 @@
 """Decisions per second of the Gymnasium environment with random legal actions.
 
-For each observation builder: one environment in this process, then K
-environments in worker processes (gymnasium AsyncVectorEnv). Episodes are
+For each observation builder: one environment in this process; K
+environments in K worker processes (gymnasium AsyncVectorEnv, one env per
+process); and E environments sharded over K workers (cosim.vector.
+ShardedVectorEnv, E/K envs per process, one message per worker per step).
+Actions are drawn in the main process, as a training loop would. Episodes are
 256 jobs of scenarios/lublin256.yaml from random offsets; resets count in
 the time. Peers measured on this machine (random valid actions, 256-job
 episodes, one process): RLScheduler's HPCEnv about 3,600 decisions/s,
 sched-rl-gym's CompactRM (SMDP) about 370.
 
-    python benchmarks/env_steps.py [--seconds 5] [--envs 2]
+    python benchmarks/env_steps.py [--seconds 5] [--envs 2] [--sharded-envs 16]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from cosim.env import SchedulingEnv
+from cosim.vector import ShardedVectorEnv
 
 SCENARIO = "scenarios/lublin256.yaml"
 
@@ -42,16 +46,17 @@ def single(observation: str, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def vectorized(observation: str, seconds: float, k: int) -> float:
-    envs = gym.vector.AsyncVectorEnv([make(observation) for _ in range(k)], shared_memory=True)
+def vectorized(envs: gym.vector.VectorEnv, seconds: float) -> float:
     rng = np.random.default_rng(0)
+    k = envs.num_envs
     obs, info = envs.reset(seed=1)
     n, t0 = 0, time.perf_counter()
     try:
         while time.perf_counter() - t0 < seconds:
-            masks = info["action_mask"]
-            actions = np.array([int(rng.choice(np.flatnonzero(m))) for m in masks])
-            obs, _, _, _, info = envs.step(actions)
+            # Random legal actions for the whole batch at once (next-step autoreset
+            # rows carry a fresh mask too).
+            u = rng.random(info["action_mask"].shape) * info["action_mask"]
+            obs, _, _, _, info = envs.step(u.argmax(axis=1))
             n += k
     finally:
         envs.close()
@@ -61,13 +66,16 @@ def vectorized(observation: str, seconds: float, k: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--envs", type=int, default=2)
+    ap.add_argument("--envs", type=int, default=2, help="worker processes")
+    ap.add_argument("--sharded-envs", type=int, default=16)
     args = ap.parse_args()
-    print(f"{'observation':12s} {'1 env':>12s} {f'{args.envs} envs (procs)':>18s}")
+    k, e = args.envs, args.sharded_envs
+    print(f"{'observation':12s} {'1 env':>10s} {f'async {k}x1':>12s} {f'sharded {k}x{e // k}':>14s}")
     for observation in ("compact", "kernel", "image"):
         one = single(observation, args.seconds)
-        many = vectorized(observation, args.seconds, args.envs)
-        print(f"{observation:12s} {one:12,.0f} {many:18,.0f}   decisions/s")
+        many = vectorized(gym.vector.AsyncVectorEnv([make(observation)] * k), args.seconds)
+        sharded = vectorized(ShardedVectorEnv([make(observation)] * e, workers=k), args.seconds)
+        print(f"{observation:12s} {one:10,.0f} {many:12,.0f} {sharded:14,.0f}   decisions/s")
 
 
 if __name__ == "__main__":

@@ -222,6 +222,18 @@ def test_learning_curve_rows_and_lr_decay():
     assert 0 <= result.curve[0]["teacher_agreement"] <= 1
 
 
+def test_worker_processes_train_exactly_like_in_process_envs():
+    # async_envs steps 3 pair envs in 2 ShardedVectorEnv workers: same seeds,
+    # same per-env semantics, so the same learning curve bit for bit.
+    curves = []
+    for async_envs in (False, True):
+        args = Args(seed=5, total_steps=192, num_envs=3, num_steps=32, async_envs=async_envs)
+        result = train(pair_env, args)
+        curves.append([{k: v for k, v in row.items() if k not in ("fps", "elapsed_s")}
+                       for row in result.curve])
+    assert len(curves[0]) == 2 and curves[0] == curves[1]
+
+
 def test_bad_args_are_input_errors():
     with pytest.raises(InputError, match="args.num_envs: expected a positive integer, got 0"):
         train(lambda: PickEnv(), Args(num_envs=0))
