@@ -27,7 +27,7 @@ from cosim.queue import JobQueue
 if TYPE_CHECKING:
     from cosim.actors.nodes import Cluster
 
-__all__ = ["Heuristic", "HEURISTICS", "BACKFILLS", "make_policy", "policy_names"]
+__all__ = ["Heuristic", "HEURISTICS", "BACKFILLS", "SELECTORS", "make_policy", "policy_names"]
 
 DynamicKey = Callable[[JobQueue, np.ndarray, float, "Cluster", np.random.Generator], np.ndarray]
 
@@ -108,10 +108,18 @@ BACKFILLS: dict[str, str] = {
 }
 
 
+#: Policies that choose a set of jobs rather than an order (no +BACKFILL suffix).
+SELECTORS: dict[str, str] = {
+    "knapsack": "0-1 knapsack (dynamic programming) over the first 50 queued jobs that fit, "
+                "value from DRAS's capability reward (DRAS's Optimization baseline)",
+}
+
+
 def policy_names() -> list[tuple[str, str]]:
-    """``(name, description)`` of every heuristic and backfilling variant."""
+    """``(name, description)`` of every heuristic, selector and backfilling variant."""
     rows = [(h.name, f"{h.doc}; default backfilling: {h.default_backfill}")
             for h in HEURISTICS.values()]
+    rows += list(SELECTORS.items())
     rows += [(f"+{b}", doc) for b, doc in BACKFILLS.items()]
     return rows
 
@@ -120,7 +128,7 @@ def make_policy(name: str, *, rng: np.random.Generator | None = None, where: str
     """Build a policy from its name, e.g. ``"sjf+easy"``.
 
     Args:
-        name: ``HEURISTIC[+BACKFILL]``.
+        name: ``HEURISTIC[+BACKFILL]`` or a selector such as ``knapsack``.
         rng: random stream for randomized heuristics.
         where: key path used in error messages.
 
@@ -130,9 +138,17 @@ def make_policy(name: str, *, rng: np.random.Generator | None = None, where: str
     from agents.backfill import QueuePolicy
 
     base, _, backfill = name.strip().lower().partition("+")
+    if base in SELECTORS:
+        if backfill not in ("", "none"):
+            raise ScenarioError(where, repr(name), f"{base} alone (it selects a set of jobs; "
+                                "no backfilling variant applies)")
+        from agents.knapsack import KnapsackPolicy
+
+        return KnapsackPolicy()
     if base not in HEURISTICS:
         raise ScenarioError(where, repr(name), f"one of {', '.join(HEURISTICS)} "
-                            "optionally followed by +none, +greedy, +easy or +conservative")
+                            "optionally followed by +none, +greedy, +easy or +conservative, "
+                            f"or {', '.join(SELECTORS)}")
     heuristic = HEURISTICS[base]
     backfill = backfill or heuristic.default_backfill
     if backfill not in BACKFILLS:

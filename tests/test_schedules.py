@@ -6,6 +6,7 @@ the comments were derived before the code ran.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import simpy
 
@@ -132,3 +133,45 @@ def test_jobs_that_never_fit_are_rejected_with_a_reason():
     jobs = {j.id: j for j in sim.scheduler.jobs}
     assert jobs[1].outcome == "rejected" and "needs 20 cores, cluster has 10" in jobs[1].reason
     assert jobs[2].start == 1.0 and jobs[2].outcome == "completed"
+
+
+# D: 10 cores, J1 holds them all until 10; J2 (6 cores), J3 and J4 (5 cores
+# each) queue behind it. At 10 the waits are 9, 8, 7 s (max 9), so the
+# knapsack values (DRAS eq. 1, w = 1/3) are J2 = 1/3 + 2/3*0.6 = 0.733,
+# J3 = 8/27 + 1/3 = 0.630, J4 = 7/27 + 1/3 = 0.593: J3 + J4 (1.222, 10 cores)
+# beat J2 alone, so they start at 10 and J2 at 15. FCFS starts J2 first.
+WORKLOAD_D = [(0, 10, 10), (1, 6, 5), (2, 5, 5), (3, 5, 5)]
+
+
+@pytest.mark.parametrize("policy, starts", [
+    ("knapsack", {1: 0, 2: 15, 3: 10, 4: 10}),
+    ("fcfs+easy", {1: 0, 2: 10, 3: 15, 4: 15}),
+])
+def test_knapsack_fills_the_machine_with_the_best_set(policy, starts):
+    got, _ = simulate(WORKLOAD_D, 10, policy)
+    assert {k: v[0] for k, v in got.items()} == starts
+
+
+def test_knapsack_dp_matches_brute_force():
+    from itertools import combinations
+
+    from agents.knapsack import knapsack
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 9))
+        weights = [int(w) for w in rng.choice([1, 2, 3, 4, 6, 8, 12, 16], size=n)]
+        values = [float(v) for v in rng.random(n)]
+        cap = int(rng.integers(0, 30))
+        chosen = knapsack(weights, values, cap)
+        assert sum(weights[i] for i in chosen) <= cap
+        best = max(sum(values[i] for i in c) for r in range(n + 1)
+                    for c in combinations(range(n), r) if sum(weights[i] for i in c) <= cap)
+        assert sum(values[i] for i in chosen) == pytest.approx(best)
+
+
+def test_knapsack_takes_no_backfilling_suffix():
+    from cosim.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="knapsack alone"):
+        make_policy("knapsack+easy")
