@@ -70,8 +70,11 @@ and ``info["dt"]`` gives the time since the previous decision, so an agent
 can discount per decision and use gamma = 1.
 
 Episodes: ``episode_jobs`` consecutive jobs from a random offset of the
-scenario's workload (DBF / RLScheduler), or a DRAS jobset
-(``episode_source="jobsets"``). With ``episode_end="placed"`` (DBF) the
+scenario's workload (DBF / RLScheduler), a DRAS jobset
+(``episode_source="jobsets"``), the next workload of a curriculum
+(``episode_source="curriculum"``; DRAS's three phases come from
+:func:`cosim.workloads.windows.curriculum`), or any workload passed as
+``reset(options={"jobs": workload})``. With ``episode_end="placed"`` (DBF) the
 episode is truncated once that many jobs were started; with
 ``"completed"`` it terminates when every job has ended.
 """
@@ -310,7 +313,14 @@ class SchedulingEnv(gym.Env):
         reward: one of :data:`REWARDS`.
         episode_jobs: jobs per episode.
         episode_end: ``placed`` (truncate after that many starts) or ``completed``.
-        episode_source: ``window`` (random offset) or ``jobsets`` (DRAS phase 1).
+        episode_source: ``window`` (random offset), ``jobsets`` (DRAS phase 1) or
+            ``curriculum`` (the workloads in ``curriculum``, in order, cycling).
+        curriculum: episode workloads for ``episode_source="curriculum"``, for
+            example from :func:`cosim.workloads.windows.curriculum` (DRAS's three
+            phases), or that function's keyword arguments as a dict (for
+            example ``{"sampled": 20, "periods": 20, "synthetic": 20}``; JSON,
+            so it can live in a saved env config), applied to the scenario's
+            workload with ``set_size=episode_jobs``.
         horizon: event-horizon length H of the compact observation.
         image_slots, image_slot_s: rows and slot length (s) of the image observation.
         time_scale: seconds that normalize integral rewards (and the SMDP discount).
@@ -344,7 +354,8 @@ class SchedulingEnv(gym.Env):
                  image_slot_s: float = 1800.0, time_scale: float = 3600.0,
                  smdp_gamma: float | None = None, reward_weights=(1 / 3, 1 / 3, 1 / 3),
                  tau: float = 10.0, teacher: str | None = None, max_time: float | None = None,
-                 queue_norm: float = 4096.0, guard_wait: float | None = None, workload=None, base_dir: str | Path | None = None):
+                 queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
+                 workload=None, base_dir: str | Path | None = None):
         if not isinstance(scenario, Scenario):
             base_dir = base_dir or Path(scenario).resolve().parent
             scenario = load_scenario(scenario)
@@ -354,8 +365,16 @@ class SchedulingEnv(gym.Env):
             raise ScenarioError("reward", repr(reward), f"one of {', '.join(REWARDS)}")
         if episode_end not in ("placed", "completed"):
             raise ScenarioError("episode_end", repr(episode_end), "placed or completed")
-        if episode_source not in ("window", "jobsets"):
-            raise ScenarioError("episode_source", repr(episode_source), "window or jobsets")
+        if episode_source not in ("window", "jobsets", "curriculum"):
+            raise ScenarioError("episode_source", repr(episode_source),
+                                "window, jobsets or curriculum")
+        if (episode_source == "curriculum") != bool(curriculum):
+            raise ScenarioError("curriculum", "given" if curriculum else "missing",
+                                "a non-empty list of workloads exactly when "
+                                "episode_source is 'curriculum'")
+        self._curriculum_spec = curriculum
+        self.curriculum: list = []
+        self._episode = 0
         m_head, m_tail = (int(window[0]), int(window[1]))
         if m_head < 0 or m_tail < 0 or m_head + m_tail < 1:
             raise ScenarioError("window", repr(window), "(M_head, M_tail) with M_head + M_tail >= 1")
@@ -365,6 +384,16 @@ class SchedulingEnv(gym.Env):
         if episode_jobs < 1 or episode_jobs > len(self.workload):
             raise ScenarioError("episode_jobs", str(episode_jobs),
                                 f"between 1 and the workload's {len(self.workload)} jobs")
+        if isinstance(curriculum, dict):
+            from cosim.workloads.windows import curriculum as dras_curriculum
+
+            try:
+                self.curriculum = dras_curriculum(self.workload, int(episode_jobs), **curriculum)
+            except TypeError as exc:
+                raise ScenarioError("curriculum", repr(curriculum),
+                                    "keys among sampled, periods, synthetic, load_range, seed") from exc
+        elif curriculum:
+            self.curriculum = list(curriculum)
         self.amap = ActionMap(m_head, m_tail, int(kill_slots))
         self.observation_kind = observation
         self.reward_kind = reward
@@ -412,10 +441,20 @@ class SchedulingEnv(gym.Env):
 
     # -- Gymnasium API -----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start an episode on a fresh window of jobs; returns ``(obs, info)``."""
+        """Start an episode on a fresh window of jobs; returns ``(obs, info)``.
+
+        ``options={"jobs": workload}`` plays that workload instead (any
+        curriculum a trainer drives itself).
+        """
         super().reset(seed=seed)
         rng = self.np_random
-        if self.episode_source == "jobsets":
+        jobs_given = (options or {}).get("jobs")
+        if jobs_given is not None:
+            jobs = jobs_given
+        elif self.episode_source == "curriculum":
+            jobs = self.curriculum[self._episode % len(self.curriculum)]
+            self._episode += 1
+        elif self.episode_source == "jobsets":
             from cosim.workloads.windows import jobsets
 
             jobs = jobsets(self.workload, 1, self.episode_jobs, seed=int(rng.integers(2**31)))[0]

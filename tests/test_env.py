@@ -230,3 +230,36 @@ def test_guard_needs_a_head_window():
     w = Workload.from_columns(submit=[0], run=[5], procs=[1])
     with pytest.raises(ScenarioError, match="guard_wait"):
         SchedulingEnv(small_scenario(2), window=(0, 2), workload=w, episode_jobs=1, guard_wait=60)
+
+
+def test_curriculum_episodes_play_in_order_and_cycle():
+    from cosim.workloads.windows import curriculum
+
+    base = Workload.from_columns(submit=list(range(0, 400, 10)), run=[5] * 40,
+                                 procs=[1 + i % 3 for i in range(40)])
+    sets = curriculum(base, 6, sampled=1, periods=1, synthetic=1, seed=4)
+    assert [len(s) for s in sets] == [6, 6, 6]
+    assert sets[2].job_id.tolist() == [1, 2, 3, 4, 5, 6]     # synthetic: renumbered
+    env = SchedulingEnv(small_scenario(4), window=(3, 0), workload=base, episode_jobs=6,
+                        episode_source="curriculum", curriculum=sets)
+    played = []
+    for k in range(4):
+        env.reset(seed=k)
+        played.append(env.simulation.workload.job_id.tolist())
+    assert played == [s.job_id.tolist() for s in sets + sets[:1]]
+    # A trainer can also hand any workload to reset.
+    env.reset(options={"jobs": sets[1]})
+    assert env.simulation.workload.job_id.tolist() == sets[1].job_id.tolist()
+    with pytest.raises(ScenarioError, match="curriculum"):
+        SchedulingEnv(small_scenario(4), workload=base, episode_jobs=6, episode_source="curriculum")
+
+
+def test_curriculum_from_a_json_spec():
+    base = Workload.from_columns(submit=list(range(0, 400, 10)), run=[5] * 40, procs=[1] * 40)
+    env = SchedulingEnv(small_scenario(4), workload=base, episode_jobs=5,
+                        episode_source="curriculum",
+                        curriculum={"sampled": 1, "periods": 2, "synthetic": 1, "seed": 9})
+    assert [len(w) for w in env.curriculum] == [5, 5, 5, 5]
+    with pytest.raises(ScenarioError, match="curriculum: .*keys among"):
+        SchedulingEnv(small_scenario(4), workload=base, episode_jobs=5,
+                      episode_source="curriculum", curriculum={"phases": 3})

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cosim.errors import InputError, WorkloadError
 from cosim.workloads.base import Workload
 from cosim.workloads.lublin import lublin
-from cosim.workloads.windows import jobsets, window
+from cosim.workloads.windows import curriculum, jobsets, window
 
 
 @pytest.fixture
@@ -152,3 +152,31 @@ def test_jobsets_need_rate_for_zero_span():
     w = Workload.from_columns(submit=[5, 5, 5], run=[1, 1, 1], procs=[1, 1, 1])
     with pytest.raises(WorkloadError, match=r"jobsets\.arrival_rate: expected an explicit arrival rate"):
         jobsets(w, 1, 2)
+
+
+def test_curriculum_phases_are_deterministic_and_distinct():
+
+    w = Workload.from_columns(submit=np.arange(0, 2000, 10.0), run=np.arange(1, 201) % 37 + 1,
+                              procs=np.arange(200) % 5 + 1)
+    a = curriculum(w, 20, sampled=2, periods=2, synthetic=2, seed=3)
+    b = curriculum(w, 20, sampled=2, periods=2, synthetic=2, seed=3)
+    assert [x.submit.tolist() for x in a] == [x.submit.tolist() for x in b]
+    assert [x.job_id.tolist() for x in a] == [x.job_id.tolist() for x in b]
+    # Phase 2 keeps the trace's own 10 s gaps; phases 1 and 3 are re-timed.
+    assert np.all(np.diff(a[2].submit) == 10.0) and np.all(np.diff(a[3].submit) == 10.0)
+    assert not np.all(np.diff(a[0].submit) == 10.0)
+    # Phase 3 draws with replacement and renumbers, so ids are 1..20.
+    assert a[4].job_id.tolist() == list(range(1, 21))
+    assert all(x.submit[0] == 0.0 for x in a)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"sampled": 0, "periods": 0, "synthetic": 0}, "curriculum: expected .* >= 1, got no episodes"),
+    ({"periods": -1}, "curriculum.periods"),
+    ({"load_range": (2.0, 1.0)}, "curriculum.load_range"),
+])
+def test_curriculum_bad_arguments(kwargs, message):
+
+    w = Workload.from_columns(submit=[0, 10, 20], run=[5] * 3, procs=[1] * 3)
+    with pytest.raises(WorkloadError, match=message):
+        curriculum(w, 2, **kwargs)

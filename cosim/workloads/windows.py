@@ -6,6 +6,9 @@
 * :func:`jobsets` draws jobs at random from the whole trace and re-times them
   with Poisson arrivals: DRAS (seed 004) phase-1 "sampled jobsets", whose
   arrival rate follows the average inter-arrival time of the original trace.
+* :func:`curriculum` chains DRAS's three training phases: sampled jobsets,
+  periods of the real trace, then synthetic jobsets (job shapes drawn with
+  replacement, arrival rates varied around the trace's).
 
 Dependencies between jobs (``prev_job`` / ``think``) only survive when the
 preceding job is in the same episode; otherwise both are reset to -1 and the
@@ -30,7 +33,7 @@ import numpy as np
 from cosim.errors import WorkloadError
 from cosim.workloads.base import Workload
 
-__all__ = ["window", "jobsets"]
+__all__ = ["window", "jobsets", "curriculum"]
 
 
 def _check_count(where: str, value, low: int, high: int) -> int:
@@ -147,6 +150,79 @@ def jobsets(
         w = _cut_dependencies(w)
         w.source = (f"{workload.source} [jobset {i}: {size} sampled jobs, "
                     f"Poisson {arrival_rate:.6g}/s, seed {seed}]").lstrip()
+        out.append(w)
+    return out
+
+
+def curriculum(
+    workload: Workload,
+    set_size: int,
+    *,
+    sampled: int = 10,
+    periods: int = 10,
+    synthetic: int = 10,
+    load_range: tuple[float, float] = (0.75, 1.5),
+    seed: int = 0,
+) -> list[Workload]:
+    """DRAS's three-phase training sequence (seed 004, section III-C), in order.
+
+    1. ``sampled`` jobsets from :func:`jobsets` (controlled Poisson arrivals at
+       the trace's average rate: the easiest setting);
+    2. ``periods`` windows of consecutive jobs from random offsets (the real
+       arrival patterns, bursts included);
+    3. ``synthetic`` jobsets whose jobs are drawn with replacement from the
+       trace (sizes, run times and requests kept together, renumbered
+       ``1..set_size``) and whose Poisson arrival rate is the trace's times a
+       factor uniform in ``load_range``: states the trace may not contain.
+
+    Args:
+        workload: the source trace.
+        set_size: jobs per episode, 1..len(workload).
+        sampled, periods, synthetic: episodes in each phase (>= 0, total >= 1).
+        load_range: arrival-rate factors of the synthetic phase.
+        seed: seed of every draw.
+
+    Returns:
+        The episodes' workloads, phase 1 first; a trainer plays them in order
+        (``SchedulingEnv(..., episode_source="curriculum", curriculum=...)``).
+
+    Raises:
+        WorkloadError: a count or ``load_range`` out of range.
+
+    Examples:
+        >>> from cosim.workloads.base import Workload
+        >>> w = Workload.from_columns(submit=range(0, 100, 10), run=[5] * 10, procs=[1] * 10)
+        >>> [len(s) for s in curriculum(w, 4, sampled=1, periods=1, synthetic=1)]
+        [4, 4, 4]
+    """
+    total = len(workload)
+    size = _check_count("curriculum.set_size", set_size, 1, total)
+    counts = [_check_count(f"curriculum.{name}", value, 0, 10**9)
+              for name, value in (("sampled", sampled), ("periods", periods), ("synthetic", synthetic))]
+    if sum(counts) < 1:
+        raise WorkloadError("curriculum", "no episodes", "sampled + periods + synthetic >= 1")
+    lo, hi = (float(x) for x in load_range)
+    if not (0 < lo <= hi and math.isfinite(hi)):
+        raise WorkloadError("curriculum.load_range", repr(load_range), "0 < low <= high, finite")
+    seq_phase1, seq_phase2, seq_phase3 = np.random.SeedSequence(seed).spawn(3)
+    out = jobsets(workload, counts[0], size, seed=int(seq_phase1.generate_state(1)[0])) \
+        if counts[0] else []
+    rng = np.random.default_rng(seq_phase2)
+    out += [window(workload, size, rng_or_seed=rng) for _ in range(counts[1])]
+    span = float(workload.submit[-1] - workload.submit[0]) if total else 0.0
+    rate = (total - 1) / span if total > 1 and span > 0 else 1.0 / 60.0
+    for i, child in enumerate(seq_phase3.spawn(counts[2])):
+        rng = np.random.default_rng(child)
+        index = rng.choice(total, size=size, replace=True)
+        factor = float(rng.uniform(lo, hi))
+        gaps = rng.exponential(1.0 / (rate * factor), size=size)
+        gaps[0] = 0.0
+        w = workload.take(index)
+        w = replace(w, job_id=np.arange(1, size + 1, dtype=np.int64), submit=np.cumsum(gaps),
+                    prev_job=np.full(size, -1, dtype=np.int64), think=np.full(size, -1.0),
+                    cleaning=dict(w.cleaning))
+        w.source = (f"{workload.source} [synthetic {i}: {size} jobs drawn with replacement, "
+                    f"Poisson {rate * factor:.6g}/s]").lstrip()
         out.append(w)
     return out
 
