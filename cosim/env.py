@@ -156,6 +156,8 @@ class AgentPolicy:
         self.arrivals_pending = arrivals_pending
         self.guard_wait = guard_wait
         self.guarded: Job | None = None
+        #: guarded job -> shadow time when the guard first reserved for it
+        self.promised: dict[Job, float] = {}
         self.window: list[Job | None] = [None] * amap.window
         self.kill_jobs: list[Job | None] = [None] * amap.kill_slots
         self.mask = np.zeros(amap.n, dtype=np.int8)
@@ -226,6 +228,7 @@ class AgentPolicy:
         if m[0]:
             return
         shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
+        self.promised.setdefault(head, shadow)
         end_by = shadow - view.now
         window = self.window
         for i in range(1, self.amap.window):

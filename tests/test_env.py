@@ -9,6 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cosim.config import scenario_from_dict
 from cosim.env import ENV_ID, SchedulingEnv
@@ -263,3 +265,29 @@ def test_curriculum_from_a_json_spec():
     with pytest.raises(ScenarioError, match="curriculum: .*keys among"):
         SchedulingEnv(small_scenario(4), workload=base, episode_jobs=5,
                       episode_source="curriculum", curriculum={"phases": 3})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_guard_keeps_its_reservations_with_exact_estimates(data):
+    # guard_wait=0: the queue head always holds an EASY reservation. With
+    # exact estimates and any legal actions, no guarded job starts after the
+    # shadow time it was first promised.
+    cores = data.draw(st.integers(2, 8))
+    n = data.draw(st.integers(2, 14))
+    submit = sorted(data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)))
+    run = data.draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    procs = data.draw(st.lists(st.integers(1, cores), min_size=n, max_size=n))
+    w = Workload.from_columns(submit=submit, run=run, procs=procs)
+    env = SchedulingEnv(small_scenario(cores), window=(3, 1), episode_jobs=n, workload=w,
+                        guard_wait=0.0)
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    done = False
+    while not done:
+        legal = np.flatnonzero(info["action_mask"])
+        obs, _, term, trunc, info = env.step(int(rng.choice(legal)))
+        done = term or trunc
+    for job, promise in env._agent.promised.items():
+        assert job.start <= promise + 1e-9, (job.id, job.start, promise)
+    assert all(j.end >= 0 for j in env.simulation.scheduler.jobs)
