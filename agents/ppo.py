@@ -62,7 +62,7 @@ __all__ = ["Args", "EnvRunner", "Rollout", "TrainResult", "collect_rollout", "pp
            "train", "run", "CURVE_FIELDS", "METRIC_KEYS"]
 
 #: Per-episode scheduling metrics read from ``info["episode_metrics"]``.
-METRIC_KEYS = ("mean_bsld", "mean_wait", "utilization", "max_wait")
+METRIC_KEYS = ("mean_bsld", "mean_wait", "utilization", "max_wait", "mean_queue")
 
 #: Columns of the learning curve, one row per update.
 CURVE_FIELDS = ("update", "global_step", "episodes", "mean_return", "mean_length",

@@ -65,7 +65,8 @@ SCENARIO = REPO / "scenarios" / "lublin256.yaml"
 HEURISTICS = ("fcfs+easy", "sjf+easy", "f1+easy")
 #: runner summary key -> env episode_metrics key
 SUMMARY_KEYS = {"bsld_mean": "mean_bsld", "wait_mean": "mean_wait",
-                "utilization": "utilization", "wait_max": "max_wait"}
+                "utilization": "utilization", "wait_max": "max_wait",
+                "queue_len_mean": "mean_queue"}
 
 
 class VariableLengthEpisodes(gym.Wrapper):
@@ -240,13 +241,14 @@ def main() -> int:
         per_window = evaluate_heuristic(name, scenario, windows)
         results[name] = {**summarize(per_window), "per_window": per_window}
 
-    header = f"{'policy':<12}{'mean bsld':>11}{'mean wait s':>13}{'util':>8}{'max wait s':>12}"
+    header = (f"{'policy':<12}{'mean bsld':>11}{'mean wait s':>13}{'util':>8}{'max wait s':>12}"
+              f"{'mean queue':>12}")
     print(f"held-out: {ns.eval_windows} windows x {ns.eval_jobs} jobs (Lublin seed "
           f"{ns.eval_seed}); training {ns.budget_min:g} min total")
     print(header)
     for name, r in results.items():
         print(f"{name:<12}{r['mean_bsld']:>11.2f}{r['mean_wait']:>13.0f}{r['utilization']:>8.3f}"
-              f"{r['max_wait']:>12.0f}")
+              f"{r['max_wait']:>12.0f}{r['mean_queue']:>12.1f}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(
         {"budget_min": ns.budget_min, "eval_windows": ns.eval_windows,

@@ -790,12 +790,18 @@ class SchedulingEnv(gym.Env):
         return self.amap.wait
 
     def episode_metrics(self) -> dict[str, float]:
-        """Mean bsld, mean and max wait and utilization over the jobs done so far."""
+        """Mean bsld, mean and max wait, utilization and mean queue length over the jobs done so far.
+
+        The mean queue length is the sum of waits over the span (Little's law:
+        the time integral of the queue length is the time jobs spent queued),
+        which equals METRICS.md's ``queue_len_mean`` once every job has ended.
+        """
         jobs = [j for j in self._sim.scheduler.jobs if j.state == JobState.DONE
                 and j.outcome in ("completed", "timeout")]
         if not jobs:
             return {"jobs": 0, "mean_bsld": float("nan"), "mean_wait": float("nan"),
-                    "max_wait": float("nan"), "utilization": float("nan")}
+                    "max_wait": float("nan"), "utilization": float("nan"),
+                    "mean_queue": float("nan")}
         tau = self.tau
         waits = np.array([j.start - j.submit - j.killed_seconds for j in jobs])
         runs = np.array([j.end - j.start for j in jobs])
@@ -806,7 +812,8 @@ class SchedulingEnv(gym.Env):
         work = float(np.sum(runs * np.array([j.procs for j in jobs])))
         span = max(last - first, 1e-9)
         return {"jobs": len(jobs), "mean_bsld": float(bsld.mean()), "mean_wait": float(waits.mean()),
-                "max_wait": float(waits.max()), "utilization": work / (self._capacity * span)}
+                "max_wait": float(waits.max()), "utilization": work / (self._capacity * span),
+                "mean_queue": float(waits.sum()) / span}
 
 
 def _register() -> None:

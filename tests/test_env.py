@@ -291,3 +291,18 @@ def test_guard_keeps_its_reservations_with_exact_estimates(data):
     for job, promise in env._agent.promised.items():
         assert job.start <= promise + 1e-9, (job.id, job.start, promise)
     assert all(j.end >= 0 for j in env.simulation.scheduler.jobs)
+
+
+def test_episode_metrics_by_hand():
+    # 1 core: J1 runs 0-10, J2 (submitted at 0) waits 10 s and runs 10-30.
+    w = Workload.from_columns(submit=[0, 0], run=[10, 20], procs=[1, 1])
+    env = SchedulingEnv(small_scenario(1), window=(2, 0), episode_jobs=2, workload=w)
+    obs, info = env.reset(seed=0)
+    obs, r, term, trunc, info = env.step(0)
+    obs, r, term, trunc, info = env.step(0)
+    assert term and not trunc
+    m = info["episode_metrics"]
+    assert m["jobs"] == 2 and m["mean_wait"] == 5.0 and m["max_wait"] == 10.0
+    assert m["mean_queue"] == pytest.approx(10 / 30)          # 10 queued seconds over 30 s
+    assert m["utilization"] == pytest.approx(1.0)
+    assert m["mean_bsld"] == pytest.approx((1.0 + 30 / 20) / 2)
