@@ -375,7 +375,6 @@ class SchedulingEnv(gym.Env):
             raise ScenarioError("curriculum", "given" if curriculum else "missing",
                                 "a non-empty list of workloads exactly when "
                                 "episode_source is 'curriculum'")
-        self._curriculum_spec = curriculum
         self.curriculum: list = []
         self._episode = 0
         m_head, m_tail = (int(window[0]), int(window[1]))

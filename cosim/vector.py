@@ -52,7 +52,6 @@ class ShardedVectorEnv(VectorEnv):
             raise ValueError("ShardedVectorEnv needs at least one environment factory")
         self.num_envs = len(env_fns)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
-        self.metadata = {"autoreset_mode": self.autoreset_mode}
         workers = workers or os.cpu_count() or 1
         if workers < 1:
             raise ValueError(f"workers: expected at least 1, got {workers}")
