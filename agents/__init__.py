@@ -1,16 +1,16 @@
-"""Scheduling policies: classic heuristics with backfilling, and learning agents.
+"""Learning agents: masked PPO, A2C, imitation, networks, checkpoints.
 
-``import agents`` is light: the heuristics need only numpy, and the learning
-parts (which need torch) are imported on first use of their names, for
-example ``agents.MaskedCategorical`` or ``from agents import load_rl_policy``.
+The heuristics, backfilling and knapsack policies are in :mod:`cosim.policies`.
+``import agents`` is light: the learning parts (which need torch) are
+imported on first use of their names, for example ``agents.MaskedCategorical``
+or ``from agents import load_rl_policy``.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
-
-from agents.heuristics import HEURISTICS, make_policy, policy_names
 
 # name -> module that defines it; loaded lazily (PEP 562) so torch stays unloaded.
 _LAZY = {
@@ -27,10 +27,18 @@ _LAZY = {
     "RLPolicy": "agents.rl_policy",
 }
 
-__all__ = ["HEURISTICS", "make_policy", "policy_names", *_LAZY]
+#: Names that moved to cosim.policies; still found here, with a warning, for one release.
+_MOVED = {"HEURISTICS": "cosim.policies", "make_policy": "cosim.policies",
+          "policy_names": "cosim.policies"}
+
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(f"agents.{name} moved to {_MOVED[name]}; import it from there",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agents' has no attribute {name!r}")

@@ -26,19 +26,15 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cosim.errors import CosimError, InputError
+from cosim.cli import ArgumentParser, run_command
+from cosim.errors import InputError
 
 __all__ = ["main"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and exit 2, like every user error
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m agents", description="Train and evaluate RL scheduling agents.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = ArgumentParser(prog="python -m agents", description="Train and evaluate RL scheduling agents.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     t = sub.add_parser("train", help="train a PPO or A2C agent in the scheduling env")
     t.add_argument("scenario", help="scenario YAML file")
@@ -320,15 +316,10 @@ def _evaluate(ns) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for user errors)."""
-    ns = _parser().parse_args(argv)
-    try:
+    def handle(argv):
+        ns = _parser().parse_args(argv)
         return {"train": _train, "evaluate": _evaluate}[ns.command](ns)
-    except CosimError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted (resume with --resume)", file=sys.stderr)
-        return 130
+    return run_command(handle, argv, interrupted="interrupted (resume with --resume)")
 
 
 if __name__ == "__main__":

@@ -1,156 +1,16 @@
-"""Classic priority heuristics, and the registry that composes them with backfilling.
+"""Deprecated alias: the heuristics moved to :mod:`cosim.policies` (kept for one release).
 
-A heuristic orders the queue: smaller key runs first. Static keys depend only
-on the job and are computed once when it joins the queue; dynamic keys depend
-on the time or on the free resources and are recomputed, vectorized over the
-queue, at every pass. Policy names compose as ``HEURISTIC[+BACKFILL]``, for
-example ``fcfs+easy``, ``sjf+conservative`` or ``f1`` (no backfilling).
-
-Sources: F1 from Carastan-Santos & de Camargo (SC 2017); WFP3 and UNICEF from
-Tang et al. (IPDPS 2009); Tetris alignment score from Grandl et al. (SIGCOMM
-2014) as used by DeepRM (Mao et al. 2016); all as listed in seeds 001 and 003.
+``from agents.heuristics import make_policy`` keeps working with a
+``DeprecationWarning``; write ``from cosim.policies import make_policy``.
 """
 
-from __future__ import annotations
+import warnings
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import numpy as np
-
-from cosim.errors import ScenarioError
-from cosim.job import Job
-from cosim.queue import JobQueue
-
-if TYPE_CHECKING:
-    from cosim.actors.nodes import Cluster
+from cosim.policies.backfill import BACKFILLS
+from cosim.policies.heuristics import HEURISTICS, Heuristic
+from cosim.policies.names import SELECTORS, make_policy, policy_names
 
 __all__ = ["Heuristic", "HEURISTICS", "BACKFILLS", "SELECTORS", "make_policy", "policy_names"]
 
-DynamicKey = Callable[[JobQueue, np.ndarray, float, "Cluster", np.random.Generator], np.ndarray]
-
-
-@dataclass(frozen=True)
-class Heuristic:
-    """A queue order.
-
-    Attributes:
-        name: short name used in policy names.
-        doc: one line shown by ``python -m cosim policies``.
-        static: key from the job alone, computed when it is queued.
-        dynamic: keys for the given queue slots, recomputed at every pass.
-        default_backfill: backfilling used when the name has no ``+BACKFILL``.
-    """
-
-    name: str
-    doc: str
-    static: Callable[[Job], float] | None = None
-    dynamic: DynamicKey | None = None
-    default_backfill: str = "none"
-
-
-def _wfp3(q: JobQueue, slots, now, cluster, rng):
-    wait = now - q.submit[slots]
-    est = np.maximum(q.estimate[slots], 1.0)
-    return -((wait / est) ** 3) * q.procs[slots]
-
-
-def _unicef(q: JobQueue, slots, now, cluster, rng):
-    wait = now - q.submit[slots]
-    est = np.maximum(q.estimate[slots], 1.0)
-    # log2(n + 1) keeps serial jobs finite (log2(1) = 0 in the published form).
-    return -wait / (np.log2(q.procs[slots] + 1.0) * est)
-
-
-def _random(q: JobQueue, slots, now, cluster, rng):
-    return rng.random(len(slots))
-
-
-def _tetris(q: JobQueue, slots, now, cluster, rng):
-    # Alignment: dot product of the job's demand and the free resources, both
-    # normalized by capacity; larger is better, so the key is its negative.
-    cap = cluster.capacity
-    score = (q.procs[slots] / cap) * (cluster.free / cap)
-    if cluster.memory_pooled:
-        total_mem = cluster.memory_per_node * len(cluster.nodes)
-        score = score + (q.mem[slots] / total_mem) * (cluster.free_mem / total_mem)
-    return -score
-
-
-HEURISTICS: dict[str, Heuristic] = {h.name: h for h in [
-    Heuristic("fcfs", "first come, first served (submit time)", static=lambda j: j.submit),
-    Heuristic("lcfs", "last come, first served", static=lambda j: -j.submit),
-    Heuristic("sjf", "shortest job first (by estimate)", static=lambda j: j.estimate),
-    Heuristic("saf", "smallest area first (estimate x procs)",
-              static=lambda j: j.estimate * j.procs),
-    Heuristic("largest", "largest-first bin packing (most procs first)",
-              static=lambda j: -(j.procs + j.mem * 1e-9), default_backfill="greedy"),
-    Heuristic("f1", "F1: log10(estimate)*procs + 870*log10(submit) (Carastan-Santos 2017)",
-              static=lambda j: math.log10(max(j.estimate, 1.0)) * j.procs
-              + 870.0 * math.log10(max(j.submit, 1.0))),
-    Heuristic("wfp3", "WFP3: -(wait/estimate)^3 * procs (Tang et al. 2009)", dynamic=_wfp3),
-    Heuristic("unicef", "UNICEF: -wait / (log2(procs+1) * estimate) (Tang et al. 2009)",
-              dynamic=_unicef),
-    Heuristic("random", "random order, redrawn at every pass", dynamic=_random,
-              default_backfill="greedy"),
-    Heuristic("tetris", "Tetris alignment of demand with free resources (DeepRM)",
-              dynamic=_tetris, default_backfill="greedy"),
-]}
-
-BACKFILLS: dict[str, str] = {
-    "none": "start jobs in priority order; stop at the first that does not fit",
-    "greedy": "start every job that fits now, in priority order (no reservation)",
-    "easy": "EASY: reserve for the head job; backfill jobs that end before its shadow "
-            "time or use only the extra cores",
-    "conservative": "every queued job holds a reservation; nobody may delay any of them",
-}
-
-
-#: Policies that choose a set of jobs rather than an order (no +BACKFILL suffix).
-SELECTORS: dict[str, str] = {
-    "knapsack": "0-1 knapsack (dynamic programming) over the first 50 queued jobs that fit, "
-                "value from DRAS's capability reward (DRAS's Optimization baseline)",
-}
-
-
-def policy_names() -> list[tuple[str, str]]:
-    """``(name, description)`` of every heuristic, selector and backfilling variant."""
-    rows = [(h.name, f"{h.doc}; default backfilling: {h.default_backfill}")
-            for h in HEURISTICS.values()]
-    rows += list(SELECTORS.items())
-    rows += [(f"+{b}", doc) for b, doc in BACKFILLS.items()]
-    return rows
-
-
-def make_policy(name: str, *, rng: np.random.Generator | None = None, where: str = "policy"):
-    """Build a policy from its name, e.g. ``"sjf+easy"``.
-
-    Args:
-        name: ``HEURISTIC[+BACKFILL]`` or a selector such as ``knapsack``.
-        rng: random stream for randomized heuristics.
-        where: key path used in error messages.
-
-    Raises:
-        ScenarioError: the name is unknown (the message lists valid names).
-    """
-    from agents.backfill import QueuePolicy
-
-    base, _, backfill = name.strip().lower().partition("+")
-    if base in SELECTORS:
-        if backfill not in ("", "none"):
-            raise ScenarioError(where, repr(name), f"{base} alone (it selects a set of jobs; "
-                                "no backfilling variant applies)")
-        from agents.knapsack import KnapsackPolicy
-
-        return KnapsackPolicy()
-    if base not in HEURISTICS:
-        raise ScenarioError(where, repr(name), f"one of {', '.join(HEURISTICS)} "
-                            "optionally followed by +none, +greedy, +easy or +conservative, "
-                            f"or {', '.join(SELECTORS)}")
-    heuristic = HEURISTICS[base]
-    backfill = backfill or heuristic.default_backfill
-    if backfill not in BACKFILLS:
-        raise ScenarioError(where, repr(name), f"a backfilling variant among {', '.join(BACKFILLS)}")
-    return QueuePolicy(heuristic, backfill, rng=rng)
+warnings.warn("agents.heuristics moved to cosim.policies; import from there",
+              DeprecationWarning, stacklevel=2)

@@ -21,9 +21,9 @@ import time
 
 import simpy
 
-from agents.heuristics import make_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build
+from cosim.policies import make_policy
 from cosim.workloads.swf import read_swf, read_swf_header
 
 

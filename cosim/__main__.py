@@ -13,26 +13,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from cosim.errors import CosimError
+from cosim.cli import ArgumentParser, run_command
 
 __all__ = ["main"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and exit 2, like every user error
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m cosim", description="HPC scheduling co-simulation (SimPy).")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = ArgumentParser(prog="python -m cosim", description="HPC scheduling co-simulation (SimPy).")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     r = sub.add_parser("run", help="run a scenario under one or more policies")
     r.add_argument("scenario", help="scenario YAML file")
     r.add_argument("--policy", action="append", default=None, metavar="NAME",
-                   help="policy HEURISTIC[+BACKFILL]; repeat to compare (default: the scenario's)")
+                   help="policy HEURISTIC[+BACKFILL][@PREDICTOR[+kill]], knapsack or rl:DIR; "
+                        "repeat to compare (default: the scenario's; see 'policies')")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a scenario value, e.g. --set cluster.nodes=512")
     r.add_argument("--seed", type=int, default=None, help="override the scenario seed")
@@ -44,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
 
-    sub.add_parser("policies", help="list policy names")
+    sub.add_parser("policies", help="the policy-name grammar and every name")
 
     rep = sub.add_parser("report", help="write PNGs and report.html for a results folder")
     rep.add_argument("results", help="results folder written by `run`")
@@ -68,20 +65,19 @@ def _run(args) -> int:
     policies = args.policy or list(scenario.scheduler.policies)
     out = Path(args.out) if args.out else Path("results") / scenario.name
     run_scenario(scenario, policies, out, base_dir=base,
-                 plots=scenario.output.plots and not args.no_plots, progress=not args.quiet)
+                 plots=scenario.output.plots and not args.no_plots, progress=not args.quiet,
+                 source="--policy" if args.policy else args.scenario)
     return 0
 
 
 def _validate(args) -> int:
     import yaml
 
-    from cosim.model import load_workload
+    from cosim.runner import parse_policies
+    from cosim.workloads.loading import load_workload
 
     scenario, base = _load(args)
-    from agents.heuristics import make_policy
-
-    for name in scenario.scheduler.policies:
-        make_policy(name, where="scheduler.policies")
+    parse_policies(list(scenario.scheduler.policies), scenario, source=args.scenario)
     workload = load_workload(scenario, base_dir=base)
     print(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False), end="")
     print(f"# ok: {len(workload)} jobs from {workload.source or scenario.workload.kind}")
@@ -89,13 +85,9 @@ def _validate(args) -> int:
 
 
 def _policies(args) -> int:
-    from agents.heuristics import policy_names
+    from cosim.policies import grammar_help
 
-    rows = policy_names()
-    width = max(len(n) for n, _ in rows)
-    print("Policies are HEURISTIC[+BACKFILL], e.g. fcfs+easy, sjf+conservative, f1.\n")
-    for name, doc in rows:
-        print(f"  {name.ljust(width)}  {doc}")
+    print(grammar_help())
     return 0
 
 
@@ -106,18 +98,13 @@ def _report(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for user errors)."""
-    args = _parser().parse_args(argv)
-    try:
+    def handle(argv):
+        args = _parser().parse_args(argv)
         return {"run": _run, "validate": _validate, "policies": _policies,
                 "report": _report}[args.command](args)
-    except CosimError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_command(handle, argv)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Co-simulation: the SimPy model under an asyncio loop, predictions from a service.
 
-When the scheduler reaches a decision point, its :class:`cosim.prediction.PredictionHub`
-gathers every prediction it needs into one batch and hands it to the
-bridge; the bridge stops the simulation, awaits the service (in process or
-over HTTP), and resumes the simulation with the answer. Simulated time does
+The bridge is the prediction backend (:class:`cosim.prediction.PredictionBackend`)
+of a :class:`cosim.prediction.PredictionHub` when predictions come from an
+asyncio service. When the scheduler reaches a decision point, the hub gathers
+every prediction it needs into one batch and hands it to the bridge; the
+bridge stops the simulation, awaits the service (in process or over HTTP),
+and resumes the simulation with the answer. Simulated time does
 not advance while the service answers. A scenario may add *simulated*
 decision latency to study slow predictors: the decision point then takes
 effect that much later in simulated time (the service's measured wall time,
@@ -15,8 +17,10 @@ in ``summary.json``.
 
 Examples:
     >>> import asyncio  # doctest: +SKIP
-    >>> bridge = Bridge(sim, hub, service, timeout_s=2.0)  # doctest: +SKIP
-    >>> asyncio.run(bridge.run())  # doctest: +SKIP
+    >>> bridge = Bridge(env, service, timeout_s=2.0)  # doctest: +SKIP
+    >>> hub = PredictionHub(workload, bridge)  # doctest: +SKIP
+    >>> sim = build(env, scenario, policy, hooks=[hub])  # doctest: +SKIP
+    >>> asyncio.run(bridge.run(sim.finished))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -45,8 +49,7 @@ class Bridge:
     """Drives one simulation, answering its prediction batches from an async service.
 
     Args:
-        sim: a built :class:`cosim.model.Simulation`.
-        hub: the simulation's :class:`cosim.prediction.PredictionHub`.
+        env: the simulation's environment.
         service: an object with ``async runtime(batch)`` and ``async
             remaining(batch)`` returning a result with ``values``,
             ``model_version`` and ``seconds`` (``predictors.service``).
@@ -57,11 +60,9 @@ class Bridge:
         rng: random stream for sampled latency.
     """
 
-    def __init__(self, sim, hub, service, *, timeout_s: float = 5.0,
+    def __init__(self, env: simpy.Environment, service, *, timeout_s: float = 5.0,
                  simulated_latency: Any = 0.0, rng: np.random.Generator | None = None):
-        self.sim = sim
-        self.env: simpy.Environment = sim.env
-        self.hub = hub
+        self.env = env
         self.service = service
         self.timeout_s = timeout_s
         self.latency = simulated_latency
@@ -71,9 +72,16 @@ class Bridge:
         self.calls = 0
         self.wall_seconds = 0.0
         self.simulated_delay = 0.0
-        hub.requester = self._request
 
-    # -- the scheduler's side (runs inside SimPy) ----------------------------------
+    # -- the backend the hub calls (runs inside SimPy) -----------------------------
+    def runtime(self, batch: dict) -> Generator:
+        """Pre-run predictions from the service (a generator the scheduler runs)."""
+        return self._request("runtime", batch)
+
+    def remaining(self, batch: dict) -> Generator:
+        """Remaining-time predictions from the service (a generator the scheduler runs)."""
+        return self._request("remaining", batch)
+
     def _request(self, kind: str, batch: dict) -> Generator:
         event = self.env.event()
         self._pending = (kind, batch, event)
@@ -115,10 +123,9 @@ class Bridge:
         values = np.asarray(result.values, dtype=np.float64)
         return values, str(result.model_version), float(getattr(result, "seconds", 0.0))
 
-    async def run(self, until: float | None = None) -> None:
-        """Run the simulation to its end (or ``until``), serving its prediction batches."""
+    async def run(self, finished: simpy.Event, until: float | None = None) -> None:
+        """Run the simulation until ``finished`` fires (or ``until``), serving its batches."""
         env = self.env
-        finished = self.sim.finished
         while True:
             if self._pending is None:
                 if finished.triggered or (until is not None and env.now >= until):
@@ -133,4 +140,3 @@ class Bridge:
             kind, batch, event = self._pending
             self._pending = None
             event.succeed(await self._answer(kind, batch))
-        self.hub.stats.service_seconds = self.wall_seconds

@@ -65,7 +65,7 @@ class Job:
         "id", "index", "submit", "run", "procs", "mem", "req_time", "estimate", "user",
         "prev_job", "think", "state", "outcome", "start", "expected_end", "end", "attempts",
         "killed_seconds", "killed_core_seconds", "mode", "reason", "reservation", "promised",
-        "process", "alloc", "queue_slot", "enqueued_at", "done_event",
+        "process", "alloc", "queue_slot", "enqueued_at",
     )
 
     def __init__(self, id: int, index: int, submit: float, run: float, procs: int,
@@ -98,7 +98,6 @@ class Job:
         self.alloc = None        # what the cluster gave the current attempt
         self.queue_slot = -1     # slot in the scheduler's queue arrays
         self.enqueued_at = math.nan
-        self.done_event = None   # succeeds when the job reaches DONE (user-aware mode)
 
     def __repr__(self) -> str:
         return (f"Job(id={self.id}, submit={self.submit}, procs={self.procs}, "

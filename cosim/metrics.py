@@ -56,6 +56,7 @@ __all__ = [
     "run_class",
     "job_metrics",
     "summarize",
+    "headline",
     "time_series",
     "step_integral",
     "prediction_error",
@@ -262,6 +263,52 @@ def job_metrics(jobs: Mapping[str, Any], *, tau: float = 10.0) -> dict[str, np.n
 
 # ------------------------------------------------------------ summary ----
 
+def _work_and_span(c: Mapping[str, np.ndarray], fin: np.ndarray
+                   ) -> tuple[np.ndarray, float, float, float, float]:
+    """Per-job done work, its total, and the span (first submit to last end)."""
+    area = np.where(fin, c["procs"] * np.where(fin, c["run"], 0.0), 0.0)
+    ended = np.isfinite(c["end"])
+    if len(c["submit"]) and ended.any():
+        t0, t1 = float(np.min(c["submit"])), float(np.max(c["end"][ended]))
+    else:
+        t0 = t1 = float("nan")
+    span = t1 - t0 if np.isfinite(t1) else 0.0
+    return area, float(area.sum()), t0, t1, span
+
+
+def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *, cores: int,
+             tau: float = 10.0) -> dict[str, float | None]:
+    """The few metrics a training loop reports per episode, by the same definitions.
+
+    Cheaper than :func:`summarize` (no percentiles or classes); the values are
+    equal to its keys of the same name.
+
+    Args:
+        jobs: the jobs table (``submit``, ``start``, ``end``, ``run``, ``procs``,
+            ``outcome``, ``killed_seconds``, ``killed_core_seconds``).
+        events: ``time`` and ``queue_len`` columns of the events table, or None.
+        cores: total cores.
+        tau: bounded-slowdown bound (s).
+
+    Returns:
+        ``jobs_finished``, ``wait_mean``, ``wait_max``, ``bsld_mean``,
+        ``utilization``, ``queue_len_mean`` (None when undefined).
+    """
+    per = job_metrics(jobs, tau=tau)
+    fin = per["finished"]
+    c = _columns(jobs, _JOB_COLUMNS, "jobs")
+    _, work, t0, t1, span = _work_and_span(c, fin)
+    wait = per["wait"][fin]
+    queue = None
+    if events is not None and span > 0:
+        t = np.asarray(events["time"], dtype=np.float64)
+        queue = step_integral(t, np.asarray(events["queue_len"], dtype=np.float64), t0, t1) / span
+    return {"jobs_finished": int(fin.sum()), "wait_mean": _mean(wait),
+            "wait_max": _f(wait.max()) if len(wait) else None,
+            "bsld_mean": _mean(per["bsld"][fin]),
+            "utilization": _f(work / (cores * span)) if span > 0 else None,
+            "queue_len_mean": queue}
+
 def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, cores: int,
               tau: float = 10.0) -> dict[str, Any]:
     """Every metric of ``METRICS.md`` for one run, as a flat JSON-able dict.
@@ -341,19 +388,10 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
     out["bsld_mean"] = _mean(bsld)
     out["bsld_max"] = _f(bsld.max()) if len(bsld) else None
 
-    area = np.where(fin, c["procs"] * np.where(fin, c["run"], 0.0), 0.0)
-    work = float(area.sum())
+    area, work, t0, t1, span = _work_and_span(c, fin)
     out["work_core_seconds"] = work
     out["wasted_core_seconds"] = float(np.nansum(c["killed_core_seconds"]))
     out["killed_seconds"] = float(np.nansum(c["killed_seconds"]))
-
-    ended = np.isfinite(c["end"])
-    if n and ended.any():
-        t0, t1 = float(np.min(c["submit"])), float(np.max(c["end"][ended]))
-        span = t1 - t0
-    else:
-        t0 = t1 = float("nan")
-        span = 0.0
     out["span_start"], out["span_end"] = _f(t0), _f(t1)
     out["makespan"] = _f(span) if np.isfinite(t1) else None
     out["utilization"] = _f(work / (cores * span)) if span > 0 else None

@@ -8,9 +8,14 @@ backend, applies the answers (a queued job's ``estimate``, a running job's
 expected end, which moves the availability profile), and may then apply
 RLSchert's rule-based kill (seed 001, section "Scheduler").
 
-Backends answer two batched calls on JSON-able column dicts, so the same
-batch can be answered in process, or by a prediction service over HTTP
-(``predictors.service``) through the asyncio bridge (``cosim.bridge``):
+The hub is a :class:`cosim.actors.scheduler.SchedulerHooks`: it prepares
+each decision point and follows jobs; it changes the scheduler only through
+its public methods (``set_queued_estimate``, ``set_expected_end``, ``apply``).
+
+Backends (:class:`PredictionBackend`) are handed in by whoever composes the
+run (``cosim.runner``): models called in process, a user-history learner, or
+a prediction service in process or over HTTP behind the asyncio bridge
+(``cosim.bridge``). They answer two batched calls on JSON-able column dicts:
 
 - ``runtime(batch) -> (seconds, version)``: batch columns ``job_id``,
   ``user``, ``req_time``, ``cores`` and one list per feature.
@@ -18,6 +23,12 @@ batch can be answered in process, or by a prediction service over HTTP
   ``scf_done`` (SCF steps finished in the ionic step under way),
   ``prerun`` (the job's pre-run prediction) and ``progress`` (per job, its
   completed ionic steps as rows ``[elapsed, denergy, max_force, scf_steps]``).
+
+A call may instead return a generator, which runs inside the scheduler's
+process and may yield SimPy events before returning the answer (the bridge
+does this to wait for an asyncio service). A backend that learns online
+(user history) also has ``observe(batch)``, called with the columns
+``job_id``, ``user``, ``req_time`` and ``runtime`` of each job that completes.
 
 A backend that fails (an exception, or a timeout in the bridge) is not
 fatal: the scheduler keeps the user estimates for that decision point and
@@ -33,7 +44,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job, JobState
+from cosim.policy import kill
 
 __all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub", "KillRule", "PredictionStats",
            "feature_columns"]
@@ -51,14 +64,17 @@ def feature_columns(workload, rows: list[int], names: list[str]) -> dict[str, An
     return cols
 
 
-class PredictionBackend(Protocol):
-    """Synchronous backend (see the module docstring for the batch columns)."""
+Answer = tuple[np.ndarray, str]
 
-    def runtime(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+
+class PredictionBackend(Protocol):
+    """Where predictions come from (see the module docstring for the batch columns)."""
+
+    def runtime(self, batch: dict[str, Any]) -> Answer | Generator:
         """Pre-run run-time predictions (s) and the model version."""
         ...
 
-    def remaining(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+    def remaining(self, batch: dict[str, Any]) -> Answer | Generator:
         """Remaining-time predictions (s) for running jobs and the model version."""
         ...
 
@@ -114,15 +130,15 @@ class PredictionBatch:
     remaining: dict[str, Any] | None
 
 
-class PredictionHub:
+class PredictionHub(SchedulerHooks):
     """Collects, requests and applies predictions for one scheduler.
 
+    Give it to the scheduler as a hook (``build(..., hooks=[hub])``).
+
     Args:
-        scheduler: the :class:`cosim.actors.scheduler.Scheduler`.
         workload: the workload (features and, for remaining time, ``progress``).
-        backend: a :class:`PredictionBackend`, or None when only ``history`` is used.
-        runtime_source: ``model`` (backend), ``history`` (per-user mean of the
-            last two run times, EASY++), or ``estimate`` (keep requested times).
+        backend: a :class:`PredictionBackend` for pre-run (and remaining-time)
+            predictions, or None to keep the requested times.
         remaining: ask the backend for running jobs' remaining time.
         interval: seconds between progress checks while jobs run (a timer
             process wakes the scheduler; progress is not an event).
@@ -131,15 +147,11 @@ class PredictionHub:
         feature_names: feature columns sent to the backend.
     """
 
-    def __init__(self, scheduler, workload, backend: PredictionBackend | None, *,
-                 runtime_source: str = "model", remaining: bool = False,
-                 interval: float = 300.0, min_remaining: float = 30.0,
+    def __init__(self, workload, backend: PredictionBackend | None, *,
+                 remaining: bool = False, interval: float = 300.0, min_remaining: float = 30.0,
                  kill_rule: KillRule | None = None, feature_names: list[str] | None = None):
-        self.scheduler = scheduler
-        self.env = scheduler.env
         self.workload = workload
         self.backend = backend
-        self.runtime_source = runtime_source
         self.use_remaining = remaining and workload.progress is not None
         self.interval = interval
         self.min_remaining = min_remaining
@@ -153,17 +165,23 @@ class PredictionHub:
         self._prerun: dict[Job, float] = {}        # pre-run prediction per job
         self._seen: dict[Job, tuple[int, int]] = {}   # progress last predicted from
         self._tick = False
-        self._history = None
-        if runtime_source == "history":
-            from predictors.history import UserHistoryRegressor
+        self._observe = getattr(backend, "observe", None)
+        self.scheduler: Scheduler | None = None
 
-            self._history = UserHistoryRegressor()
-            scheduler.listeners.append(self._observe_history)
-        self.requester = None   # set by the bridge: a generator function (kind, batch) -> answer
+    # -- the scheduler's side ------------------------------------------------------
+    def attach(self, scheduler: Scheduler) -> None:
+        """Start following ``scheduler`` (and its progress timer, for remaining time)."""
+        self.scheduler = scheduler
+        self.env = scheduler.env
         if self.use_remaining:
             self.env.process(self.check_progress())
 
-    # -- the scheduler's side ------------------------------------------------------
+    def job_left(self, job: Job, completed: bool) -> None:
+        """A completed run teaches an online backend (user history) something."""
+        if completed and self._observe is not None:
+            self._observe({"job_id": [job.id], "user": [job.user], "req_time": [job.req_time],
+                           "runtime": [self.env.now - job.start]})
+
     def check_progress(self) -> Generator:
         """Process: wake the scheduler every ``interval`` while jobs run."""
         env = self.env
@@ -174,11 +192,11 @@ class PredictionHub:
                 self._tick = True
                 sched.wake()
 
-    def refresh(self, view) -> Generator:
-        """Generator run by the scheduler at a decision point before the policy.
+    def prepare(self, view) -> Generator:
+        """Run at each decision point before the policy: fetch and apply one batch.
 
-        Yields only when a bridge stands between the scheduler and the
-        service; in process it returns at once.
+        Yields only when the backend waits for something (the bridge); in
+        process it returns at once.
         """
         batch = self.collect(view)
         if batch is None:
@@ -199,9 +217,10 @@ class PredictionHub:
         self.apply(batch, runtime, remaining)
 
     def _ask(self, kind: str, batch: dict) -> Generator:
-        if self.requester is not None:
-            return (yield from self.requester(kind, batch))
-        return getattr(self.backend, kind)(batch)
+        answer = getattr(self.backend, kind)(batch)
+        if isinstance(answer, Generator):
+            answer = yield from answer
+        return answer
 
     def _fallback(self, reason: str) -> None:
         s = self.stats
@@ -218,9 +237,7 @@ class PredictionHub:
         new = [j for j in view.new_jobs if j.state == JobState.QUEUED and j not in self._prerun]
         runtime_jobs: list[Job] = []
         if new:
-            if self.runtime_source == "history":
-                self._apply_history(new)
-            elif self.runtime_source == "model" and self.backend is not None:
+            if self.backend is not None:
                 runtime_jobs = new
             else:
                 for job in new:
@@ -232,7 +249,7 @@ class PredictionHub:
             self._tick = False
             progress = self.workload.progress
             pidx = self._progress_index
-            for _, _, job in self.scheduler.ends:
+            for _, _, job in view.ends():
                 mark = progress.progress_at(int(pidx[job.index]), now - job.start)
                 if self._seen.get(job) != mark and (mark[0] > 0 or mark[1] > 0):
                     self._seen[job] = mark
@@ -261,8 +278,6 @@ class PredictionHub:
     def apply(self, batch: PredictionBatch, runtime, remaining) -> None:
         """Use the answers (None: the call failed, keep user estimates)."""
         sched = self.scheduler
-        q = sched.queue
-        static_key = sched._static_key
         if batch.runtime_jobs:
             if runtime is None or len(runtime) != len(batch.runtime_jobs):
                 if runtime is not None:
@@ -275,7 +290,7 @@ class PredictionHub:
                     value = max(1.0, value) if math.isfinite(value) else job.estimate
                     self._prerun[job] = value
                     if job.state == JobState.QUEUED:
-                        self._set_queued_estimate(job, value, q, static_key)
+                        sched.set_queued_estimate(job, value)
         if batch.remaining_jobs:
             if remaining is None or len(remaining) != len(batch.remaining_jobs):
                 if remaining is not None:
@@ -294,16 +309,6 @@ class PredictionHub:
             for job, total in victims:
                 self._kill(job, total)
 
-    def _set_queued_estimate(self, job: Job, value: float, q, static_key) -> None:
-        sched = self.scheduler
-        sched.queued_area += job.procs * (value - job.estimate)
-        job.estimate = value
-        q.set_estimate(job)
-        if static_key is not None:
-            q.key[job.queue_slot] = static_key(job)
-            q.key_monotone = False
-        sched.view.surprise = True
-
     def _worth_killing(self, job: Job, now: float, remaining: float) -> bool:
         rule = self.kill_rule
         prerun = self._prerun.get(job, job.estimate)
@@ -317,30 +322,9 @@ class PredictionHub:
         return bool(q.count and np.any(q.estimate[q.slots()] < rule.short))
 
     def _kill(self, job: Job, total: float) -> None:
-        from cosim.policy import kill
-
         if self.scheduler.apply(kill(job, "kill rule: run time badly underestimated",
                                      requeue=True)):
             self.stats.rule_kills += 1
             # When it comes back it is known to be long.
             self._prerun[job] = total
             job.estimate = total
-
-    # -- user history (EASY++) ------------------------------------------------------------
-    def _apply_history(self, jobs: list[Job]) -> None:
-        hist = self._history
-        q = self.scheduler.queue
-        static_key = self.scheduler._static_key
-        for job in jobs:
-            value = hist.predict_one(job.user, job.req_time)
-            value = max(1.0, value) if math.isfinite(value) else job.estimate
-            self._prerun[job] = value
-            self._set_queued_estimate(job, value, q, static_key)
-        self.stats.runtime_predictions += len(jobs)
-
-    def _observe_history(self, kind: str, job: Job) -> None:
-        if kind == "left" and job.expected_end == job.expected_end:
-            run = self.env.now - job.start
-            # Only completed attempts teach anything about a user's run times.
-            if job.process is not None and run >= job.run - 1e-9:
-                self._history.observe(job.user, run)

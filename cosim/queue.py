@@ -109,6 +109,11 @@ class JobQueue:
         self.estimate[job.queue_slot] = job.estimate
         self.version += 1
 
+    def set_key(self, job: Job, key: float) -> None:
+        """Change a queued job's priority key (its estimate changed)."""
+        self.key[job.queue_slot] = key
+        self.key_monotone = False
+
     def first(self) -> Job | None:
         """The queued job that arrived first."""
         return self.jobs[self.lo] if self.count else None

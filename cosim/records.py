@@ -65,6 +65,11 @@ __all__ = [
     "read_decisions",
     "read_json",
     "to_jsonable",
+    "jobs_table",
+    "events_table",
+    "decisions_table",
+    "EVENT_COLUMNS",
+    "DECISION_COLUMNS",
 ]
 
 #: Allowed values of ``jobs.outcome``.
@@ -432,6 +437,70 @@ def read_events(path: str | os.PathLike) -> RecordTable:
 def read_decisions(path: str | os.PathLike) -> RecordTable:
     """Read ``decisions.parquet`` (schema ``decisions/1``); see :func:`read_table`."""
     return read_table(path, "decisions")
+
+
+# -- tables from the model's records ------------------------------------------------
+
+#: Column order of the scheduler's event rows (``Scheduler._event``), schema ``events/1``.
+EVENT_COLUMNS = ("time", "kind", "job_id", "node", "queue_len", "running", "used_cores",
+                 "up_cores", "queued_area", "idle_fit_cores")
+_EVENT_DTYPES = (np.float64, None, np.int64, np.int64, np.int64, np.int64, np.int64,
+                 np.int64, np.float64, np.int64)
+#: Column order of the scheduler's decision rows, schema ``decisions/1``.
+DECISION_COLUMNS = ("time", "job_id", "action", "mode", "reason", "reserved_time")
+_DECISION_DTYPES = (np.float64, np.int64, None, None, None, np.float64)
+
+
+def jobs_table(jobs, columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray | list]:
+    """Columns of ``jobs.parquet`` (schema ``jobs/1``) from the scheduler's job records.
+
+    Args:
+        jobs: the scheduler's :class:`cosim.job.Job` records.
+        columns: only these columns (default: all, in schema order).
+    """
+    n = len(jobs)
+
+    def f(attr):
+        return np.fromiter((getattr(j, attr) for j in jobs), dtype=np.float64, count=n)
+
+    def i(attr, dtype=np.int64):
+        return np.fromiter((getattr(j, attr) for j in jobs), dtype=dtype, count=n)
+
+    def run():
+        start, end = f("start"), f("end")
+        ended = np.array([j.outcome in ("completed", "timeout") for j in jobs], dtype=bool)
+        # A failed job's "end" is when it was dropped; only ended jobs have a run.
+        return np.where(ended, end - start, math.nan)
+
+    makers = {
+        "job_id": lambda: i("id"), "user": lambda: i("user"), "submit": lambda: f("submit"),
+        "start": lambda: f("start"), "end": lambda: f("end"), "run": run,
+        "req_time": lambda: f("req_time"), "estimate": lambda: f("estimate"),
+        "procs": lambda: i("procs"), "mem": lambda: f("mem"),
+        "outcome": lambda: [j.outcome for j in jobs], "mode": lambda: [j.mode for j in jobs],
+        "reason": lambda: [j.reason for j in jobs], "attempts": lambda: i("attempts", np.int32),
+        "killed_seconds": lambda: f("killed_seconds"),
+        "killed_core_seconds": lambda: f("killed_core_seconds"),
+        "reservation": lambda: f("reservation"),
+    }
+    return {name: makers[name]() for name in (columns or makers)}
+
+
+def _rows_to_columns(rows: list[tuple], names: tuple[str, ...], dtypes: tuple
+                     ) -> dict[str, np.ndarray | list]:
+    cols = list(zip(*rows)) if rows else [()] * len(names)
+    return {name: (list(col) if dt is None else np.asarray(col, dtype=dt))
+            for name, col, dt in zip(names, cols, dtypes)}
+
+
+def events_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
+    """Columns of ``events.parquet`` (schema ``events/1``) from the scheduler's event rows."""
+    return _rows_to_columns(rows, EVENT_COLUMNS, _EVENT_DTYPES)
+
+
+def decisions_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
+    """Columns of ``decisions.parquet`` (schema ``decisions/1``) from the decision rows."""
+    return _rows_to_columns(rows, DECISION_COLUMNS, _DECISION_DTYPES)
 
 
 def write_run(out_dir: str | os.PathLike, *, jobs: Mapping[str, Any],

@@ -1,5 +1,12 @@
 """Runs a scenario under one or several policies and writes the results folder.
 
+This is the composition root: the only ``cosim`` module (with the CLI) that
+wires in ``predictors`` (models and prediction services for ``@PREDICTOR``
+policies) and ``agents`` (trained agents for ``rl:DIR``). Everything it
+builds goes into the model through public seams: a
+:class:`~cosim.policy.Policy`, and a :class:`~cosim.prediction.PredictionHub`
+hook with a backend.
+
 Layout of a results folder::
 
     OUT/scenario.yaml          the resolved scenario (every default filled in)
@@ -15,7 +22,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +31,17 @@ import simpy
 import yaml
 
 from cosim.config import Scenario
-from cosim.model import build, load_workload, streams
+from cosim.errors import InputError, ScenarioError
+from cosim.model import Simulation, build
+from cosim.policies import PolicySpec, make_policy, parse_policy
+from cosim.policies.names import PREDICTORS as _PREDICTORS
+from cosim.prediction import KillRule, PredictionHub, feature_columns
 from cosim.workloads.base import Workload
+from cosim.workloads.loading import load_workload, streams
 
-__all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policy_name",
-           "prepare_models", "attach_predictions", "TABLE_COLUMNS", "PREDICTORS"]
+__all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policies", "load_policy",
+           "prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
+           "policy_dir", "TABLE_COLUMNS", "PREDICTORS", "parse_policy_name"]
 
 #: (summary key, header, format) of the comparison table printed by ``run``.
 TABLE_COLUMNS = [
@@ -43,45 +57,82 @@ TABLE_COLUMNS = [
     ("jobs_per_second", "sim jobs/s", "{:.0f}"),
 ]
 
+#: Predictor names of ``@PREDICTOR`` (see :mod:`cosim.policies.names`).
+PREDICTORS = tuple(_PREDICTORS)
 
-PREDICTORS = ("estimate", "history", "xgboost", "rnn")
+
+# -- names -----------------------------------------------------------------------------------
+def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "--policy"
+                   ) -> list[PolicySpec]:
+    """Parse policy names and fill in the scenario's predictor defaults.
+
+    Args:
+        names: policy names.
+        scenario: gives ``predictor.runtime`` and ``predictor.kill.enabled``
+            for names without ``@PREDICTOR``.
+        source: where the names came from, for error messages: ``"--policy"``,
+            or the scenario file (errors then name ``FILE: scheduler.policies[i]``).
+
+    Raises:
+        ScenarioError: a name that does not parse, or ``rl:DIR`` without a folder.
+    """
+    specs = []
+    for i, name in enumerate(names):
+        where = source if source.startswith("--") else f"{source}: scheduler.policies[{i}]"
+        spec = parse_policy(name, where=where).resolved(scenario.predictor.runtime,
+                                                        scenario.predictor.kill.enabled)
+        if spec.kill and spec.predictor != "rnn":
+            raise ScenarioError(where, repr(name), "+kill (predictor.kill.enabled) only with "
+                                "@rnn predictions: it needs in-run predictions")
+        if spec.kind == "agent" and not Path(spec.checkpoint).is_dir():
+            raise InputError(where, repr(name), "rl:DIR with DIR a checkpoint folder written by "
+                             "'python -m agents train'")
+        specs.append(spec)
+    return specs
 
 
 def parse_policy_name(name: str, scenario: Scenario) -> tuple[str, str, bool]:
-    """Split ``POLICY[@PREDICTOR[+kill]]`` into its parts (scenario defaults fill in).
+    """Deprecated: use :func:`parse_policies` (or :func:`cosim.policies.parse_policy`)."""
+    warnings.warn("parse_policy_name is deprecated; use cosim.runner.parse_policies",
+                  DeprecationWarning, stacklevel=2)
+    spec = parse_policies([name], scenario)[0]
+    return spec.order, spec.predictor, spec.kill
 
-    Raises:
-        ScenarioError: an unknown predictor.
+
+# -- policies -------------------------------------------------------------------------------
+def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
+                rng=None, base_dir: str | Path | None = None):
+    """The policy a spec names: a heuristic, a selector, or a trained agent (``rl:DIR``).
+
+    A trained agent becomes an :class:`cosim.env.ActingPolicy`: the same
+    window, mask and observation as the environment it was trained in,
+    answered in process by the network (greedy).
     """
-    from cosim.errors import ScenarioError
+    if spec.kind != "agent":
+        return make_policy(spec, rng=rng)
+    from agents.rl_policy import load_rl_policy
+    from cosim.env import SchedulingEnv
 
-    policy, at, pred = name.partition("@")
-    kill = scenario.predictor.kill.enabled
-    if not at:
-        return policy, scenario.predictor.runtime, kill
-    pred, plus, extra = pred.partition("+")
-    if pred not in PREDICTORS or (plus and extra != "kill"):
-        raise ScenarioError("--policy", repr(name),
-                            f"POLICY[@PREDICTOR[+kill]] with PREDICTOR one of {', '.join(PREDICTORS)}")
-    if plus and pred != "rnn":
-        raise ScenarioError("--policy", repr(name), "+kill only with @rnn (it needs in-run predictions)")
-    return policy, pred, kill or bool(plus)
-
-
-def _policy_from_name(name: str, rng):
-    from agents.heuristics import make_policy
-
-    return make_policy(name, rng=rng, where="--policy")
+    agent = load_rl_policy(spec.checkpoint)
+    kwargs = {k: v for k, v in agent.env_kwargs.items()
+              if k not in ("episode_jobs", "episode_end", "episode_source", "curriculum",
+                           "smdp_gamma")}
+    env = SchedulingEnv(scenario, workload=workload, episode_jobs=len(workload),
+                        base_dir=base_dir, **kwargs)
+    return env.acting_policy(agent.act, name=spec.name)
 
 
-def prepare_models(scenario: Scenario, names: list[str], base_dir: str | Path | None = None,
+# -- predictions ------------------------------------------------------------------------------
+def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
+                   base_dir: str | Path | None = None,
                    echo: Callable[[str], None] | None = print):
     """The model bundle the policies need (None if only estimates or history).
 
     Uses ``predictor.models`` when given, else trains (once, cached) on a
     generated VASP history.
     """
-    preds = {parse_policy_name(n, scenario)[1] for n in names}
+    specs = [n if isinstance(n, PolicySpec) else parse_policies([n], scenario)[0] for n in names]
+    preds = {s.predictor for s in specs}
     if not preds & {"xgboost", "rnn"}:
         return None
     from predictors.bundle import ModelBundle, ensure_models
@@ -94,8 +145,6 @@ def prepare_models(scenario: Scenario, names: list[str], base_dir: str | Path | 
         bundle = ModelBundle.load(path)
     else:
         if scenario.workload.kind != "vasp":
-            from cosim.errors import ScenarioError
-
             raise ScenarioError("predictor.models", "nothing",
                                 "a models folder (training a model is automatic only for VASP workloads)")
         folder = ensure_models(pc.cache, jobs=pc.train_jobs, seed=pc.train_seed,
@@ -103,44 +152,55 @@ def prepare_models(scenario: Scenario, names: list[str], base_dir: str | Path | 
                                generator_params=dict(scenario.workload.params), echo=echo)
         bundle = ModelBundle.load(folder)
     if "rnn" in preds and bundle.remaining_model is None:
-        from cosim.errors import ScenarioError
-
         raise ScenarioError("predictor.models", "a folder without remaining/",
                             "a remaining-time model for @rnn (python -m predictors train remaining)")
     return bundle
 
 
-class PrecomputedRuntime:
-    """An in-process backend whose pre-run predictions were made in one batch."""
+def prediction_backend(predictor: str, workload: Workload, bundle=None):
+    """The in-process backend for ``@PREDICTOR`` (None for ``estimate``).
 
-    def __init__(self, bundle, workload: Workload):
-        from cosim.prediction import feature_columns
+    ``history`` learns per-user run times online; ``xgboost`` and ``rnn``
+    use the bundle, whose pre-run predictions depend only on each job's own
+    inputs and are therefore made for the whole workload in one batch up
+    front (the same numbers as one arrival at a time, far faster).
+    """
+    if predictor == "estimate":
+        return None
+    if predictor == "history":
+        from predictors.history import HistoryBackend
 
-        self.bundle = bundle
-        cols = feature_columns(workload, list(range(len(workload))), bundle.feature_names)
-        self._X = bundle.spec.matrix(cols, where="workload features")
-        self._values = bundle.runtime_model.predict(self._X)
-        self.version = bundle.version
-        self._row = {j: i for i, j in enumerate(workload.job_id.tolist())}
-
-    def runtime(self, batch):
-        return self._values[[self._row[j] for j in batch["job_id"]]], self.version
-
-    def remaining(self, batch):
-        import numpy as np
-
-        from predictors.remaining import Progress
-
-        X = self._X[[self._row[j] for j in batch["job_id"]]]
-        pred = self.bundle.remaining_model.predict(
-            X, Progress.from_arrays(batch["progress"]), np.asarray(batch["elapsed"], dtype=float),
-            prerun=np.asarray(batch["prerun"], dtype=float),
-            scf_done=np.asarray(batch["scf_done"], dtype=np.int64))
-        return pred, self.version
+        return HistoryBackend()
+    return bundle.precomputed(feature_columns(workload, list(range(len(workload))),
+                                              bundle.feature_names))
 
 
-async def _run_with_service(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
-    """Run the simulation under asyncio with predictions from the configured service."""
+def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload, backend, *,
+                        feature_names: list[str] | None = None) -> PredictionHub | None:
+    """The hub that gives a policy its ``@PREDICTOR`` beliefs (None for ``@estimate``)."""
+    if spec.predictor == "estimate" and not spec.kill:
+        return None
+    pc = scenario.predictor
+    rule = KillRule(short=pc.kill.short, long=pc.kill.long, error=pc.kill.error) if spec.kill else None
+    return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
+                         interval=pc.update_interval, min_remaining=pc.min_remaining,
+                         kill_rule=rule, feature_names=feature_names or [])
+
+
+def attach_predictions(sim: Simulation, scenario: Scenario, predictor: str, kill: bool, bundle):
+    """Add the prediction hub of ``@PREDICTOR[+kill]`` to a built simulation (before it runs)."""
+    spec = PolicySpec(name="attached", kind="queue", predictor=predictor, kill=kill)
+    backend = prediction_backend(predictor, sim.workload, bundle)
+    hub = make_prediction_hub(spec, scenario, sim.workload, backend,
+                              feature_names=bundle.feature_names if bundle is not None else None)
+    if hub is not None:
+        sim.scheduler.add_hook(hub)
+    return hub
+
+
+async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload: Workload, policy,
+                            bundle):
+    """Build and run the simulation under asyncio, predictions from the configured service."""
     from cosim.bridge import Bridge
     from predictors.service import make_service
 
@@ -154,95 +214,61 @@ async def _run_with_service(sim, scenario: Scenario, predictor: str, kill: bool,
             try:
                 names = list((await service.models())["feature_names"])
             except Exception as exc:
-                from cosim.errors import InputError
-
                 raise InputError("prediction_service.url", f"no answer from {cfg.url} "
                                  f"({getattr(exc, 'reason', type(exc).__name__)})",
                                  "a running 'python -m predictors serve'") from None
-        hub = attach_predictions(sim, scenario, predictor, kill, service, feature_names=names,
-                                 precompute=False)
-        bridge = Bridge(sim, hub, service, timeout_s=cfg.timeout_s,
+        bridge = Bridge(env, service, timeout_s=cfg.timeout_s,
                         simulated_latency=cfg.simulated_latency,
                         rng=streams(scenario.seed)["agent"])
-        await bridge.run(until=scenario.output.until)
-    return hub
+        hub = make_prediction_hub(spec, scenario, workload, bridge, feature_names=names)
+        sim = build(env, scenario, policy, workload=workload, hooks=[hub])
+        await bridge.run(sim.finished, until=scenario.output.until)
+    hub.stats.service_seconds = bridge.wall_seconds
+    return sim, hub
 
 
-def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle, *,
-                       feature_names: list[str] | None = None, precompute: bool = True):
-    """Put a :class:`cosim.prediction.PredictionHub` between the scheduler and its policy."""
-    if predictor == "estimate" and not kill:
-        return None
-    from cosim.prediction import KillRule, PredictionHub
-
-    pc = scenario.predictor
-    rule = KillRule(short=pc.kill.short, long=pc.kill.long, error=pc.kill.error) if kill else None
-    source = {"estimate": "estimate", "history": "history"}.get(predictor, "model")
-    backend = bundle if source == "model" else None
-    if backend is not None and precompute:
-        # A pre-run prediction depends only on the job's own inputs, so the
-        # whole workload is predicted in one batch up front: the same numbers
-        # the scheduler would get one arrival at a time, far faster.
-        backend = PrecomputedRuntime(bundle, sim.workload)
-    hub = PredictionHub(sim.scheduler, sim.workload, backend,
-                        runtime_source=source, remaining=predictor == "rnn",
-                        interval=pc.update_interval, min_remaining=pc.min_remaining,
-                        kill_rule=rule,
-                        feature_names=feature_names if feature_names is not None else (
-                            bundle.feature_names if bundle is not None else []))
-    sim.scheduler.predictions = hub
-    return hub
-
-
-def run_policy(scenario: Scenario, policy_name: str, out_dir: str | Path | None, *,
+# -- runs --------------------------------------------------------------------------------------
+def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str | Path | None, *,
                workload: Workload | None = None, base_dir: str | Path | None = None,
-               progress: bool = False, make_policy: Callable | None = None,
-               bundle: Any = None) -> dict[str, Any]:
-    """Simulate one policy (``POLICY[@PREDICTOR[+kill]]``); write its tables when ``out_dir`` is given.
+               progress: bool = False, bundle: Any = None) -> dict[str, Any]:
+    """Simulate one policy; write its tables when ``out_dir`` is given.
+
+    Args:
+        scenario: the scenario.
+        policy_name: a policy name (``POLICY[@PREDICTOR[+kill]]``, ``rl:DIR``) or a parsed spec.
+        out_dir: where the tables go (None: nowhere).
+        workload: the jobs (default: the scenario's).
+        base_dir: where relative paths are resolved.
+        progress: show a progress bar on long runs.
+        bundle: trained models (default: prepared from the scenario when needed).
 
     Returns:
         The summary: every metric plus scheduler counters and run figures.
     """
     t0 = time.perf_counter()
+    spec = (policy_name if isinstance(policy_name, PolicySpec)
+            else parse_policies([policy_name], scenario)[0])
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
-    if policy_name.startswith("rl:"):
-        sim, hub, predictor = _run_agent(scenario, policy_name[3:], workload), None, "estimate"
-        return _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir)
-    base_name, predictor, kill = parse_policy_name(policy_name, scenario)
     service_cfg = scenario.prediction_service
-    via_service = service_cfg.backend != "none" and predictor in ("xgboost", "rnn")
-    if bundle is None and predictor in ("xgboost", "rnn") and service_cfg.backend != "http":
-        bundle = prepare_models(scenario, [policy_name], base_dir, echo=None)
-    rng = streams(scenario.seed)["policy"]
-    policy = (make_policy or _policy_from_name)(base_name, rng)
+    via_service = service_cfg.backend != "none" and spec.predictor in ("xgboost", "rnn")
+    if bundle is None and spec.predictor in ("xgboost", "rnn") and service_cfg.backend != "http":
+        bundle = prepare_models(scenario, [spec], base_dir, echo=None)
+    policy = load_policy(spec, scenario, workload, rng=streams(scenario.seed)["policy"],
+                         base_dir=base_dir)
     env = simpy.Environment()
-    sim = build(env, scenario, policy, workload=workload)
     if via_service:
         import asyncio
 
-        hub = asyncio.run(_run_with_service(sim, scenario, predictor, kill, bundle))
+        sim, hub = asyncio.run(_run_with_service(env, spec, scenario, workload, policy, bundle))
     else:
-        hub = attach_predictions(sim, scenario, predictor, kill, bundle)
-        _advance(sim, scenario.output.until, progress, policy_name)
-    return _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir)
-
-
-def _run_agent(scenario: Scenario, checkpoint: str, workload: Workload):
-    """Run a trained agent (``rl:DIR``) greedily over the whole workload, in the Gym env."""
-    from agents.rl_policy import load_rl_policy
-    from cosim.env import SchedulingEnv
-
-    agent = load_rl_policy(checkpoint)
-    kwargs = {k: v for k, v in agent.env_kwargs.items()
-              if k not in ("episode_jobs", "episode_end", "episode_source", "smdp_gamma")}
-    env = SchedulingEnv(scenario, workload=workload, episode_jobs=len(workload),
-                        episode_end="completed", **kwargs)
-    obs, info = env.reset(seed=scenario.seed)
-    while True:
-        obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
-        if terminated or truncated:
-            return env.simulation
+        backend = prediction_backend(spec.predictor, workload, bundle)
+        hub = make_prediction_hub(spec, scenario, workload, backend,
+                                  feature_names=bundle.feature_names if bundle is not None else None)
+        sim = build(env, scenario, policy, workload=workload,
+                    hooks=[hub] if hub is not None else [])
+        _advance(sim, scenario.output.until, progress, spec.name)
+    return _finish(scenario, spec.name, sim, hub, spec.predictor, workload, t0, out_dir)
 
 
 def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -> dict[str, Any]:
@@ -338,36 +364,33 @@ def comparison_table(summaries: dict[str, dict[str, Any]]) -> str:
 
 def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *,
                  base_dir: str | Path | None = None, plots: bool = True,
-                 progress: bool = True, echo: Callable[[str], None] | None = print
-                 ) -> dict[str, dict[str, Any]]:
-    """Run every policy on the same workload and write the results folder."""
+                 progress: bool = True, echo: Callable[[str], None] | None = print,
+                 source: str = "--policy") -> dict[str, dict[str, Any]]:
+    """Run every policy on the same workload and write the results folder.
+
+    ``source`` says where the names came from (``"--policy"`` or the scenario
+    file), so a bad name is reported where the user wrote it.
+    """
     from cosim import records
 
     # Check every input (policy names, the workload) before writing anything,
     # so bad input leaves no output behind.
-    for name in policies:
-        if name.startswith("rl:"):
-            if not Path(name[3:]).is_dir():
-                from cosim.errors import InputError
-
-                raise InputError("--policy", repr(name), "rl:DIR with DIR a checkpoint folder "
-                                 "written by 'python -m agents train'")
-            continue
-        _policy_from_name(parse_policy_name(name, scenario)[0], None)
+    specs = parse_policies(policies, scenario, source=source)
     workload = load_workload(scenario, base_dir=base_dir)
     bundle = (None if scenario.prediction_service.backend == "http"
-              else prepare_models(scenario, policies, base_dir, echo=echo))
+              else prepare_models(scenario, specs, base_dir, echo=echo))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
     records.write_bytes_atomic(out / "scenario.yaml", text.encode("utf-8"))
     summaries: dict[str, dict[str, Any]] = {}
-    for name in policies:
-        summaries[name] = run_policy(scenario, name, out / policy_dir(name), workload=workload,
-                                     progress=progress, bundle=bundle)
+    for spec in specs:
+        summaries[spec.name] = run_policy(scenario, spec, out / policy_dir(spec.name),
+                                          workload=workload, base_dir=base_dir,
+                                          progress=progress, bundle=bundle)
     records.write_json_atomic(out / "comparison.json", {
         "schema": "comparison/1", "scenario": scenario.name,
-        "policies": [{"policy": n, "dir": policy_dir(n)} for n in policies],
+        "policies": [{"policy": s.name, "dir": policy_dir(s.name)} for s in specs],
         "summaries": summaries})
     if echo is not None:
         echo(comparison_table(summaries))

@@ -15,22 +15,22 @@ Usage::
 ``train remaining`` reuses ``MODELDIR/runtime/`` as its pre-run model when
 it exists. ``evaluate`` scores every model it finds there. ``serve`` answers
 prediction batches over HTTP (:mod:`predictors.server`) until SIGTERM. User errors print
-one ``error: ...`` line to stderr and exit with code 2.
+one ``error: ...`` line to stderr and exit with code 2, Ctrl-C exits with 130
+(:mod:`cosim.cli`). ``train`` is :func:`predictors.training.train_model`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cosim.errors import CosimError, InputError
+from cosim.cli import ArgumentParser, run_command
+from cosim.errors import InputError
+from predictors.training import MODEL_KINDS, train_model
 
 __all__ = ["main", "build_parser"]
-
-MODEL_KINDS = ("runtime", "remaining", "history")
 
 
 def _positive_float(text: str) -> float:
@@ -73,9 +73,9 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m predictors``."""
-    parser = argparse.ArgumentParser(
+def build_parser() -> ArgumentParser:
+    """The argument parser of ``python -m predictors`` (usage errors: one line, exit 2)."""
+    parser = ArgumentParser(
         prog="python -m predictors",
         description="Run-time and remaining-time predictors for HPC jobs.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -142,47 +142,8 @@ def _ingest(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from predictors.evaluate import read_data
-    from predictors.persist import load, read_meta, save
-
-    data = read_data(args.data)
-    spec = data.spec
-    t0 = time.perf_counter()
-    if args.kind == "runtime":
-        from predictors.runtime import RuntimeRegressor
-
-        model = RuntimeRegressor(n_jobs=args.threads, random_state=args.seed)
-        model.fit(data.matrix(), data.runtime)
-    elif args.kind == "remaining":
-        from predictors.remaining import RemainingTimeRegressor
-        from predictors.runtime import FeatureSpec, RuntimeRegressor
-
-        runtime_model = None
-        prerun_dir = args.out / "runtime"
-        if prerun_dir.is_dir():
-            runtime_model = load(prerun_dir, expected_class=RuntimeRegressor)
-            saved = read_meta(prerun_dir).get("feature_spec")
-            if saved and FeatureSpec.from_dict(saved).names != spec.names:
-                raise InputError(str(prerun_dir / "meta.json"),
-                                 f"a pre-run model on features {list(FeatureSpec.from_dict(saved).names)}",
-                                 f"the features of {args.data} ({list(spec.names)}); "
-                                 "retrain it with 'train runtime'")
-        params = dict(rnn=args.rnn, no_progress=args.no_progress, random_state=args.seed,
-                      num_threads=args.threads, runtime_model=runtime_model,
-                      categorical_columns=spec.categorical_columns)
-        if args.epochs is not None:
-            params["epochs"] = args.epochs
-        model = RemainingTimeRegressor(**params)
-        model.fit(data.matrix(), data.progress, data.runtime)
-    else:
-        from predictors.history import UserHistoryRegressor
-
-        model = UserHistoryRegressor().fit(data.jobs)
-    seconds = time.perf_counter() - t0
-    folder = save(model, args.out / args.kind, feature_spec=spec,
-                  extra={"data": str(args.data), "n_jobs": len(data.runtime),
-                         "train_seconds": round(seconds, 3)})
-    print(f"trained {args.kind} on {len(data.runtime)} jobs in {seconds:.1f} s -> {folder}")
+    print(train_model(args.kind, args.data, args.out, seed=args.seed, threads=args.threads,
+                      epochs=args.epochs, rnn=args.rnn, no_progress=args.no_progress))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -203,17 +164,19 @@ def _serve(args: argparse.Namespace) -> None:
           queue_timeout_s=args.queue_timeout)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (2 for user errors)."""
+_HANDLERS = {"generate": _generate, "ingest": _ingest, "train": _train,
+             "evaluate": _evaluate, "serve": _serve}
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"generate": _generate, "ingest": _ingest, "train": _train,
-                "evaluate": _evaluate, "serve": _serve}
-    try:
-        handlers[args.command](args)
-    except CosimError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    _HANDLERS[args.command](args)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (2 for user errors, 130 on Ctrl-C)."""
+    return run_command(_run, argv)
 
 
 if __name__ == "__main__":

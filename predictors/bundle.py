@@ -7,9 +7,16 @@ train``, and answers the batches of :mod:`cosim.prediction` with one
 vectorized call each. The prediction service serves the same bundle over
 HTTP.
 
+A pre-run prediction depends only on the job's own inputs, so a simulation
+that knows its whole workload can predict every job once, up front:
+:meth:`ModelBundle.precomputed` returns such a backend
+(:class:`PrecomputedBackend`), which gives the very numbers the bundle
+would give one batch at a time, far faster.
+
 :func:`ensure_models` trains a bundle on a generated VASP history the first
-time a scenario needs one and caches it under a hash of everything that
-decides the result, so a second run skips training.
+time a scenario needs one (:func:`predictors.training.train_model`) and
+caches it under a hash of everything that decides the result, so a second
+run skips training.
 """
 
 from __future__ import annotations
@@ -20,14 +27,16 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cosim.errors import InputError
+from predictors._version import __version__
 
-__all__ = ["ModelBundle", "ensure_models", "models_key"]
+__all__ = ["ModelBundle", "PrecomputedBackend", "ensure_models", "models_key"]
 
 
 class ModelBundle:
@@ -84,12 +93,34 @@ class ModelBundle:
 
     def remaining(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
         """Remaining-time predictions (s) for a batch of running jobs."""
-        from predictors.remaining import Progress
+        self._check_remaining()
+        return self._remaining(self.spec.matrix(batch, where="remaining batch"), batch)
 
+    def precomputed(self, columns: Mapping[str, Any]) -> PrecomputedBackend:
+        """A backend that predicts the pre-run run time of every job of a workload now.
+
+        Args:
+            columns: the batch columns (``job_id`` and the features, as in a
+                ``runtime`` batch) of every job the backend will be asked about.
+
+        Raises:
+            InputError: a feature column is missing or malformed.
+        """
+        return PrecomputedBackend(self, columns)
+
+    def _check_remaining(self) -> None:
         if self.remaining_model is None:
             raise InputError("remaining batch", "no remaining-time model in this bundle",
                              "a models folder with remaining/")
-        X = self.spec.matrix(batch, where="remaining batch")
+
+    def _remaining(self, X: np.ndarray, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """Remaining-time predictions for the jobs of ``batch``, whose feature rows are ``X``.
+
+        The one code path of :meth:`remaining` and :class:`PrecomputedBackend`;
+        the caller has checked that there is a remaining-time model.
+        """
+        from predictors.remaining import Progress
+
         progress = Progress.from_arrays(batch["progress"])
         pred = self.remaining_model.predict(
             X, progress, np.asarray(batch["elapsed"], dtype=np.float64),
@@ -98,12 +129,51 @@ class ModelBundle:
         return pred, self.version
 
 
+class PrecomputedBackend:
+    """A bundle's backend whose pre-run predictions were made in one batch up front.
+
+    Made by :meth:`ModelBundle.precomputed`. ``runtime(batch)`` looks each
+    job's prediction up by ``job_id``; ``remaining(batch)`` runs the bundle's
+    remaining-time model on the feature rows computed up front. Both give
+    exactly what :meth:`ModelBundle.runtime` and :meth:`ModelBundle.remaining`
+    give for the same jobs.
+
+    Args:
+        bundle: the models.
+        columns: batch columns of every job (see :meth:`ModelBundle.precomputed`).
+
+    Attributes:
+        bundle: the models.
+        version: the bundle's version, reported with every answer.
+    """
+
+    def __init__(self, bundle: ModelBundle, columns: Mapping[str, Any]):
+        self.bundle = bundle
+        self.version = bundle.version
+        self._X = bundle.spec.matrix(columns, where="workload features")
+        self._values = bundle.runtime_model.predict(self._X)
+        self._row = {j: i for i, j in enumerate(columns["job_id"])}
+
+    def _rows(self, batch: Mapping[str, Any]) -> list[int]:
+        try:
+            return [self._row[j] for j in batch["job_id"]]
+        except KeyError as exc:
+            raise InputError("job_id", repr(exc.args[0]),
+                             "a job the predictions were precomputed for") from None
+
+    def runtime(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """Pre-run run-time predictions (s) for a batch of jobs, looked up by ``job_id``."""
+        return self._values[self._rows(batch)], self.version
+
+    def remaining(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """Remaining-time predictions (s) for a batch of running jobs."""
+        self.bundle._check_remaining()
+        return self.bundle._remaining(self._X[self._rows(batch)], batch)
+
+
 def models_key(**inputs: Any) -> str:
     """A short hash of everything that decides a trained bundle."""
-    import predictors
-
-    payload = json.dumps({"inputs": inputs, "code": getattr(predictors, "__version__", "0")},
-                         sort_keys=True, default=str)
+    payload = json.dumps({"inputs": inputs, "code": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -117,8 +187,8 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
     remaining-time model, and stores the folder atomically under
     ``cache_dir/<hash>``.
     """
-    from predictors.__main__ import main as predictors_main
     from predictors.dataset import generate_dataset
+    from predictors.training import train_model
 
     key = models_key(jobs=jobs, seed=seed, remaining=remaining, epochs=epochs,
                      params=generator_params or {})
@@ -135,18 +205,10 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
             echo(f"training predictors on {jobs} generated VASP jobs (cached in {final}) ...")
         data = generate_dataset(jobs, seed, work / "data", **(generator_params or {}))
         models = work / "models"
-        args = ["train", "runtime", "--data", str(data), "--out", str(models),
-                "--seed", str(seed)]
-        if predictors_main(args) != 0:
-            raise InputError("predictor training", "a failed 'train runtime'", "a trained model")
-        if remaining:
-            args = ["train", "remaining", "--data", str(data), "--out", str(models),
-                    "--seed", str(seed)]
-            if epochs is not None:
-                args += ["--epochs", str(epochs)]
-            if predictors_main(args) != 0:
-                raise InputError("predictor training", "a failed 'train remaining'",
-                                 "a trained model")
+        for kind in ("runtime", "remaining") if remaining else ("runtime",):
+            trained = train_model(kind, data, models, seed=seed, epochs=epochs)
+            if echo:
+                echo(str(trained))
         if final.exists():
             shutil.rmtree(final)
         os.replace(models, final)

@@ -12,11 +12,13 @@ its edge over requested times.
 :class:`UserHistoryRegressor` works online (``observe`` each finished job,
 ``predict_one`` for a new one) and offline (``fit`` / ``predict`` over a jobs
 table walked in submit order, each prediction using only earlier jobs).
+:class:`HistoryBackend` answers the simulator's prediction batches with it.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -27,12 +29,14 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from cosim.errors import InputError
+from predictors.persist import Persistable, first_line
 from predictors.runtime import column, data_hash
 
-__all__ = ["UserHistoryRegressor"]
+__all__ = ["UserHistoryRegressor", "HistoryBackend"]
 
 
-class UserHistoryRegressor(BaseEstimator):
+class UserHistoryRegressor(Persistable, BaseEstimator):
     """Mean of the user's last ``n_last`` run times, else the requested time.
 
     Fallback order for a prediction: the user's history (at least
@@ -65,6 +69,8 @@ class UserHistoryRegressor(BaseEstimator):
         >>> h.predict_one("alice", req_time=350.0)    # capped at the request
         350.0
     """
+
+    _payload_files = ("history.json",)
 
     def __init__(self, n_last: int = 2, min_history: int = 2, cap_at_request: bool = True,
                  reveal: str = "submit"):
@@ -177,7 +183,7 @@ class UserHistoryRegressor(BaseEstimator):
     # ----------------------------------------------------------------- persist
 
     def state_dict(self) -> dict[str, Any]:
-        """The fitted state as plain JSON-ready data (for ``persist.save``)."""
+        """The fitted state as plain JSON-ready data (``history.json`` of a saved model)."""
         check_is_fitted(self, "history_")
         return {"history": {u: list(v) for u, v in self.history_.items()},
                 "total": self.total_, "count": self.count_}
@@ -190,18 +196,81 @@ class UserHistoryRegressor(BaseEstimator):
         self.total_ = float(state["total"])
         self.count_ = int(state["count"])
 
-    def save(self, path: str | Path, **meta: Any) -> Path:
-        """Save to a folder (``history.json`` + ``meta.json``)."""
-        from predictors.persist import save
-
-        return save(self, path, **meta)
+    def _write_payload(self, folder: Path, feature_spec: Any) -> dict[str, Any]:
+        """Write ``history.json`` (:meth:`state_dict`)."""
+        (folder / "history.json").write_text(json.dumps(self.state_dict()))
+        return {}
 
     @classmethod
-    def load(cls, path: str | Path) -> UserHistoryRegressor:
-        """Load a folder written by :meth:`save`."""
-        from predictors.persist import load
+    def _read_payload(cls, folder: Path, meta: Mapping[str, Any], params: dict[str, Any]
+                      ) -> UserHistoryRegressor:
+        """Rebuild from ``history.json``; an unreadable one is an ``InputError``."""
+        f = folder / "history.json"
+        try:
+            state = json.loads(f.read_text())
+            model = cls(**params)
+            model.load_state_dict(state)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(str(f), f"unreadable history ({first_line(exc)})",
+                             "the history.json a save wrote") from None
+        return model
 
-        return load(path, expected_class=cls)
+
+class HistoryBackend:
+    """User-history run times as a prediction backend of the simulator (EASY++ online).
+
+    The simulator asks ``runtime(batch)`` for newly queued jobs and calls
+    ``observe(batch)`` for each job that completed normally (batch columns in
+    :mod:`cosim.prediction`), so each prediction uses only the run times of
+    jobs that finished before it was asked for. Answers are the regressor's
+    own values, NaN included (no history, no request, nothing observed yet):
+    the simulator decides what replaces them.
+
+    Args:
+        regressor: the history to answer from and add to; by default an
+            empty :class:`UserHistoryRegressor` with its default parameters.
+
+    Attributes:
+        regressor: the :class:`UserHistoryRegressor` in use.
+        version: ``"history"``, reported with every answer.
+
+    Examples:
+        >>> backend = HistoryBackend()
+        >>> backend.runtime({"job_id": [1], "user": ["alice"], "req_time": [3600.0]})
+        (array([3600.]), 'history')
+        >>> backend.observe({"job_id": [1, 2], "user": ["alice", "alice"],
+        ...                  "req_time": [3600.0, 3600.0], "runtime": [100.0, 300.0]})
+        >>> backend.runtime({"job_id": [3, 4], "user": ["alice", "alice"],
+        ...                  "req_time": [3600.0, 150.0]})
+        (array([200., 150.]), 'history')
+    """
+
+    version = "history"
+
+    def __init__(self, regressor: UserHistoryRegressor | None = None):
+        self.regressor = regressor if regressor is not None else UserHistoryRegressor()
+
+    def runtime(self, batch: Mapping[str, Any]) -> tuple[np.ndarray, str]:
+        """``regressor.predict_one(user, req_time)`` of each row, in order, and the version."""
+        predict_one = self.regressor.predict_one
+        values = [predict_one(user, req) for user, req in
+                  zip(batch["user"], batch["req_time"], strict=True)]
+        return np.asarray(values, dtype=np.float64), self.version
+
+    def remaining(self, batch: Mapping[str, Any]) -> tuple[np.ndarray, str]:
+        """Not available: a user history predicts no remaining time.
+
+        Raises:
+            InputError: always.
+        """
+        raise InputError("remaining batch", "a user-history backend",
+                         "a remaining-time model (a models folder with remaining/)")
+
+    def observe(self, batch: Mapping[str, Any]) -> None:
+        """Record the actual run time of each job of ``batch`` (columns ``user``, ``runtime``)."""
+        observe = self.regressor.observe
+        for user, runtime in zip(batch["user"], batch["runtime"], strict=True):
+            observe(user, runtime)
 
 
 class _Totals:

@@ -18,6 +18,14 @@ looks complete. Loading checks the class and the payload checksums first,
 so a wrong, missing or corrupt file is a one-line
 :class:`~cosim.errors.InputError`, not a traceback from deep inside a library.
 
+This module knows the folder layout, not the models: each predictor class
+derives from :class:`Persistable` and writes and reads its own payload
+(``_write_payload`` / ``_read_payload``). Loading instantiates only the
+classes of :data:`KNOWN_CLASSES`, a fixed table of class name to module: the
+class name in a ``meta.json`` is never imported as given, and this module
+imports the estimator modules by name only when a folder needs them (they
+import this one for the mixin).
+
 Examples:
     >>> import tempfile
     >>> from predictors.history import UserHistoryRegressor
@@ -30,6 +38,7 @@ Examples:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import platform
@@ -38,11 +47,13 @@ import uuid
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from cosim.errors import InputError
+from predictors._version import __version__
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "META", "save", "load", "read_meta"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "META", "KNOWN_CLASSES", "Persistable", "save", "load",
+           "read_meta", "first_line"]
 
 #: Tag in ``meta.json`` that marks a folder as a saved predictor.
 FORMAT = "hpc-cosim-predictor"
@@ -51,13 +62,106 @@ FORMAT_VERSION = 1
 #: Name of the metadata file.
 META = "meta.json"
 
-_RUNTIME = "predictors.runtime.RuntimeRegressor"
-_REMAINING = "predictors.remaining.RemainingTimeRegressor"
-_HISTORY = "predictors.history.UserHistoryRegressor"
+#: The classes a folder may hold: class name in ``meta.json`` -> module that defines it.
+KNOWN_CLASSES: Mapping[str, str] = {
+    "predictors.runtime.RuntimeRegressor": "predictors.runtime",
+    "predictors.remaining.RemainingTimeRegressor": "predictors.remaining",
+    "predictors.history.UserHistoryRegressor": "predictors.history",
+}
+
+# Every Persistable subclass by class name (filled by __init_subclass__); load
+# looks names up here only after checking them against KNOWN_CLASSES.
+_REGISTRY: dict[str, type[Persistable]] = {}
 
 
 def _class_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+class Persistable:
+    """Mixin of the predictors that save to and load from a model folder.
+
+    A subclass names its payload files and the libraries whose versions
+    matter, and implements two hooks; :func:`save` and :func:`load` do the
+    rest (``meta.json``, checksums, the atomic rename, error messages).
+
+    Class attributes:
+        _payload_files: the files ``_write_payload`` writes (checksummed in
+            ``meta.json``).
+        _libraries: packages whose versions ``meta.json`` records besides
+            Python, numpy, scikit-learn and hpc-cosim.
+    """
+
+    _payload_files: ClassVar[tuple[str, ...]] = ()
+    _libraries: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[_class_name(cls)] = cls
+
+    def save(self, path: str | Path, **meta: Any) -> Path:
+        """Save to the folder ``path``; see :func:`predictors.persist.save` for ``meta``."""
+        return save(self, path, **meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Load a folder written by :meth:`save`; another saved class is an ``InputError``."""
+        return load(path, expected_class=cls)
+
+    # ------------------------------------------------------------------- hooks
+
+    def _write_payload(self, folder: Path, feature_spec: Any) -> dict[str, Any]:
+        """Write the payload files into ``folder``.
+
+        Returns:
+            The class's own ``meta.json`` entries (written after ``params``).
+
+        Raises:
+            sklearn.exceptions.NotFittedError: the model is not fitted.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def _read_payload(cls, folder: Path, meta: Mapping[str, Any], params: dict[str, Any]
+                      ) -> Self:
+        """Rebuild the fitted model from ``folder`` (checksums already verified).
+
+        Args:
+            folder: the model folder.
+            meta: its ``meta.json``.
+            params: the saved constructor parameters (a copy the hook may change).
+
+        Raises:
+            InputError: a payload file the library cannot read.
+            TypeError, ValueError, KeyError: parameters or entries this version
+                cannot use (:func:`load` reports them as one line).
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ folder
+
+    def _write_folder(self, folder: Path, feature_spec: Any = None,
+                      extra: Mapping[str, Any] | None = None) -> None:
+        """Write the payload and ``meta.json`` into the existing, empty ``folder``."""
+        meta: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                                "class": _class_name(type(self)),
+                                "params": _json_params(self.get_params(deep=False))}
+        meta.update(self._write_payload(folder, feature_spec))
+        meta["versions"] = _versions(*self._libraries)
+        names_in = getattr(self, "feature_names_in_", None)
+        names_in = None if names_in is None else [str(n) for n in names_in]
+        meta["feature_names_in"] = names_in  # restored as the estimator's own attribute
+        meta["feature_spec"] = None if feature_spec is None else feature_spec.to_dict()
+        meta["feature_names"] = list(feature_spec.names) if feature_spec is not None else names_in
+        meta["training_hash"] = getattr(self, "training_hash_", "")
+        meta["files"] = {name: _sha256(folder / name) for name in self._payload_files}
+        meta["extra"] = dict(extra or {})
+        (folder / META).write_text(json.dumps(meta, indent=2, default=_json_default)
+                                   + "\n")
 
 
 def _versions(*packages: str) -> dict[str, str]:
@@ -67,10 +171,8 @@ def _versions(*packages: str) -> dict[str, str]:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "unknown"
-    if out["hpc-cosim"] == "unknown":  # running from a source tree
-        import cosim
-
-        out["hpc-cosim"] = cosim.__version__
+    if out["hpc-cosim"] == "unknown":  # running from a source tree: predictors is part of it
+        out["hpc-cosim"] = __version__
     return out
 
 
@@ -95,6 +197,15 @@ def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _json_default(v: Any) -> Any:
+    # numpy scalars in params or extra facts
+    if hasattr(v, "item"):
+        return v.item()
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
 # ---------------------------------------------------------------------- save
 
 
@@ -104,7 +215,7 @@ def save(model: Any, path: str | Path, *, feature_spec: Any = None,
 
     Args:
         model: a fitted ``RuntimeRegressor``, ``RemainingTimeRegressor`` or
-            ``UserHistoryRegressor``.
+            ``UserHistoryRegressor`` (any :class:`Persistable`).
         path: the model folder; an existing model folder (or an empty folder)
             is replaced, anything else is refused.
         feature_spec: the :class:`~predictors.runtime.FeatureSpec` the model's
@@ -120,6 +231,10 @@ def save(model: Any, path: str | Path, *, feature_spec: Any = None,
         TypeError: ``model`` is not a supported predictor.
         sklearn.exceptions.NotFittedError: ``model`` is not fitted.
     """
+    if not isinstance(model, Persistable):
+        known = [_short(name) for name in KNOWN_CLASSES]
+        raise TypeError(f"cannot save {type(model).__name__}: expected "
+                        f"{', '.join(known[:-1])} or {known[-1]}")
     path = Path(path)
     if path.exists() and not (path.is_dir() and (
             (path / META).is_file() or not any(path.iterdir()))):
@@ -130,7 +245,7 @@ def save(model: Any, path: str | Path, *, feature_spec: Any = None,
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
     try:
-        _write(model, tmp, feature_spec, extra)
+        model._write_folder(tmp, feature_spec, extra)
         if path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(path, old)
@@ -142,70 +257,6 @@ def save(model: Any, path: str | Path, *, feature_spec: Any = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
-
-
-def _write(model: Any, folder: Path, feature_spec: Any, extra: Mapping[str, Any] | None
-           ) -> None:
-    from sklearn.utils.validation import check_is_fitted
-
-    from predictors.history import UserHistoryRegressor
-    from predictors.remaining import RemainingTimeRegressor
-    from predictors.runtime import RuntimeRegressor
-
-    if not isinstance(model, RuntimeRegressor | RemainingTimeRegressor | UserHistoryRegressor):
-        raise TypeError(f"cannot save {type(model).__name__}: expected RuntimeRegressor, "
-                        "RemainingTimeRegressor or UserHistoryRegressor")
-    meta: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION,
-                            "class": _class_name(type(model)),
-                            "params": _json_params(model.get_params(deep=False))}
-    files: list[str] = []
-    if isinstance(model, RuntimeRegressor):
-        check_is_fitted(model, "model_")
-        model.get_booster().save_model(str(folder / "model.ubj"))
-        files.append("model.ubj")
-        meta["n_features"] = int(model.n_features_in_)
-        meta["versions"] = _versions("xgboost")
-    elif isinstance(model, RemainingTimeRegressor):
-        import torch
-
-        check_is_fitted(model, "net_")
-        # tensors only: torch.save of a plain dict of tensors is loadable with weights_only=True
-        state = {k: v.detach().cpu().contiguous() for k, v in model.net_.state_dict().items()}
-        torch.save(state, folder / "state_dict.pt")
-        files.append("state_dict.pt")
-        _write(model.runtime_model_, _mkdir(folder / "runtime"), feature_spec, None)
-        meta["arch"] = model._arch()
-        meta["n_features"] = int(model.n_features_in_)
-        meta["versions"] = _versions("torch", "xgboost")
-    else:
-        check_is_fitted(model, "history_")
-        (folder / "history.json").write_text(json.dumps(model.state_dict()))
-        files.append("history.json")
-        meta["versions"] = _versions()
-    names_in = getattr(model, "feature_names_in_", None)
-    names_in = None if names_in is None else [str(n) for n in names_in]
-    meta["feature_names_in"] = names_in  # restored as the estimator's own attribute
-    meta["feature_spec"] = None if feature_spec is None else feature_spec.to_dict()
-    meta["feature_names"] = list(feature_spec.names) if feature_spec is not None else names_in
-    meta["training_hash"] = getattr(model, "training_hash_", "")
-    meta["files"] = {name: _sha256(folder / name) for name in files}
-    meta["extra"] = dict(extra or {})
-    (folder / META).write_text(json.dumps(meta, indent=2, default=_json_default)
-                               + "\n")
-
-
-def _json_default(v: Any) -> Any:
-    # numpy scalars in params or extra facts
-    if hasattr(v, "item"):
-        return v.item()
-    if hasattr(v, "tolist"):
-        return v.tolist()
-    raise TypeError(f"{type(v).__name__} is not JSON serializable")
-
-
-def _mkdir(p: Path) -> Path:
-    p.mkdir()
-    return p
 
 
 # ---------------------------------------------------------------------- load
@@ -227,7 +278,7 @@ def read_meta(path: str | Path) -> dict[str, Any]:
         raise InputError(str(meta_path), "no such file",
                          "a model folder written by 'python -m predictors train'") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(str(meta_path), f"unreadable JSON ({_first_line(exc)})",
+        raise InputError(str(meta_path), f"unreadable JSON ({first_line(exc)})",
                          "the meta.json a save wrote") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise InputError(str(meta_path), "a file without the predictor format tag",
@@ -251,8 +302,8 @@ def load(path: str | Path, expected_class: type | str | None = None) -> Any:
             another saved class is an error instead of a surprise later.
 
     Raises:
-        InputError: missing folder or file, wrong class, checksum mismatch, or
-            a payload the library cannot read.
+        InputError: missing folder or file, wrong or unknown class, checksum
+            mismatch, or a payload the library cannot read.
     """
     path = Path(path)
     meta = read_meta(path)
@@ -260,8 +311,8 @@ def load(path: str | Path, expected_class: type | str | None = None) -> Any:
     if expected_class is not None:
         want = expected_class if isinstance(expected_class, str) else _class_name(expected_class)
         if cls_name != want:
-            raise InputError(str(path / META), f"a saved {cls_name.rsplit('.', 1)[-1]}",
-                             f"a saved {want.rsplit('.', 1)[-1]}")
+            raise InputError(str(path / META), f"a saved {_short(cls_name)}",
+                             f"a saved {_short(want)}")
     for name, digest in meta["files"].items():
         f = path / name
         if not f.is_file():
@@ -269,83 +320,27 @@ def load(path: str | Path, expected_class: type | str | None = None) -> Any:
         if _sha256(f) != digest:
             raise InputError(str(f), "a checksum mismatch (the file is corrupt or was modified)",
                              f"the SHA-256 recorded in {META}")
-    params = dict(meta["params"])
+    if cls_name not in KNOWN_CLASSES:
+        raise InputError(f"{path / META}: class", repr(cls_name),
+                         f"one of {', '.join(KNOWN_CLASSES)}")
+    cls = _known_class(cls_name)
     try:
-        if cls_name == _RUNTIME:
-            return _load_runtime(path, meta, params)
-        if cls_name == _REMAINING:
-            return _load_remaining(path, meta, params)
-        if cls_name == _HISTORY:
-            return _load_history(path, params)
+        return cls._read_payload(path, meta, dict(meta["params"]))
     except InputError:
         raise
     except (TypeError, ValueError, KeyError) as exc:
         raise InputError(str(path / META), f"parameters this version cannot use "
-                         f"({_first_line(exc)})", "a model saved by this version") from None
-    raise InputError(f"{path / META}: class", repr(cls_name),
-                     f"one of {_RUNTIME}, {_REMAINING}, {_HISTORY}")
+                         f"({first_line(exc)})", "a model saved by this version") from None
 
 
-def _load_runtime(path: Path, meta: Mapping[str, Any], params: dict[str, Any]) -> Any:
-    from xgboost.core import XGBoostError
-
-    from predictors.runtime import RuntimeRegressor
-
-    f = path / "model.ubj"
-    try:
-        return RuntimeRegressor.from_booster(
-            f, params, int(meta["n_features"]), meta.get("feature_names_in"),
-            str(meta.get("training_hash", "")))
-    except XGBoostError as exc:
-        raise InputError(str(f), f"a file XGBoost cannot read ({_first_line(exc)})",
-                         "an XGBoost UBJ model") from None
+def _known_class(name: str) -> type[Persistable]:
+    """The class of a :data:`KNOWN_CLASSES` name, importing its module on first use."""
+    if name not in _REGISTRY:
+        importlib.import_module(KNOWN_CLASSES[name])
+    return _REGISTRY[name]
 
 
-def _load_remaining(path: Path, meta: Mapping[str, Any], params: dict[str, Any]) -> Any:
-    import pickle
-
-    import torch
-
-    from predictors.remaining import RemainingTimeRegressor
-
-    f = path / "state_dict.pt"
-    try:
-        state = torch.load(f, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as exc:
-        raise InputError(str(f), f"a file torch cannot read safely ({_first_line(exc)})",
-                         "a state_dict of tensors") from None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
-                                              for v in state.values()):
-        raise InputError(str(f), type(state).__name__, "a state_dict of tensors")
-    runtime_model = load(path / "runtime", expected_class=_RUNTIME)
-    params["runtime_model"] = None
-    if params.get("categorical_columns") is not None:
-        params["categorical_columns"] = {int(k): int(v)
-                                         for k, v in params["categorical_columns"].items()}
-    model = RemainingTimeRegressor(**params)
-    try:
-        model._restore(meta["arch"], state, runtime_model, str(meta.get("training_hash", "")))
-    except RuntimeError as exc:  # load_state_dict: missing keys or wrong shapes
-        raise InputError(str(f), f"tensors that do not fit the saved architecture "
-                         f"({_first_line(exc)})", "the state_dict saved with this meta.json"
-                         ) from None
-    return model
-
-
-def _load_history(path: Path, params: dict[str, Any]) -> Any:
-    from predictors.history import UserHistoryRegressor
-
-    f = path / "history.json"
-    try:
-        state = json.loads(f.read_text())
-        model = UserHistoryRegressor(**params)
-        model.load_state_dict(state)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InputError(str(f), f"unreadable history ({_first_line(exc)})",
-                         "the history.json a save wrote") from None
-    return model
-
-
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 160 characters), for one-line errors."""
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:160]

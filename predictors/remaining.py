@@ -49,6 +49,8 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from cosim.errors import InputError
+from predictors.persist import Persistable, first_line
 from predictors.runtime import RuntimeRegressor, column, data_hash
 
 __all__ = ["PROGRESS_COLUMNS", "Progress", "RemainingTimeRegressor", "FRACTIONS", "scf_done_at"]
@@ -411,7 +413,7 @@ def _build_net(n_static: int, n_static_raw: int, rnn: str, hidden_size: int,
     return RemainingNet()
 
 
-class RemainingTimeRegressor(BaseEstimator):
+class RemainingTimeRegressor(Persistable, BaseEstimator):
     """Remaining run time of running jobs from their progress log and pre-run features.
 
     A scikit-learn estimator in its parameter handling (``get_params``,
@@ -461,6 +463,10 @@ class RemainingTimeRegressor(BaseEstimator):
         training_hash_: SHA-256 of the training inputs.
         loss_curve_: mean training loss per epoch.
 
+    ``save(path)`` / ``load(path)`` keep it as a folder with ``state_dict.pt``
+    (tensors only) and the pre-run model in ``runtime/`` (see
+    :mod:`predictors.persist`).
+
     Examples:
         >>> rng = np.random.default_rng(0)
         >>> X = rng.uniform(1, 2, size=(40, 1))
@@ -473,6 +479,9 @@ class RemainingTimeRegressor(BaseEstimator):
         >>> rem.shape, bool(np.all(rem >= 1.0))
         ((2,), True)
     """
+
+    _payload_files = ("state_dict.pt",)
+    _libraries = ("torch", "xgboost")
 
     def __init__(self, rnn: str = "gru", hidden_size: int = 32, num_layers: int = 1,
                  mlp_hidden: int = 64, window: int = 16, epochs: int = 12,
@@ -777,7 +786,7 @@ class RemainingTimeRegressor(BaseEstimator):
     # ------------------------------------------------------------------ persist
 
     def _arch(self) -> dict[str, Any]:
-        """What :func:`predictors.persist.load` needs to rebuild the network."""
+        """What :meth:`_read_payload` needs to rebuild the network."""
         return {"n_features": int(self.n_features_in_),
                 "categorical_columns": {str(k): int(v) for k, v in self._encoder.cat.items()},
                 "trained": bool(self.loss_curve_)}
@@ -798,15 +807,45 @@ class RemainingTimeRegressor(BaseEstimator):
         self.training_hash_ = training_hash
         self.loss_curve_ = [math.nan] if arch.get("trained", True) else []
 
-    def save(self, path: str | Path, **meta: Any) -> Path:
-        """Save to a folder (``state_dict.pt`` + ``meta.json`` + ``runtime/``)."""
-        from predictors.persist import save
+    def _write_payload(self, folder: Path, feature_spec: Any) -> dict[str, Any]:
+        """Write ``state_dict.pt`` and the pre-run model in ``runtime/``."""
+        import torch
 
-        return save(self, path, **meta)
+        check_is_fitted(self, "net_")
+        # tensors only: torch.save of a plain dict of tensors is loadable with weights_only=True
+        state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
+        torch.save(state, folder / "state_dict.pt")
+        (folder / "runtime").mkdir()
+        self.runtime_model_._write_folder(folder / "runtime", feature_spec)
+        return {"arch": self._arch(), "n_features": int(self.n_features_in_)}
 
     @classmethod
-    def load(cls, path: str | Path) -> RemainingTimeRegressor:
-        """Load a folder written by :meth:`save`."""
-        from predictors.persist import load
+    def _read_payload(cls, folder: Path, meta: Mapping[str, Any], params: dict[str, Any]
+                      ) -> RemainingTimeRegressor:
+        """Rebuild from ``state_dict.pt`` (read with ``weights_only=True``) and ``runtime/``."""
+        import pickle
 
-        return load(path, expected_class=cls)
+        import torch
+
+        f = folder / "state_dict.pt"
+        try:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+        except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as exc:
+            raise InputError(str(f), f"a file torch cannot read safely ({first_line(exc)})",
+                             "a state_dict of tensors") from None
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
+                                                  for v in state.values()):
+            raise InputError(str(f), type(state).__name__, "a state_dict of tensors")
+        runtime_model = RuntimeRegressor.load(folder / "runtime")
+        params["runtime_model"] = None
+        if params.get("categorical_columns") is not None:
+            params["categorical_columns"] = {int(k): int(v)
+                                             for k, v in params["categorical_columns"].items()}
+        model = cls(**params)
+        try:
+            model._restore(meta["arch"], state, runtime_model, str(meta.get("training_hash", "")))
+        except RuntimeError as exc:  # load_state_dict: missing keys or wrong shapes
+            raise InputError(str(f), f"tensors that do not fit the saved architecture "
+                             f"({first_line(exc)})", "the state_dict saved with this meta.json"
+                             ) from None
+        return model

@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from cosim.errors import InputError
+from predictors.persist import Persistable, first_line
 
 __all__ = [
     "FeatureSpec",
@@ -230,7 +231,7 @@ def _is_number(v: Any) -> bool:
     return True
 
 
-class RuntimeRegressor(RegressorMixin, BaseEstimator):
+class RuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
     """XGBoost run-time regressor on pre-run features, fitted on a log target.
 
     ``fit`` wraps an :class:`xgboost.XGBRegressor` (``tree_method="hist"``) in a
@@ -261,6 +262,9 @@ class RuntimeRegressor(RegressorMixin, BaseEstimator):
         feature_names_in_: column names, when ``fit`` got a table with names.
         training_hash_: SHA-256 of the training ``X`` and ``y``.
 
+    ``save(path)`` / ``load(path)`` keep it as a folder with ``model.ubj``
+    (XGBoost's own format; see :mod:`predictors.persist`).
+
     Examples:
         >>> rng = np.random.default_rng(0)
         >>> X = rng.uniform(1, 10, size=(200, 2))
@@ -268,6 +272,9 @@ class RuntimeRegressor(RegressorMixin, BaseEstimator):
         >>> bool(np.all(model.predict(X) >= 0))
         True
     """
+
+    _payload_files = ("model.ubj",)
+    _libraries = ("xgboost",)
 
     def __init__(self, n_estimators: int = 200, max_depth: int = 6, learning_rate: float = 0.1,
                  subsample: float = 0.8, colsample_bytree: float = 0.8,
@@ -347,7 +354,7 @@ class RuntimeRegressor(RegressorMixin, BaseEstimator):
     def from_booster(cls, booster_path: str | Path, params: Mapping[str, Any],
                      n_features: int, feature_names: Sequence[str] | None = None,
                      training_hash: str = "") -> RuntimeRegressor:
-        """Rebuild a fitted regressor from a saved booster file (used by ``persist.load``).
+        """Rebuild a fitted regressor from a saved booster file (used by :meth:`load`).
 
         The booster goes in a :class:`~sklearn.frozen.FrozenEstimator`, so the
         target transform is recomposed with the public scikit-learn API (a no-op
@@ -372,15 +379,23 @@ class RuntimeRegressor(RegressorMixin, BaseEstimator):
         self.training_hash_ = training_hash
         return self
 
-    def save(self, path: str | Path, **meta: Any) -> Path:
-        """Save to a folder (``model.ubj`` + ``meta.json``); see :func:`predictors.persist.save`."""
-        from predictors.persist import save
-
-        return save(self, path, **meta)
+    def _write_payload(self, folder: Path, feature_spec: Any) -> dict[str, Any]:
+        """Write ``model.ubj`` (``Booster.save_model``) for :meth:`save`."""
+        check_is_fitted(self, "model_")
+        self.get_booster().save_model(str(folder / "model.ubj"))
+        return {"n_features": int(self.n_features_in_)}
 
     @classmethod
-    def load(cls, path: str | Path) -> RuntimeRegressor:
-        """Load a folder written by :meth:`save`; see :func:`predictors.persist.load`."""
-        from predictors.persist import load
+    def _read_payload(cls, folder: Path, meta: Mapping[str, Any], params: dict[str, Any]
+                      ) -> RuntimeRegressor:
+        """Rebuild from ``model.ubj`` (:meth:`from_booster`) for :meth:`load`."""
+        from xgboost.core import XGBoostError
 
-        return load(path, expected_class=cls)
+        f = folder / "model.ubj"
+        try:
+            return cls.from_booster(f, params, int(meta["n_features"]),
+                                    meta.get("feature_names_in"),
+                                    str(meta.get("training_hash", "")))
+        except XGBoostError as exc:
+            raise InputError(str(f), f"a file XGBoost cannot read ({first_line(exc)})",
+                             "an XGBoost UBJ model") from None

@@ -63,15 +63,8 @@ from typing import Any
 from aiohttp import web
 
 from cosim.errors import InputError
-from predictors.service import (
-    DEFAULT_MAX_BATCH,
-    BatchError,
-    BatchRejected,
-    InProcessService,
-    ModelNotLoaded,
-    _json_type,
-    describe_models,
-)
+from predictors.batches import DEFAULT_MAX_BATCH, BatchError, parse_request
+from predictors.service import BatchRejected, InProcessService, ModelNotLoaded, describe_models
 
 __all__ = ["make_app", "start_server", "serve", "RunningServer", "ServerProcess",
            "DEFAULT_MAX_BODY_MB", "DEFAULT_MAX_CONCURRENCY", "DEFAULT_QUEUE_TIMEOUT_S"]
@@ -172,31 +165,9 @@ async def _auth(request: web.Request, handler: Callable) -> web.StreamResponse:
     return await handler(request)
 
 
-def _parse(body: bytes) -> Any:
-    """The ``jobs`` column dict of a request body."""
-    if not body.strip():
-        raise BatchError("body", "an empty body", 'a JSON object {"jobs": {...}}')
-    try:
-        payload = json.loads(body)
-    except UnicodeDecodeError:
-        raise BatchError("body", "bytes that are not UTF-8 text", "a JSON object") from None
-    except json.JSONDecodeError as exc:
-        raise BatchError("body", f"invalid JSON ({exc.msg} at line {exc.lineno} column "
-                         f"{exc.colno})", 'a JSON object {"jobs": {...}}') from None
-    if not isinstance(payload, dict):
-        found = "a JSON array" if isinstance(payload, list) else _json_type(payload)
-        raise BatchError("body", found, 'a JSON object {"jobs": {...}}')
-    extra = sorted(k for k in payload if k != "jobs")
-    if extra:
-        raise BatchError(extra[0], "an unknown key", "only the key 'jobs' in the request body")
-    if "jobs" not in payload:
-        raise BatchError("jobs", "no such key", 'the batch columns under "jobs"')
-    return payload["jobs"]
-
-
 def _answer(service: InProcessService, kind: str, body: bytes) -> bytes:
     """Parse, check, predict, and encode the answer (runs in the worker thread)."""
-    jobs = _parse(body)
+    jobs = parse_request(body)
     values, version = service.predict(kind, jobs)
     # float repr round-trips exactly, so clients get the very doubles the model produced
     return json.dumps({"predictions": values.tolist(), "model_version": version,

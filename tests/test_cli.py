@@ -132,7 +132,7 @@ def test_missing_trace_file(tmp_path):
 
 
 def test_swf_scenario_without_a_path_says_how_to_give_one(tmp_path):
-    proc = cosim("run", "scenarios/swf.yaml", "--out", tmp_path / "o")
+    proc = cosim("run", "scenarios/swf.yaml", "--out", tmp_path / "o", "--set", "workload.path=null")
     assert_one_line_error(proc, "workload.path", "--set workload.path=")
 
 

@@ -270,9 +270,10 @@ def test_curriculum_from_a_json_spec():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_guard_keeps_its_reservations_with_exact_estimates(data):
-    # guard_wait=0: the queue head always holds an EASY reservation. With
-    # exact estimates and any legal actions, no guarded job starts after the
-    # shadow time it was first promised.
+    # guard_wait=0: the queue head always holds an EASY reservation, a real
+    # one the scheduler records and checks. With exact estimates and any
+    # legal actions, no guarded job starts after the shadow time it was
+    # first promised, and the scheduler counts no broken reservation.
     cores = data.draw(st.integers(2, 8))
     n = data.draw(st.integers(2, 14))
     submit = sorted(data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)))
@@ -288,9 +289,13 @@ def test_guard_keeps_its_reservations_with_exact_estimates(data):
         legal = np.flatnonzero(info["action_mask"])
         obs, _, term, trunc, info = env.step(int(rng.choice(legal)))
         done = term or trunc
-    for job, promise in env._agent.promised.items():
-        assert job.start <= promise + 1e-9, (job.id, job.start, promise)
-    assert all(j.end >= 0 for j in env.simulation.scheduler.jobs)
+    sched = env.simulation.scheduler
+    guarded = [j for j in sched.jobs if j.reservation == j.reservation]
+    for job in guarded:
+        assert job.start <= job.reservation + 1e-9, (job.id, job.start, job.reservation)
+        assert job.mode == "reserved"
+    assert sched.counters.reservations_broken == 0
+    assert all(j.end >= 0 for j in sched.jobs)
 
 
 def test_episode_metrics_by_hand():

@@ -8,9 +8,9 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.heuristics import BACKFILLS, HEURISTICS, SELECTORS, make_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build
+from cosim.policies import BACKFILLS, HEURISTICS, SELECTORS, make_policy
 from cosim.workloads.base import Workload
 
 ALL_POLICIES = [f"{h}+{b}" for h in HEURISTICS for b in BACKFILLS] + list(SELECTORS)

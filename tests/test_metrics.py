@@ -428,3 +428,12 @@ def test_invariants(case):
         # every queued second of every job is in the queue-length integral
         assert s["queue_len_mean"] * span == pytest.approx(float(np.sum(per["wait"])))
         assert 0.0 <= s["resource_holes_frac"] <= 1.0 - s["utilization"] + 1e-9
+
+
+def test_headline_equals_the_summary_by_the_same_definitions(summary):
+    from cosim.metrics import headline
+
+    h = headline(hand_jobs(), hand_events(), cores=4)
+    for key in ("jobs_finished", "wait_mean", "wait_max", "bsld_mean", "utilization",
+                "queue_len_mean"):
+        assert h[key] == summary[key], key

@@ -7,9 +7,9 @@ import math
 import pytest
 import simpy
 
-from agents.heuristics import make_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build
+from cosim.policies import make_policy
 from cosim.policy import kill
 from cosim.workloads.base import Workload
 

@@ -178,3 +178,46 @@ def test_atomic_replace_and_refusals(models, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "results"]
     with pytest.raises(TypeError, match="cannot save dict"):
         save({}, tmp_path / "x")
+
+
+def test_a_folder_in_the_saved_format_loads(tmp_path):
+    # written by hand in the documented layout, as any earlier version wrote it
+    import hashlib
+    folder = tmp_path / "history"
+    folder.mkdir()
+    payload = json.dumps({"history": {"u": [10.0, 30.0]}, "total": 40.0, "count": 2})
+    (folder / "history.json").write_text(payload)
+    (folder / META).write_text(json.dumps({
+        "format": FORMAT, "format_version": 1,
+        "class": "predictors.history.UserHistoryRegressor",
+        "params": {"n_last": 2, "min_history": 2, "cap_at_request": True, "reveal": "submit"},
+        "versions": {}, "feature_names_in": None, "feature_spec": None, "feature_names": None,
+        "training_hash": "abc", "extra": {},
+        "files": {"history.json": hashlib.sha256(payload.encode()).hexdigest()}}))
+    model = UserHistoryRegressor.load(folder)
+    assert model.predict_one("u", 100.0) == 20.0 and model.predict_one("v", 100.0) == 100.0
+
+
+class _MyHistory(UserHistoryRegressor):
+    """A user's subclass: saved like its base, but not a class a folder may name."""
+
+
+def test_only_the_known_classes_load(tmp_path):
+    folder = save(_MyHistory().fit({"user": ["a"], "submit": [0], "runtime": [5.0]}),
+                  tmp_path / "mine")
+    assert read_meta(folder)["class"].endswith("._MyHistory")
+    for call in (lambda: load(folder), lambda: _MyHistory.load(folder)):
+        with pytest.raises(InputError, match=r"meta.json: class: expected one of "
+                                             r"predictors.runtime.RuntimeRegressor, "
+                                             r"predictors.remaining.RemainingTimeRegressor, "
+                                             r"predictors.history.UserHistoryRegressor, got "):
+            call()
+
+
+def test_estimators_share_one_save_and_load():
+    from predictors.persist import KNOWN_CLASSES, Persistable
+
+    for cls in (RuntimeRegressor, RemainingTimeRegressor, UserHistoryRegressor):
+        assert issubclass(cls, Persistable)
+        assert "save" not in vars(cls) and "load" not in vars(cls)
+        assert f"{cls.__module__}.{cls.__qualname__}" in KNOWN_CLASSES

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import simpy
 
-from agents.heuristics import make_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build, load_workload
+from cosim.policies import make_policy
 from cosim.prediction import PredictionHub
-from cosim.runner import PrecomputedRuntime, attach_predictions, prepare_models, run_policy
+from cosim.runner import attach_predictions, prediction_backend, prepare_models, run_policy
 from cosim.workloads.base import Workload
 
 
@@ -59,9 +59,8 @@ def sim_with(rows, cores, backend, policy="sjf+easy", progress=None, **hub):
     sc = scenario_from_dict({"cluster": {"nodes": cores},
                              "workload": {"kind": "swf", "path": "unused"}})
     env = simpy.Environment()
-    sim = build(env, sc, make_policy(policy), workload=w)
-    h = PredictionHub(sim.scheduler, w, backend, feature_names=[], **hub)
-    sim.scheduler.predictions = h
+    h = PredictionHub(w, backend, feature_names=[], **hub)
+    sim = build(env, sc, make_policy(policy), workload=w, hooks=[h])
     return env, sim, h
 
 
@@ -116,7 +115,9 @@ def test_user_history_predictions_follow_the_last_two_runs():
     # runs (EASY++), the request until two have finished.
     # Runs: job 1 0-100, job 2 150-450, job 3 500-550, job 4 from 600.
     rows = [(0, 1, 100, 1000), (150, 1, 300, 1000), (500, 1, 50, 1000), (600, 1, 50, 1000)]
-    env, sim, hub = sim_with(rows, 1, None, policy="fcfs", runtime_source="history")
+    from predictors.history import HistoryBackend
+
+    env, sim, hub = sim_with(rows, 1, HistoryBackend(), policy="fcfs")
     env.run(until=sim.finished)
     est = [j.estimate for j in sim.scheduler.jobs]
     # job 2: one run known -> request; job 3: (100+300)/2; job 4: (300+50)/2.
@@ -147,7 +148,7 @@ def test_models_are_cached_by_a_hash_of_their_inputs(vasp_models):
 def test_precomputed_runtime_equals_batch_by_batch_predictions(vasp_models):
     sc, bundle = vasp_models
     w = load_workload(sc)
-    pre = PrecomputedRuntime(bundle, w)
+    pre = prediction_backend("xgboost", w, bundle)
     from cosim.prediction import feature_columns
     for rows in ([0], [5, 3], list(range(40, 60))):
         cols = feature_columns(w, rows, bundle.feature_names)

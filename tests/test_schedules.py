@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import simpy
 
-from agents.heuristics import make_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build
+from cosim.policies import make_policy
 from cosim.workloads.base import Workload
 
 
@@ -155,7 +155,7 @@ def test_knapsack_fills_the_machine_with_the_best_set(policy, starts):
 def test_knapsack_dp_matches_brute_force():
     from itertools import combinations
 
-    from agents.knapsack import knapsack
+    from cosim.policies import knapsack
 
     rng = np.random.default_rng(0)
     for _ in range(200):

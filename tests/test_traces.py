@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import simpy
 
-from agents.heuristics import BACKFILLS, HEURISTICS, make_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build
+from cosim.policies import BACKFILLS, HEURISTICS, make_policy
 from cosim.workloads.swf import read_swf
 
 

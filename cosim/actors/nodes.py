@@ -13,17 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import simpy
 
 from cosim.job import Job, Outcome
 
-if TYPE_CHECKING:
-    from cosim.actors.scheduler import Scheduler
-
-__all__ = ["Node", "Cluster", "Killed", "NodeFailure"]
+__all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure"]
 
 _POOLED: list = []   # the allocation of a job holding pooled cores (no placement)
 
@@ -41,6 +38,22 @@ class NodeFailure:
     """Interrupt cause: a node of the job's allocation went down."""
 
     node: int
+
+
+class ClusterListener(Protocol):
+    """Who hears what happens to running jobs and nodes (the scheduler)."""
+
+    def job_ended(self, job: Job, outcome: str) -> None:
+        """An attempt finished: completed, or killed at its walltime."""
+
+    def job_interrupted(self, job: Job, cause: object) -> None:
+        """An attempt was interrupted (a kill or a node failure)."""
+
+    def job_overran(self, job: Job) -> None:
+        """A running job passed the end it was expected at."""
+
+    def node_changed(self, node: Node, *, up: bool) -> None:
+        """A node went down or came back."""
 
 
 class Node:
@@ -118,7 +131,11 @@ class Cluster:
         # Nodes with free cores, in a stable order: partly used first (packing).
         self._partial: dict[int, None] = {}
         self._empty: dict[int, None] = dict.fromkeys(range(nodes))
-        self.scheduler: Scheduler | None = None
+        self.listener: ClusterListener | None = None
+
+    def bind(self, listener: ClusterListener) -> None:
+        """Tell ``listener`` (the scheduler) about job ends, interrupts and node changes."""
+        self.listener = listener
 
     # -- queries ---------------------------------------------------------
     # On node-granular clusters every count below is in nodes, like job sizes,
@@ -237,7 +254,7 @@ class Cluster:
         attempt early. Resources are released in ``finally``.
         """
         env = self.env
-        sched = self.scheduler
+        sched = self.listener
         start = env.now
         limit = job.req_time if self.enforce_walltime else math.inf
         timed_out = job.run > limit
@@ -278,7 +295,7 @@ class Cluster:
         for job in list(node.jobs):
             if job.process is not None and job.process.is_alive:
                 job.process.interrupt(NodeFailure(node=i))
-        self.scheduler.node_changed(node, up=False)
+        self.listener.node_changed(node, up=False)
 
     def node_up(self, node: Node) -> None:
         """Bring a node back with all its cores free."""
@@ -298,4 +315,4 @@ class Cluster:
             self._empty[i] = None
         elif node.free_cores:
             self._partial[i] = None
-        self.scheduler.node_changed(node, up=True)
+        self.listener.node_changed(node, up=True)

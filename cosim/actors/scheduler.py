@@ -4,6 +4,12 @@ The scheduler owns the wait queue and the set of running jobs, keeps the
 running jobs sorted by when it expects them to end (the availability
 profile), validates every decision before applying it, and records what
 happened and why. Which job runs when is the policy's business.
+
+Whatever else wants to follow or assist the scheduler (users waiting for a
+job to end, the prediction hub, the Gym environment's rewards) is a
+:class:`SchedulerHooks` given to the scheduler; it sees jobs queued, started,
+leaving the machine and done, and may prepare each decision point (the
+prediction hub fetches its batch there).
 """
 
 from __future__ import annotations
@@ -18,13 +24,13 @@ import simpy
 
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.job import Job, JobState, Mode, Outcome
-from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy
+from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.queue import JobQueue
 
 if TYPE_CHECKING:
     from cosim.actors.nodes import Node
 
-__all__ = ["Scheduler", "SchedulerView", "SchedulerRules", "Counters"]
+__all__ = ["Scheduler", "SchedulerHooks", "SchedulerView", "SchedulerRules", "Counters"]
 
 _EPS = 1e-9
 
@@ -51,6 +57,47 @@ class SchedulerRules:
     max_attempts: int = 3
 
 
+class SchedulerHooks:
+    """What follows or assists a scheduler; override only what you need.
+
+    The scheduler calls each overridden method at the moment it names, in
+    the order the hooks were added. Hooks may read the scheduler (given to
+    :meth:`attach`) and change it only through its public methods.
+
+    Examples:
+        >>> class CountStarts(SchedulerHooks):
+        ...     def __init__(self):
+        ...         self.starts = 0
+        ...     def job_started(self, job):
+        ...         self.starts += 1
+    """
+
+    def attach(self, scheduler: Scheduler) -> None:
+        """Called once when the hook is added."""
+
+    def job_queued(self, job: Job) -> None:
+        """``job`` joined the queue (submitted, or requeued after a kill)."""
+
+    def job_started(self, job: Job) -> None:
+        """``job`` started an attempt."""
+
+    def job_left(self, job: Job, completed: bool) -> None:
+        """``job``'s attempt stopped running: ``completed`` normally, or not
+        (walltime, kill, node failure). Called before the job's state changes."""
+
+    def job_done(self, job: Job) -> None:
+        """``job`` reached its final state (completed, timed out, failed, rejected)."""
+
+    def prepare(self, view: SchedulerView) -> Generator:
+        """A generator run at each decision point before the policy decides;
+        it may yield SimPy events (simulated time stands still meanwhile)."""
+        yield from ()
+
+
+def _overrides(hook: SchedulerHooks, name: str) -> bool:
+    return getattr(type(hook), name) is not getattr(SchedulerHooks, name)
+
+
 @dataclass
 class Counters:
     """What the scheduler counts besides the job records."""
@@ -67,112 +114,24 @@ class Counters:
     refused_reasons: dict[str, int] = field(default_factory=dict)
 
 
-class SchedulerView:
-    """What a policy may read: now, the queue, running jobs, free resources.
-
-    Policies must not change what they read; they return decisions.
-
-    Attributes:
-        queue: the :class:`cosim.queue.JobQueue` of waiting jobs.
-        cluster: the :class:`cosim.actors.nodes.Cluster` (capacity, free units).
-        released: resources were freed or expectations changed since the
-            previous pass (a policy may skip work when this is False).
-        surprise: something did not go as the scheduler expected since the
-            previous pass (a job ended early or overran, a kill, a node
-            change, an estimate update): plans must be rebuilt.
-        new_jobs: jobs that joined the queue since the previous pass.
-    """
-
-    def __init__(self, sched: Scheduler):
-        self._sched = sched
-        self.env = sched.env
-        self.queue = sched.queue
-        self.cluster = sched.cluster
-        self.released = True
-        self.surprise = True
-        self.new_jobs: list[Job] = []
-
-    @property
-    def now(self) -> float:
-        """Current simulated time (s)."""
-        return self.env.now
-
-    @property
-    def free(self) -> int:
-        """Free units (cores, or nodes on a node-granular cluster)."""
-        return self.cluster.free
-
-    @property
-    def free_mem(self) -> float:
-        """Free memory (inf when memory is not modelled)."""
-        return self.cluster.free_mem
-
-    @property
-    def running(self) -> list[Job]:
-        """Running jobs ordered by expected end."""
-        return [entry[2] for entry in self._sched.ends]
-
-    def ends(self) -> list[tuple[float, int, Job]]:
-        """``(expected_end, seq, job)`` of running jobs, sorted (do not modify)."""
-        return self._sched.ends
-
-    def shadow(self, procs: int, mem: float = 0.0) -> tuple[float, int, float]:
-        """When a job of this size could start if running jobs end as expected.
-
-        Returns:
-            ``(shadow_time, extra_units, extra_mem)``: the earliest time enough
-            units and memory are free, and what is left over at that time once
-            the job is placed (every job expected to end by then counted).
-            ``(inf, 0, 0)`` if that never happens (nodes down).
-        """
-        cl = self.cluster
-        avail, avail_mem = cl.free, cl.free_mem
-        now = self.env.now
-        if procs <= avail and mem <= avail_mem:
-            return now, avail - procs, avail_mem - mem
-        ends = self._sched.ends
-        n = len(ends)
-        if avail_mem == math.inf or cl.node_granular:
-            # Cores only (the common case): one pass over the sorted ends.
-            need = procs - avail
-            for i, (t, _, job) in enumerate(ends):
-                need -= job.procs
-                if need <= 0:
-                    extra = -need
-                    i += 1
-                    while i < n and ends[i][0] == t:   # every job ending then counts
-                        extra += ends[i][2].procs
-                        i += 1
-                    return (t if t > now else now), extra, avail_mem - mem
-            return math.inf, 0, 0.0
-        i = 0
-        while i < n:
-            t = ends[i][0]
-            # Take every job expected to end at this same time.
-            while i < n and ends[i][0] == t:
-                job = ends[i][2]
-                avail += job.procs
-                avail_mem += job.mem
-                i += 1
-            if avail >= procs and avail_mem >= mem:
-                return (t if t > now else now), avail - procs, avail_mem - mem
-        return math.inf, 0, 0.0
-
-
 class Scheduler:
     """The scheduler actor.
 
     Args:
         env: the simulation environment.
         cluster: the cluster it places jobs on.
-        policy: what decides (see :mod:`cosim.policy`).
+        policy: what decides (see :mod:`cosim.policy`). A policy may carry a
+            ``static_key(job) -> float`` (its queue order, computed once per job).
         rules: rules applied whatever the policy.
         record: keep event and decision rows (for the Parquet outputs).
+        hooks: :class:`SchedulerHooks` to add now (more with :meth:`add_hook`).
+        expected_jobs: how many jobs will be submitted in all; :attr:`finished`
+            fires when that many are done (-1: unknown, it never fires).
 
     Examples:
         >>> import simpy
         >>> from cosim.actors.nodes import Cluster
-        >>> from agents.heuristics import make_policy
+        >>> from cosim.policies import make_policy
         >>> env = simpy.Environment()
         >>> cluster = Cluster(env, nodes=4, cores_per_node=1)
         >>> sched = Scheduler(env, cluster, make_policy("fcfs+easy"))
@@ -182,10 +141,11 @@ class Scheduler:
     """
 
     def __init__(self, env: simpy.Environment, cluster: Cluster, policy: Policy, *,
-                 rules: SchedulerRules | None = None, record: bool = True):
+                 rules: SchedulerRules | None = None, record: bool = True,
+                 hooks: tuple[SchedulerHooks, ...] = (), expected_jobs: int = -1):
         self.env = env
         self.cluster = cluster
-        cluster.scheduler = self
+        cluster.bind(self)
         self.policy = policy
         self.rules = rules or SchedulerRules()
         self.record = record
@@ -199,69 +159,61 @@ class Scheduler:
         self.decisions: list[tuple] = []
         self.queued_area = 0.0
         self._last_idle_fit = -1
-        self.on_job_done = None            # callback(job) when a job reaches DONE
-        # Callbacks (kind, job) on queue/run changes: "queued", "started",
-        # "left" (ended, killed or failed). Used by the Gym env's rewards.
-        self.listeners: list = []
         self.done_count = 0
-        self.expected_jobs = -1            # when done_count reaches it, `finished` fires
+        self.expected_jobs = expected_jobs   # when done_count reaches it, `finished` fires
         self.finished = env.event()
-        self.view = SchedulerView(self)
-        self.predictions = None            # a cosim.prediction.PredictionHub, if any
+        if expected_jobs == 0:
+            self.finished.succeed()
+        self.view = SchedulerView(env, self.queue, cluster, self.ends, self.jobs, expected_jobs)
         self._static_key = getattr(policy, "static_key", None)
+        # Bound methods of the hooks that override each moment (none: nothing to call).
+        self._on_queued: list = []
+        self._on_started: list = []
+        self._on_left: list = []
+        self._on_done: list = []
+        self._preparers: list = []
+        for hook in hooks:
+            self.add_hook(hook)
         self._wake = env.event()
         self.process = env.process(self.schedule())
+
+    def add_hook(self, hook: SchedulerHooks) -> None:
+        """Add a :class:`SchedulerHooks` (before the simulation runs)."""
+        for name, calls in (("job_queued", self._on_queued), ("job_started", self._on_started),
+                            ("job_left", self._on_left), ("job_done", self._on_done),
+                            ("prepare", self._preparers)):
+            if _overrides(hook, name):
+                calls.append(getattr(hook, name))
+        hook.attach(self)
 
     # -- the process ---------------------------------------------------------
     def schedule(self) -> Generator:
         """Process: sleep until something changes, then run one pass.
 
-        A policy with ``external = True`` (a learning agent behind the Gym
-        environment) answers each decision point through an event: the
-        scheduler posts a request with :meth:`AgentPolicy.post` and waits for
-        the decision; simulated time does not move meanwhile.
+        A pass first lets the hooks prepare (predictions), then asks the
+        policy. A policy that yields a SimPy event (an agent answering from
+        outside) is waited for; simulated time does not move meanwhile.
         """
-        external = getattr(self.policy, "external", False)
+        view = self.view
+        apply = self.apply
         while True:
             yield self._wake
             self._wake = self.env.event()
-            if self.predictions is not None:
-                # One batch of predictions per decision point, before deciding.
-                yield from self.predictions.refresh(self.view)
-            if external:
-                yield from self._external_pass()
-            else:
-                self._pass()
-
-    def _external_pass(self) -> Generator:
-        self.counters.passes += 1
-        agent = self.policy
-        view = self.view
-        while agent.wants_decision(view):
-            request = self.env.event()
-            agent.post(request, view)
-            decision = yield request
-            if decision is None or decision.action == WAIT:
-                break
-            self.apply(decision)
-            if decision.action == KILL:
-                break   # its cores come back when the interrupt is processed, then we are woken
-        self._end_pass()
-
-    def _poke(self) -> None:
-        if not self._wake.triggered:
-            self._wake.succeed()
+            for prepare in self._preparers:
+                yield from prepare(view)
+            self.counters.passes += 1
+            for decision in self.policy.decide(view):
+                if type(decision) is not Decision:
+                    decision = yield decision    # an event the policy waits on
+                    if decision is None:
+                        continue
+                apply(decision)
+            self._end_pass()
 
     def wake(self) -> None:
-        """Ask for a pass now (timers, predictors); several calls make one pass."""
-        self._poke()
-
-    def _pass(self) -> None:
-        self.counters.passes += 1
-        apply = self.apply
-        for decision in self.policy.decide(self.view):
-            apply(decision)
-        self._end_pass()
+        """Ask for a pass now (arrivals, ends, timers); several calls make one pass."""
+        if not self._wake.triggered:
+            self._wake.succeed()
 
     def _end_pass(self) -> None:
         self.queue.maintain()
@@ -352,13 +304,40 @@ class Scheduler:
         self._end_key[job] = key
         insort(self.ends, key)
         job.process = env.process(self.cluster.run_job(job))
-        for listener in self.listeners:
-            listener("started", job)
+        for call in self._on_started:
+            call(job)
         if self.record:
             self.decisions.append((now, job.id, START, mode, reason, math.nan))
-            cl = self.cluster   # _event, inlined: this runs once per job
-            self.events.append((now, "start", job.id, -1, self.queue.count, len(self.ends),
-                                cl.up_units - cl.free, cl.up_units, self.queued_area, 0))
+            self._event("start", job.id)
+
+    # -- what hooks may change ------------------------------------------------
+    def set_queued_estimate(self, job: Job, estimate: float) -> None:
+        """Change what the scheduler expects a queued job to run (predictions).
+
+        The queue's columns, the queued area and the job's place in a static
+        order (the policy's ``static_key``) follow; policies re-plan.
+        """
+        q = self.queue
+        self.queued_area += job.procs * (estimate - job.estimate)
+        job.estimate = estimate
+        q.set_estimate(job)
+        if self._static_key is not None:
+            q.set_key(job, self._static_key(job))
+        self.view.surprise = True
+
+    def set_expected_end(self, job: Job, t: float) -> None:
+        """Change when the scheduler expects a running job to end (predictions, overruns)."""
+        key = self._end_key[job]
+        ends = self.ends
+        del ends[bisect_left(ends, key)]
+        self._seq += 1
+        key = (t, self._seq, job)
+        self._end_key[job] = key
+        insort(ends, key)
+        job.expected_end = t
+        self.view.released = True
+        self.view.surprise = True
+        self.wake()
 
     # -- notifications from users and nodes -----------------------------------
     def submit(self, job: Job) -> None:
@@ -377,10 +356,7 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            cl = self.cluster
-            self.events.append((job.submit, "submit", job.id, -1, self.queue.count,
-                                len(self.ends), cl.up_units - cl.free, cl.up_units,
-                                self.queued_area, 0))
+            self._event("submit", job.id)
 
     def _enqueue(self, job: Job) -> None:
         job.state = JobState.QUEUED
@@ -389,13 +365,13 @@ class Scheduler:
         self.queue.add(job, key)
         self.queued_area += job.procs * job.estimate
         self.view.new_jobs.append(job)
-        for listener in self.listeners:
-            listener("queued", job)
-        self._poke()
+        for call in self._on_queued:
+            call(job)
+        self.wake()
 
-    def _remove_running(self, job: Job) -> None:
-        for listener in self.listeners:
-            listener("left", job)
+    def _remove_running(self, job: Job, completed: bool) -> None:
+        for call in self._on_left:
+            call(job, completed)
         key = self._end_key.pop(job)
         ends = self.ends
         del ends[bisect_left(ends, key)]
@@ -404,24 +380,21 @@ class Scheduler:
 
     def job_ended(self, job: Job, outcome: str) -> None:
         """The job's process finished (completed, or killed at its walltime)."""
-        self._remove_running(job)
+        self._remove_running(job, outcome == Outcome.COMPLETED)
         job.state = JobState.DONE
         job.outcome = outcome
         job.end = float(self.env.now)
         if job.end < job.expected_end - _EPS:
             self.view.surprise = True
         if self.record:
-            cl = self.cluster
-            self.events.append((job.end, "timeout" if outcome == Outcome.TIMEOUT else "end",
-                                job.id, -1, self.queue.count, len(self.ends),
-                                cl.up_units - cl.free, cl.up_units, self.queued_area, 0))
-        self._poke()
+            self._event("timeout" if outcome == Outcome.TIMEOUT else "end", job.id)
+        self.wake()
         self._done(job)
 
     def job_interrupted(self, job: Job, cause: object) -> None:
         """The job's process was interrupted (kill or node failure)."""
         now = self.env.now
-        self._remove_running(job)
+        self._remove_running(job, False)
         self.view.surprise = True
         lost = now - job.start
         job.killed_seconds += lost
@@ -447,7 +420,7 @@ class Scheduler:
             job.outcome = Outcome.FAILED
             job.end = float(now)
             self._done(job)
-        self._poke()
+        self.wake()
 
     def job_overran(self, job: Job) -> None:
         """A running job passed its expected end: expect it to run a while longer."""
@@ -459,20 +432,6 @@ class Scheduler:
         if self.record:
             self._event("overrun", job.id)
 
-    def set_expected_end(self, job: Job, t: float) -> None:
-        """Change when the scheduler expects a running job to end (predictions, overruns)."""
-        key = self._end_key[job]
-        ends = self.ends
-        del ends[bisect_left(ends, key)]
-        self._seq += 1
-        key = (t, self._seq, job)
-        self._end_key[job] = key
-        insort(ends, key)
-        job.expected_end = t
-        self.view.released = True
-        self.view.surprise = True
-        self._poke()
-
     def node_changed(self, node: Node, *, up: bool) -> None:
         """A node went down or came back."""
         if not up:
@@ -481,17 +440,18 @@ class Scheduler:
         self.view.surprise = True
         if self.record:
             self._event("node_up" if up else "node_down", -1, node.index)
-        self._poke()
+        self.wake()
 
     def _done(self, job: Job) -> None:
         self.done_count += 1
         if self.done_count == self.expected_jobs:
             self.finished.succeed()
-        if self.on_job_done is not None:
-            self.on_job_done(job)
+        for call in self._on_done:
+            call(job)
 
     # -- records ------------------------------------------------------------
     def _event(self, kind: str, job_id: int, node: int = -1, idle_fit: int = 0) -> None:
+        """Append one row of the events table (schema ``events/1``)."""
         cl = self.cluster
         self.events.append((self.env._now, kind, job_id, node, self.queue.count,
                             len(self.ends), cl.up_units - cl.free, cl.up_units,

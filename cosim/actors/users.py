@@ -17,14 +17,14 @@ from collections.abc import Callable, Generator
 import numpy as np
 import simpy
 
-from cosim.actors.scheduler import Scheduler
+from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job
 from cosim.workloads.base import Workload
 
 __all__ = ["Users"]
 
 
-class Users:
+class Users(SchedulerHooks):
     """The population of users submitting one workload.
 
     Args:
@@ -57,7 +57,7 @@ class Users:
                 if parent is not None and parent < i:
                     self._dependents.setdefault(int(workload.job_id[parent]), []).append(int(i))
                     independent[i] = False
-            scheduler.on_job_done = self._job_done
+            scheduler.add_hook(self)   # to hear when a job others depend on is done
         self._rows = np.flatnonzero(independent)
         self.process = env.process(self.submit_jobs())
 
@@ -93,7 +93,8 @@ class Users:
                 k += 1
                 self.submitted += 1
 
-    def _job_done(self, job: Job) -> None:
+    def job_done(self, job: Job) -> None:
+        """Submit the jobs that waited for ``job`` a think time from now."""
         rows = self._dependents.pop(job.id, None)
         if rows:
             for i in rows:

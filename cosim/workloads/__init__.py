@@ -1,4 +1,4 @@
-"""Workload sources: SWF traces, Lublin-Feitelson, Mao/DeepRM, VASP; estimate models; windows."""
+"""Workload sources: SWF traces, Lublin-Feitelson, Mao/DeepRM, VASP; estimate models; windows; loading a scenario's workload."""
 
 from cosim.workloads.base import COLUMNS, Workload
 from cosim.workloads.estimates import (
@@ -8,6 +8,7 @@ from cosim.workloads.estimates import (
     TsafrirEstimates,
     apply_estimates,
 )
+from cosim.workloads.loading import STREAMS, load_workload, streams
 from cosim.workloads.lublin import lublin
 from cosim.workloads.mao import mao
 from cosim.workloads.oszicar import format_oszicar, parse_oszicar
@@ -18,4 +19,5 @@ from cosim.workloads.windows import jobsets, window
 __all__ = ["COLUMNS", "Workload", "read_swf", "read_swf_header", "write_swf", "SwfHeader",
            "CLEANING_RULES", "lublin", "mao", "ESTIMATE_MODELS", "apply_estimates",
            "ExactEstimates", "GaussianEstimates", "TsafrirEstimates", "window", "jobsets",
-           "generate_vasp", "VaspJobs", "parse_oszicar", "format_oszicar"]
+           "generate_vasp", "VaspJobs", "parse_oszicar", "format_oszicar", "load_workload",
+           "streams", "STREAMS"]

@@ -1,0 +1,110 @@
+"""Where each episode's jobs come from (``episode_source=`` in the environment).
+
+- ``window``: ``episode_jobs`` consecutive jobs from a random offset of the
+  scenario's workload, shifted to start at 0 (DBF, RLScheduler).
+- ``jobsets``: a DRAS phase-1 jobset, jobs drawn from the whole workload and
+  re-timed with Poisson arrivals.
+- ``curriculum``: the next workload of a list, cycling (DRAS's three phases
+  come from :func:`cosim.workloads.windows.curriculum`).
+
+``reset(options={"jobs": workload})`` bypasses the source and plays that workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from cosim.errors import ScenarioError
+from cosim.workloads.base import Workload
+from cosim.workloads.windows import curriculum as dras_curriculum
+from cosim.workloads.windows import jobsets, window
+
+__all__ = ["EpisodeSource", "WindowEpisodes", "JobsetEpisodes", "CurriculumEpisodes",
+           "EPISODE_SOURCES", "make_episode_source"]
+
+
+class EpisodeSource:
+    """Gives the workload of the next episode."""
+
+    def next(self, rng: np.random.Generator) -> Workload:
+        """The jobs of the next episode (``rng`` is the env's ``np_random``)."""
+        raise NotImplementedError
+
+
+class WindowEpisodes(EpisodeSource):
+    """Random windows of ``n`` consecutive jobs."""
+
+    def __init__(self, workload: Workload, n: int):
+        self.workload, self.n = workload, n
+
+    def next(self, rng: np.random.Generator) -> Workload:
+        """A window from a uniform random offset."""
+        start_at = int(rng.integers(0, len(self.workload) - self.n + 1))
+        return window(self.workload, self.n, start=start_at)
+
+
+class JobsetEpisodes(EpisodeSource):
+    """DRAS sampled jobsets of ``n`` jobs."""
+
+    def __init__(self, workload: Workload, n: int):
+        self.workload, self.n = workload, n
+
+    def next(self, rng: np.random.Generator) -> Workload:
+        """A fresh jobset."""
+        return jobsets(self.workload, 1, self.n, seed=int(rng.integers(2**31)))[0]
+
+
+class CurriculumEpisodes(EpisodeSource):
+    """The workloads of a list in order, cycling; :attr:`position` counts episodes played."""
+
+    def __init__(self, workloads: Sequence[Workload], position: int = 0):
+        self.workloads = list(workloads)
+        self.position = position
+
+    def next(self, rng: np.random.Generator) -> Workload:
+        """The next workload of the list."""
+        jobs = self.workloads[self.position % len(self.workloads)]
+        self.position += 1
+        return jobs
+
+
+#: Episode sources by the name the environment's ``episode_source=`` takes.
+EPISODE_SOURCES = ("window", "jobsets", "curriculum")
+
+
+def make_episode_source(name: str, workload: Workload, episode_jobs: int,
+                        curriculum=None) -> EpisodeSource:
+    """The episode source ``name`` over ``workload``.
+
+    Args:
+        name: one of :data:`EPISODE_SOURCES`.
+        workload: the scenario's workload.
+        episode_jobs: jobs per episode.
+        curriculum: for ``curriculum``: a list of workloads, or the keyword
+            arguments of :func:`cosim.workloads.windows.curriculum` as a dict
+            (JSON, so it can live in a saved env config).
+
+    Raises:
+        ScenarioError: an unknown name, or a curriculum given exactly when it
+            should not be.
+    """
+    if name not in EPISODE_SOURCES:
+        raise ScenarioError("episode_source", repr(name), "window, jobsets or curriculum")
+    if (name == "curriculum") != bool(curriculum):
+        raise ScenarioError("curriculum", "given" if curriculum else "missing",
+                            "a non-empty list of workloads exactly when "
+                            "episode_source is 'curriculum'")
+    if name == "window":
+        return WindowEpisodes(workload, episode_jobs)
+    if name == "jobsets":
+        return JobsetEpisodes(workload, episode_jobs)
+    if isinstance(curriculum, dict):
+        try:
+            workloads = dras_curriculum(workload, int(episode_jobs), **curriculum)
+        except TypeError as exc:
+            raise ScenarioError("curriculum", repr(curriculum),
+                                "keys among sampled, periods, synthetic, load_range, seed") from exc
+        return CurriculumEpisodes(workloads)
+    return CurriculumEpisodes(curriculum)

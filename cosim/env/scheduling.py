@@ -1,0 +1,297 @@
+"""The Gymnasium environment class: the SimPy model, answered one decision at a time.
+
+The scheduler's policy is an :class:`~cosim.env.actions.AgentPolicy` that
+posts each decision point as a SimPy event; :meth:`SchedulingEnv.step`
+answers it and runs the simulation until the next one. Simulated time does
+not move while the agent thinks, and heuristics and agents share one code
+path (the scheduler validates every decision). The parts live in their own
+modules: actions and mask (:mod:`~cosim.env.actions`), observations
+(:mod:`~cosim.env.observations`), rewards (:mod:`~cosim.env.rewards`),
+episode sources (:mod:`~cosim.env.episodes`) and the teacher
+(:mod:`~cosim.env.teacher`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import simpy
+from gymnasium import spaces
+
+from cosim import metrics, records
+from cosim.config import Scenario, load_scenario
+from cosim.env.actions import ActingPolicy, ActionMap, AgentPolicy
+from cosim.env.episodes import CurriculumEpisodes, make_episode_source
+from cosim.env.observations import OBSERVATIONS, ObservationConfig, make_encoder
+from cosim.env.rewards import REWARDS, RewardParams, make_reward
+from cosim.env.teacher import teacher_action
+from cosim.errors import ScenarioError
+from cosim.model import build
+from cosim.policies import make_policy
+from cosim.policy import START
+from cosim.workloads.loading import load_workload
+
+__all__ = ["SchedulingEnv", "ENV_ID"]
+
+ENV_ID = "cosim/Scheduling-v0"
+
+
+class SchedulingEnv(gym.Env):
+    """Gymnasium environment: pick which queued job starts next (see :mod:`cosim.env`).
+
+    Args:
+        scenario: a scenario file or :class:`cosim.config.Scenario`.
+        observation: ``compact``, ``kernel`` or ``image``.
+        window: ``(M_head, M_tail)`` (DBF split window; M_tail = 0 is the classic head window).
+        kill_slots: K running jobs the agent may kill (0 disables kills).
+        reward: one of :data:`cosim.env.rewards.REWARDS`.
+        episode_jobs: jobs per episode.
+        episode_end: ``placed`` (truncate after that many starts) or ``completed``.
+        episode_source: ``window`` (random offset), ``jobsets`` (DRAS phase 1) or
+            ``curriculum`` (the workloads in ``curriculum``, in order, cycling).
+        curriculum: episode workloads for ``episode_source="curriculum"``, for
+            example from :func:`cosim.workloads.windows.curriculum` (DRAS's three
+            phases), or that function's keyword arguments as a dict (for
+            example ``{"sampled": 20, "periods": 20, "synthetic": 20}``; JSON,
+            so it can live in a saved env config), applied to the scenario's
+            workload with ``set_size=episode_jobs``.
+        horizon: event-horizon length H of the compact observation.
+        image_slots, image_slot_s: rows and slot length (s) of the image observation.
+        time_scale: seconds that normalize integral rewards (and the SMDP discount).
+        smdp_gamma: discount per ``time_scale`` seconds between decisions, or None.
+        reward_weights: w1, w2, w3 for ``dbf`` and ``capability``.
+        tau: bounded-slowdown bound (s).
+        teacher: a heuristic policy name; ``info["teacher_action"]`` then holds
+            the action it would take now.
+        max_time: the time that maps to 1.0 in time features (default: from the workload).
+        queue_norm: the job count that maps to 1.0 in the log-scaled queue, running
+            and backlog counts. A constant, not the episode length, so an agent
+            trained on short episodes sees the same scale on a whole trace.
+        guard_wait: starvation guard (s): once the queue's first job has waited
+            this long it holds an EASY reservation; the mask then allows only
+            that job while it fits, else only jobs that do not delay it. None
+            (default) leaves the agent free.
+        workload: a prepared workload (skips loading the scenario's).
+
+    Examples:
+        >>> env = SchedulingEnv("scenarios/lublin256.yaml", episode_jobs=64)  # doctest: +SKIP
+        >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
+        >>> obs, r, terminated, truncated, info = env.step(int(info["action_mask"].argmax()))  # doctest: +SKIP
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, scenario: str | Path | Scenario, *, observation: str = "compact",
+                 window: tuple[int, int] = (10, 0), kill_slots: int = 0, reward: str = "slowdown",
+                 episode_jobs: int = 256, episode_end: str = "completed",
+                 episode_source: str = "window", horizon: int = 8, image_slots: int = 20,
+                 image_slot_s: float = 1800.0, time_scale: float = 3600.0,
+                 smdp_gamma: float | None = None, reward_weights=(1 / 3, 1 / 3, 1 / 3),
+                 tau: float = 10.0, teacher: str | None = None, max_time: float | None = None,
+                 queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
+                 workload=None, base_dir: str | Path | None = None):
+        if not isinstance(scenario, Scenario):
+            base_dir = base_dir or Path(scenario).resolve().parent
+            scenario = load_scenario(scenario)
+        if observation not in OBSERVATIONS:
+            raise ScenarioError("observation", repr(observation), f"one of {', '.join(OBSERVATIONS)}")
+        if reward not in REWARDS:
+            raise ScenarioError("reward", repr(reward), f"one of {', '.join(REWARDS)}")
+        if episode_end not in ("placed", "completed"):
+            raise ScenarioError("episode_end", repr(episode_end), "placed or completed")
+        m_head, m_tail = (int(window[0]), int(window[1]))
+        if m_head < 0 or m_tail < 0 or m_head + m_tail < 1:
+            raise ScenarioError("window", repr(window), "(M_head, M_tail) with M_head + M_tail >= 1")
+        self.scenario = scenario
+        self.base_dir = base_dir
+        self.workload = workload if workload is not None else load_workload(scenario, base_dir=base_dir)
+        if episode_jobs < 1 or episode_jobs > len(self.workload):
+            raise ScenarioError("episode_jobs", str(episode_jobs),
+                                f"between 1 and the workload's {len(self.workload)} jobs")
+        self._episodes = make_episode_source(episode_source, self.workload, int(episode_jobs),
+                                             curriculum)
+        self.amap = ActionMap(m_head, m_tail, int(kill_slots))
+        self.observation_kind = observation
+        self.reward_kind = reward
+        self.episode_jobs = int(episode_jobs)
+        self.episode_end = episode_end
+        self.episode_source = episode_source
+        self.horizon = int(horizon)
+        self.image_slots = int(image_slots)
+        self.image_slot_s = float(image_slot_s)
+        self.time_scale = float(time_scale)
+        self.smdp_gamma = smdp_gamma
+        self.weights = tuple(float(w) for w in reward_weights)
+        self.tau = float(tau)
+        self.max_time = float(max_time or max(1e5, 2.0 * float(self.workload.req_time.max())))
+        if not queue_norm >= 1:
+            raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
+        self.queue_norm = float(queue_norm)
+        if guard_wait is not None and (not guard_wait >= 0 or m_head < 1):
+            raise ScenarioError("guard_wait", repr(guard_wait),
+                                "seconds >= 0, with a head window (M_head >= 1)")
+        self.guard_wait = None if guard_wait is None else float(guard_wait)
+        self.teacher_name = teacher
+        if teacher is not None:
+            make_policy(teacher, where="teacher")   # validate the name now
+        c = scenario.cluster
+        self._capacity = c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
+        self._reward_params = RewardParams(tau=self.tau, time_scale=self.time_scale,
+                                           smdp_gamma=smdp_gamma, weights=self.weights)
+        self._encoder = make_encoder(observation, ObservationConfig(
+            amap=self.amap, capacity=self._capacity, mem_capacity=c.memory_per_node * c.nodes,
+            max_time=self.max_time, queue_norm=self.queue_norm, horizon=self.horizon,
+            image_slots=self.image_slots, image_slot_s=self.image_slot_s))
+        self.action_space = spaces.Discrete(self.amap.n)
+        self.observation_space = self._encoder.space
+        self._sim = None
+        self._agent: AgentPolicy | None = None
+        self._signal = None
+
+    @property
+    def curriculum(self) -> list:
+        """The curriculum's workloads (empty unless ``episode_source="curriculum"``)."""
+        eps = self._episodes
+        return eps.workloads if isinstance(eps, CurriculumEpisodes) else []
+
+    # -- Gymnasium API -----------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode on a fresh window of jobs; returns ``(obs, info)``.
+
+        ``options={"jobs": workload}`` plays that workload instead (any
+        curriculum a trainer drives itself).
+        """
+        super().reset(seed=seed)
+        jobs = (options or {}).get("jobs")
+        if jobs is None:
+            jobs = self._episodes.next(self.np_random)
+        self._sim_env = simpy.Environment()
+        self._agent = AgentPolicy(self.amap, self._on_post, guard_wait=self.guard_wait)
+        self._reward = make_reward(self.reward_kind, self._reward_params)
+        self._sim = build(self._sim_env, self.scenario, self._agent, workload=jobs,
+                          hooks=[self._reward])
+        self._encoder.reset()
+        self._placed = 0
+        self._last_decision_t = 0.0
+        self._sim.finished.callbacks.append(lambda _event: self._wake_env())
+        self._run_to_next_decision()
+        return self._observe(), self._info(0.0)
+
+    def step(self, action):
+        """Apply one action and run to the next decision point."""
+        agent = self._agent
+        if agent is None or agent.request is None:
+            raise RuntimeError("step() called after the episode ended; call reset()")
+        view = self._sim.scheduler.view
+        decision = agent.decode(int(action), view)
+        reward = self._reward.on_decision(decision)
+        if decision.action == START:
+            self._placed += 1
+        agent.answer(decision)
+        truncated = self.episode_end == "placed" and self._placed >= self.episode_jobs
+        if not truncated:
+            self._run_to_next_decision()
+        now = float(self._sim_env.now)
+        reward += self._reward.collect(now)
+        terminated = agent.request is None and not truncated
+        dt = now - self._last_decision_t
+        self._last_decision_t = now
+        info = self._info(dt)
+        if terminated or truncated:
+            info["episode_metrics"] = self.episode_metrics()
+        return self._observe(), float(reward), terminated, truncated, info
+
+    @property
+    def simulation(self):
+        """The episode's :class:`cosim.model.Simulation` (scheduler, cluster, jobs), or None before reset."""
+        return self._sim
+
+    def action_masks(self) -> np.ndarray:
+        """The current int8 action mask (sb3-contrib's MaskablePPO reads this)."""
+        return self._agent.mask.copy()
+
+    def acting_policy(self, act: Callable[[np.ndarray, np.ndarray], int], *,
+                      name: str = "agent") -> ActingPolicy:
+        """A plain policy that answers decision points in process with ``act(obs, mask)``.
+
+        It sees exactly what this environment's agent would (same window,
+        mask, guard and observation), so a trained agent runs in
+        ``python -m cosim run`` like any heuristic. Each call gives a fresh
+        policy for one simulation.
+        """
+        encoder = make_encoder(self.observation_kind, self._encoder.cfg)
+        encoder.reset()
+        return ActingPolicy(self.amap, encoder.encode, act, guard_wait=self.guard_wait, name=name)
+
+    # -- the co-simulation handshake ----------------------------------------------------
+    def _on_post(self, request: simpy.Event) -> None:
+        self._wake_env()
+
+    def _wake_env(self) -> None:
+        if self._signal is not None and not self._signal.triggered:
+            self._signal.succeed()
+
+    def _run_to_next_decision(self) -> None:
+        env = self._sim_env
+        self._signal = env.event()
+        if self._sim.finished.triggered and self._agent.request is None:
+            return
+        env.run(until=self._signal)
+        self._signal = None
+
+    # -- observations, info, metrics -------------------------------------------------------
+    def _observe(self) -> np.ndarray:
+        if self._sim is None:
+            return self._encoder.empty()
+        return self._encoder.encode(self._sim.scheduler.view, self._agent)
+
+    def _info(self, dt: float) -> dict[str, Any]:
+        info: dict[str, Any] = {"action_mask": self._agent.mask.copy(), "dt": float(dt),
+                                "time": float(self._sim_env.now), "placed": self._placed}
+        if self.teacher_name is not None:
+            info["teacher_action"] = self.teacher_action(self.teacher_name)
+        return info
+
+    def teacher_action(self, name: str) -> int:
+        """The action heuristic ``name`` would take now (see :func:`cosim.env.teacher.teacher_action`)."""
+        if self._agent is None or self._agent.request is None:
+            return self.amap.wait
+        return teacher_action(name, self._sim.scheduler.view, self._agent)
+
+    def episode_metrics(self) -> dict[str, float]:
+        """Mean bsld, mean and max wait, utilization and mean queue length so far.
+
+        By :func:`cosim.metrics.headline`, the definitions every report uses
+        (averages over finished jobs; the queue length is its time average over
+        the span).
+        """
+        sched = self._sim.scheduler
+        jobs = records.jobs_table(sched.jobs, _EPISODE_COLUMNS)
+        rows = sched.events
+        events = {"time": [r[0] for r in rows], "queue_len": [r[_QUEUE_LEN] for r in rows]}
+        s = metrics.headline(jobs, events, cores=self._capacity, tau=self.tau)
+
+        def f(key):
+            v = s.get(key)
+            return math.nan if v is None else float(v)
+        return {"jobs": s["jobs_finished"], "mean_bsld": f("bsld_mean"),
+                "mean_wait": f("wait_mean"), "max_wait": f("wait_max"),
+                "utilization": f("utilization"), "mean_queue": f("queue_len_mean")}
+
+
+_QUEUE_LEN = records.EVENT_COLUMNS.index("queue_len")
+#: Job columns :func:`cosim.metrics.headline` reads.
+_EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",
+                    "killed_core_seconds")
+
+
+def register() -> None:
+    """Register :data:`ENV_ID` with Gymnasium (done on ``import cosim.env``)."""
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="cosim.env:SchedulingEnv",
+                     disable_env_checker=True)

@@ -1,0 +1,218 @@
+"""The policy-name grammar: one parser for every place a policy is named.
+
+::
+
+    POLICY    = ORDER [ "@" PREDICTOR [ "+kill" ] ]
+    ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR
+    PREDICTOR = estimate | history | xgboost | rnn
+
+Examples: ``fcfs+easy``, ``f1`` (its default backfilling), ``sjf+easy@xgboost``
+(order by XGBoost's pre-run predictions), ``fcfs+easy@rnn+kill`` (remaining-time
+predictions from progress logs and RLSchert's kill rule), ``knapsack``,
+``rl:runs/ppo`` (a trained agent's checkpoint folder). A name without
+``@PREDICTOR`` takes the scenario's ``predictor.runtime`` (and its
+``predictor.kill.enabled``).
+
+:func:`parse_policy` turns a name into a :class:`PolicySpec`;
+:func:`make_policy` builds the heuristic or selector policy of a spec (a
+trained agent needs torch, so :mod:`cosim.runner` loads those). The CLI's
+``run``, ``validate`` and ``policies``, the Gym environment's teacher and the
+learners all go through here.
+
+Examples:
+    >>> spec = parse_policy("sjf+easy@rnn+kill")
+    >>> spec.order, spec.heuristic, spec.backfill, spec.predictor, spec.kill
+    ('sjf+easy', 'sjf', 'easy', 'rnn', True)
+    >>> parse_policy("f1").order
+    'f1+none'
+    >>> parse_policy("rl:runs/ppo").checkpoint
+    'runs/ppo'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from cosim.errors import ScenarioError
+from cosim.policies.backfill import BACKFILLS, QueuePolicy
+from cosim.policies.heuristics import HEURISTICS
+from cosim.policies.knapsack import KnapsackPolicy
+
+__all__ = ["PolicySpec", "parse_policy", "make_policy", "policy_names", "grammar_help",
+           "PREDICTORS", "SELECTORS"]
+
+#: Where a policy's run-time beliefs come from (``@PREDICTOR``).
+PREDICTORS: dict[str, str] = {
+    "estimate": "user estimates (requested times)",
+    "history": "per-user mean of the last two run times (EASY++)",
+    "xgboost": "XGBoost pre-run predictions from job inputs (RLSchert)",
+    "rnn": "pre-run predictions, then remaining-time predictions from progress logs",
+}
+
+#: Policies that choose a set of jobs rather than an order (no ``+BACKFILL``).
+SELECTORS: dict[str, str] = {
+    "knapsack": "0-1 knapsack (dynamic programming) over the first 50 queued jobs that fit, "
+                "value from DRAS's capability reward (DRAS's Optimization baseline)",
+}
+
+_AGENT = "rl:"
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A parsed policy name.
+
+    Attributes:
+        name: the name as written (whitespace stripped).
+        kind: ``queue`` (heuristic + backfilling), ``selector`` or ``agent``.
+        heuristic, backfill: for ``queue``: the order and the backfilling variant
+            (the heuristic's default when the name has none).
+        selector: for ``selector``: its name.
+        checkpoint: for ``agent``: the checkpoint folder.
+        predictor: ``@PREDICTOR``, or None when the name has none (the
+            scenario's default applies; see :meth:`resolved`).
+        kill: ``+kill`` was given (RLSchert's rule; needs ``@rnn``).
+    """
+
+    name: str
+    kind: str
+    heuristic: str = ""
+    backfill: str = ""
+    selector: str = ""
+    checkpoint: str = ""
+    predictor: str | None = None
+    kill: bool = False
+
+    @property
+    def order(self) -> str:
+        """The part before ``@``, normalized (``f1`` -> ``f1+none``)."""
+        if self.kind == "queue":
+            return f"{self.heuristic}+{self.backfill}"
+        if self.kind == "selector":
+            return self.selector
+        return _AGENT + self.checkpoint
+
+    def resolved(self, predictor: str = "estimate", kill: bool = False) -> PolicySpec:
+        """The spec with the scenario's defaults where the name says nothing."""
+        if self.predictor is not None:
+            return self
+        return replace(self, predictor=predictor, kill=self.kill or kill)
+
+
+def _fail(where: str, name: str, expected: str) -> ScenarioError:
+    return ScenarioError(where, repr(name), expected)
+
+
+def _parse_order(order: str, name: str, where: str) -> dict:
+    if order.startswith(_AGENT):
+        folder = order[len(_AGENT):]
+        if not folder:
+            raise _fail(where, name, "rl:DIR with DIR a checkpoint folder written by "
+                                     "'python -m agents train'")
+        return {"kind": "agent", "checkpoint": folder}
+    base, plus, backfill = order.lower().partition("+")
+    if base in SELECTORS:
+        if backfill not in ("", "none"):
+            raise _fail(where, name, f"{base} alone (it selects a set of jobs; "
+                                     "no backfilling variant applies)")
+        return {"kind": "selector", "selector": base}
+    if base not in HEURISTICS:
+        raise _fail(where, name, f"one of {', '.join(HEURISTICS)} (optionally +BACKFILL and "
+                                 f"@PREDICTOR[+kill]), or {', '.join(SELECTORS)}, or rl:DIR "
+                                 "(see 'python -m cosim policies')")
+    if plus and backfill not in BACKFILLS:
+        raise _fail(where, name, f"a backfilling variant among {', '.join(BACKFILLS)}")
+    return {"kind": "queue", "heuristic": base,
+            "backfill": backfill or HEURISTICS[base].default_backfill}
+
+
+def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
+    """Parse a policy name (see the module docstring).
+
+    Args:
+        name: the policy name.
+        where: the file and key path or flag it came from, for error messages
+            (``"scenarios/vasp.yaml: scheduler.policies[2]"``, ``"--policy"``).
+
+    Raises:
+        ScenarioError: the name does not follow the grammar; the message says
+            what was expected.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise _fail(where, str(name), "a policy name such as fcfs+easy")
+    text = name.strip()
+    order, at, suffix = text.rpartition("@")
+    if not at:
+        order, suffix = text, ""
+    elif text.startswith(_AGENT) and suffix.partition("+")[0] not in PREDICTORS:
+        order, at, suffix = text, "", ""     # an '@' inside a checkpoint path
+    parts = _parse_order(order, text, where)
+    predictor, kill = None, False
+    if at:
+        pred, plus, extra = suffix.partition("+")
+        pred = pred.lower()
+        if pred not in PREDICTORS or (plus and extra.lower() != "kill"):
+            raise _fail(where, text, "POLICY[@PREDICTOR[+kill]] with PREDICTOR one of "
+                                     f"{', '.join(PREDICTORS)}")
+        kill = bool(plus)
+        if kill and pred != "rnn":
+            raise _fail(where, text, "+kill only with @rnn (it needs in-run predictions)")
+        predictor = pred
+    return PolicySpec(name=text, predictor=predictor, kill=kill, **parts)
+
+
+def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = None,
+                where: str = "policy"):
+    """Build the heuristic or selector policy a name stands for.
+
+    The ``@PREDICTOR`` part is not the policy's business (the runner attaches
+    predictions to the scheduler), so ``sjf+easy@xgboost`` gives the same
+    policy object as ``sjf+easy``.
+
+    Args:
+        name: a policy name or a parsed :class:`PolicySpec`.
+        rng: random stream for randomized heuristics.
+        where: key path used in error messages.
+
+    Raises:
+        ScenarioError: an invalid name, or ``rl:DIR`` (trained agents need
+            torch; :func:`cosim.runner.load_policy` builds them).
+
+    Examples:
+        >>> make_policy("sjf+easy").name
+        'sjf+easy'
+    """
+    spec = name if isinstance(name, PolicySpec) else parse_policy(name, where=where)
+    if spec.kind == "agent":
+        raise _fail(where, spec.name, "a heuristic or selector here (a trained agent, "
+                                      "rl:DIR, is loaded by cosim.runner.load_policy)")
+    if spec.kind == "selector":
+        return KnapsackPolicy()
+    return QueuePolicy(HEURISTICS[spec.heuristic], spec.backfill, rng=rng)
+
+
+def policy_names() -> list[tuple[str, str]]:
+    """``(name, description)`` of every heuristic, selector and backfilling variant."""
+    rows = [(h.name, f"{h.doc}; default backfilling: {h.default_backfill}")
+            for h in HEURISTICS.values()]
+    rows += list(SELECTORS.items())
+    rows += [(f"+{b}", doc) for b, doc in BACKFILLS.items()]
+    rows += [(f"@{p}", doc) for p, doc in PREDICTORS.items()]
+    rows += [("+kill", "after @rnn: RLSchert's rule kills and requeues a running job whose "
+                       "in-run prediction says it is long although its pre-run one said short"),
+             ("rl:DIR", "a trained agent (a checkpoint folder of 'python -m agents train'), "
+                        "acting greedily")]
+    return rows
+
+
+def grammar_help() -> str:
+    """The grammar and every name, as ``python -m cosim policies`` prints it."""
+    rows = policy_names()
+    width = max(len(n) for n, _ in rows)
+    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill]], a SELECTOR, or rl:DIR",
+             "(e.g. fcfs+easy, f1, sjf+easy@xgboost, fcfs+easy@rnn+kill, knapsack, rl:runs/ppo).",
+             "Without @PREDICTOR a policy sees the scenario's predictor.runtime.", ""]
+    lines += [f"  {n.ljust(width)}  {doc}" for n, doc in rows]
+    return "\n".join(lines)

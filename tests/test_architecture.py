@@ -1,0 +1,148 @@
+"""The layering of docs/architecture.md holds, and its checks can fail.
+
+- The import-linter contracts in ``pyproject.toml`` pass (``lint-imports``),
+  and fail, naming the contract, when a wrong import is added to a copy of
+  the code.
+- No package has an import cycle between its modules, counting imports
+  inside functions and under ``if TYPE_CHECKING:`` (grimp's graph).
+- Every module of ``cosim`` is either on the model side (forbidden to import
+  ``agents`` and ``predictors``) or one of the named composition modules.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cosim", "predictors", "agents")
+#: The only cosim modules that may wire in predictors and agents.
+COMPOSITION = {"cosim.__main__", "cosim.runner", "cosim.sweep"}
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("lint-imports")
+    if exe is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    env = {"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([exe, "--no-cache"], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def _copy_tree(dest: Path) -> Path:
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def test_import_contracts_hold():
+    proc = _lint(ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("module,line,contract", [
+    ("cosim/model.py", "import agents.ppo", "model side of cosim"),
+    ("cosim/env/rewards.py", "from predictors import history", "model side of cosim"),
+    ("predictors/bundle.py", "import agents.checkpoint", "predictors never imports"),
+    ("cosim/queue.py", "import cosim.actors.scheduler", "Layers inside cosim"),
+])
+def test_a_wrong_import_breaks_a_contract(tmp_path, module, line, contract):
+    tree = _copy_tree(tmp_path)
+    path = tree / module
+    text = path.read_text()
+    # After the module docstring and __future__ import, so it is a real import.
+    anchor = "from __future__ import annotations\n"
+    assert anchor in text
+    path.write_text(text.replace(anchor, anchor + line + "\n", 1))
+    proc = _lint(tree)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    broken = proc.stdout[proc.stdout.index("Contracts"):]
+    assert contract in broken and "BROKEN" in broken, broken[-2000:]
+
+
+def cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
+    """Every module-level import cycle inside ``package`` (one cycle per strongly connected set)."""
+    modules = sorted(m for m in graph.modules if m == package or m.startswith(package + "."))
+    edges = {m: sorted(d for d in graph.find_modules_directly_imported_by(m) if d in modules)
+             for m in modules}
+    # Tarjan's strongly connected components; any component of two or more
+    # modules (or a module importing itself) is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in edges[v]:
+                found.append(sorted(comp))
+
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    for m in modules:
+        if m not in index:
+            visit(m)
+    return found
+
+
+def _graph(*packages: str, path: Path | None = None) -> grimp.ImportGraph:
+    if path is not None:
+        sys.path.insert(0, str(path))
+    try:
+        return grimp.build_graph(*packages, exclude_type_checking_imports=False, cache_dir=None)
+    finally:
+        if path is not None:
+            sys.path.remove(str(path))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycles(package):
+    graph = _graph(*PACKAGES)
+    assert cycles(graph, package) == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "cyclepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from cyclepkg import b\n")
+    (pkg / "b.py").write_text("def f():\n    from cyclepkg import c\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from cyclepkg import a\n")
+    (pkg / "d.py").write_text("from cyclepkg import a\n")
+    assert cycles(_graph("cyclepkg", path=tmp_path), "cyclepkg") == [
+        ["cyclepkg.a", "cyclepkg.b", "cyclepkg.c"]]
+
+
+def test_every_cosim_module_is_on_a_side():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    model_side = next(c for c in config["contracts"] if c["id"] == "model-side")
+    children = {m for m in _graph(*PACKAGES).find_children("cosim")}
+    placed = set(model_side["source_modules"]) | COMPOSITION
+    assert children <= placed, f"not placed: {sorted(children - placed)}"
+    assert not set(model_side["source_modules"]) & COMPOSITION
