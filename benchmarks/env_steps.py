@@ -1,6 +1,6 @@
 """Decisions per second of the Gymnasium environment with random legal actions.
 
-For each observation builder: one environment in this process; K
+For each action model and observation builder: one environment in this process; K
 environments in K worker processes (gymnasium AsyncVectorEnv, one env per
 process); and E environments sharded over K workers (cosim.vector.
 ShardedVectorEnv, E/K envs per process, one message per worker per step).
@@ -10,7 +10,9 @@ the time. Peers measured on this machine (random valid actions, 256-job
 episodes, one process): RLScheduler's HPCEnv about 3,600 decisions/s,
 sched-rl-gym's CompactRM (SMDP) about 370.
 
-    python benchmarks/env_steps.py [--seconds 5] [--envs 2] [--sharded-envs 16]
+    python benchmarks/env_steps.py [--seconds 5] [--envs 2] [--sharded-envs 16] [--single]
+
+Target (issue 10): the ``select`` model at least 10,000 decisions/s in one process.
 """
 
 from __future__ import annotations
@@ -27,13 +29,19 @@ from cosim.vector import ShardedVectorEnv
 SCENARIO = "scenarios/lublin256.yaml"
 
 
-def make(observation: str):
-    return lambda: SchedulingEnv(SCENARIO, observation=observation, window=(10, 0),
-                                 episode_jobs=256)
+#: (action model, observation, window) rows of the table.
+CASES = [("start", "compact", (10, 0)), ("start", "kernel", (10, 0)), ("start", "image", (10, 0)),
+         ("select", "kernel", 128), ("select", "compact", 32), ("dras", "dras", 50),
+         ("dras", "kernel", 50)]
 
 
-def single(observation: str, seconds: float) -> float:
-    env = make(observation)()
+def make(actions: str, observation: str, window):
+    return lambda: SchedulingEnv(SCENARIO, actions=actions, observation=observation,
+                                 window=window, episode_jobs=256)
+
+
+def single(actions: str, observation: str, window, seconds: float) -> float:
+    env = make(actions, observation, window)()
     rng = np.random.default_rng(0)
     obs, info = env.reset(seed=1)
     n, t0 = 0, time.perf_counter()
@@ -68,14 +76,20 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--envs", type=int, default=2, help="worker processes")
     ap.add_argument("--sharded-envs", type=int, default=16)
+    ap.add_argument("--single", action="store_true", help="one process only (no vector envs)")
     args = ap.parse_args()
     k, e = args.envs, args.sharded_envs
-    print(f"{'observation':12s} {'1 env':>10s} {f'async {k}x1':>12s} {f'sharded {k}x{e // k}':>14s}")
-    for observation in ("compact", "kernel", "image"):
-        one = single(observation, args.seconds)
-        many = vectorized(gym.vector.AsyncVectorEnv([make(observation)] * k), args.seconds)
-        sharded = vectorized(ShardedVectorEnv([make(observation)] * e, workers=k), args.seconds)
-        print(f"{observation:12s} {one:10,.0f} {many:12,.0f} {sharded:14,.0f}   decisions/s")
+    print(f"{'actions':8s} {'observation':12s} {'1 env':>10s} {f'async {k}x1':>12s} "
+          f"{f'sharded {k}x{e // k}':>14s}")
+    for actions, observation, window in CASES:
+        one = single(actions, observation, window, args.seconds)
+        many = sharded = float("nan")
+        if not args.single:
+            fn = make(actions, observation, window)
+            many = vectorized(gym.vector.AsyncVectorEnv([fn] * k), args.seconds)
+            sharded = vectorized(ShardedVectorEnv([fn] * e, workers=k), args.seconds)
+        print(f"{actions:8s} {observation:12s} {one:10,.0f} {many:12,.0f} {sharded:14,.0f}"
+              "   decisions/s")
 
 
 if __name__ == "__main__":

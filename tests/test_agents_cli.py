@@ -58,7 +58,7 @@ def test_rl_policy_acts_legally_and_reports_its_env(trained):
     # A kernel network transfers to another window size.
     other = make_env(policy.env_config, teacher=None, window=(10, 0))
     obs, info = other.reset(seed=0)
-    assert obs.shape == (11, 14)
+    assert obs.shape == (11, 18)
     assert info["action_mask"][policy.act(obs, info["action_mask"])] == 1
     assert math.isfinite(policy.value(obs))
 

@@ -68,7 +68,7 @@ def test_same_seed_same_trajectory(observation):
     assert a != c
 
 
-@pytest.mark.parametrize("reward", ["slowdown", "slowdown_window", "bsld", "completion", "dbf",
+@pytest.mark.parametrize("reward", ["slowdown", "slowdown_queued", "bsld", "completion", "dbf",
                                     "capability", "capacity"])
 def test_masks_never_allow_what_the_engine_refuses(reward):
     env = SchedulingEnv(SCENARIO, window=(5, 3), kill_slots=2, episode_jobs=80, reward=reward,
@@ -111,9 +111,8 @@ def test_kill_action_frees_cores_at_the_kill_time_and_requeues():
     obs, info = env.reset(seed=0)
     assert info["time"] == 0.0 and info["action_mask"].tolist() == [1, 0, 1, 0]
     obs, r, term, trunc, info = env.step(0)          # start job 1
-    # With kill slots the agent is asked again at once (a kill is legal).
-    assert info["time"] == 0.0 and info["action_mask"].tolist() == [0, 0, 1, 1]
-    obs, r, term, trunc, info = env.step(2)          # wait for the next event
+    # The queue is empty and job 1 cannot be killed in the instant it started:
+    # the next decision is job 2's arrival.
     assert info["time"] == 1.0 and info["action_mask"].tolist() == [0, 0, 1, 1]
     obs, r, term, trunc, info = env.step(3)          # kill running slot 0 (job 1)
     sched = env._sim.scheduler
@@ -121,8 +120,41 @@ def test_kill_action_frees_cores_at_the_kill_time_and_requeues():
     assert job1.killed_seconds == 1.0 and job1.attempts == 1
     assert info["time"] == 1.0
     assert sched.cluster.free == 8                   # freed at the kill time
-    assert info["action_mask"][:2].tolist() == [1, 1]   # both queued again, both fit
+    # Both queued again and both fit; nothing runs and nothing will arrive, so
+    # Fwd would stall the simulation and is not legal.
+    assert info["action_mask"].tolist() == [1, 1, 0, 0]
     assert {j.id for j in env._agent.window if j is not None} == {1, 2}
+
+
+def test_a_job_cannot_be_killed_in_the_instant_it_started():
+    # Start/kill loops at one instant would freeze simulated time (issue 10).
+    w = Workload.from_columns(submit=[0, 0], run=[100, 100], procs=[4, 4])
+    env = SchedulingEnv(small_scenario(4), window=(2, 0), kill_slots=1, episode_jobs=2,
+                        workload=w)
+    obs, info = env.reset(seed=0)
+    obs, r, term, trunc, info = env.step(0)          # job 1 starts at 0
+    assert info["time"] == 0.0                       # job 2 waits: asked again (DBF)
+    assert info["action_mask"].tolist() == [0, 0, 1, 0]   # Fwd only: no kill at once
+
+
+def test_start_model_asks_at_every_event_and_needs_fwd_to_move_on():
+    # DBF's schedule cycling: the agent keeps placing until Fwd, and is asked
+    # at each arrival and completion while jobs wait, even when only Fwd is legal.
+    w = Workload.from_columns(submit=[0, 0, 5], run=[10, 10, 10], procs=[2, 2, 2])
+    env = SchedulingEnv(small_scenario(2), window=(3, 0), episode_jobs=3, workload=w)
+    obs, info = env.reset(seed=0)
+    times, kinds = [info["time"]], []
+    for action in (0, 3, 3, 0, 3, 0):
+        obs, r, term, trunc, info = env.step(action)
+        times.append(info["time"])
+        kinds.append(info["action_kind"])
+        if term:
+            break
+    # 0: J1 starts, asked again (Fwd only); Fwd -> 5 (J3 arrives); Fwd -> 10
+    # (J1 ends): J2 starts; asked again at 10; Fwd -> 20: J3 starts; done.
+    assert times == [0.0, 0.0, 5.0, 10.0, 10.0, 20.0, 30.0]   # the last: the end
+    assert kinds == ["start", "wait", "wait", "start", "wait", "start"]
+    assert term
 
 
 def test_teacher_action_is_what_the_heuristic_would_start():
@@ -144,8 +176,11 @@ def test_teacher_outside_the_window_maps_to_its_best_window_job():
     obs, info = env.reset(seed=0)
     assert [j.id for j in env._agent.window] == [1, 2]
     assert info["teacher_action"] == 1
-    # Once job 1 (started against the teacher's advice) ends, job 3 is visible.
+    # Job 1 starts against the teacher's advice; nothing else fits: the teacher waits.
     obs, r, term, trunc, info = env.step(0)
+    assert info["time"] == 0.0 and info["teacher_action"] == 2
+    # Once job 1 ends, job 3 is visible.
+    obs, r, term, trunc, info = env.step(2)
     assert info["time"] == 50.0
     assert [j.id for j in env._agent.window] == [2, 3]
     assert info["teacher_action"] == 1
@@ -210,28 +245,44 @@ def test_starvation_guard_reserves_for_the_queue_head():
     free = SchedulingEnv(small_scenario(4), window=(3, 0), episode_jobs=4, workload=w)
     guarded = SchedulingEnv(small_scenario(4), window=(3, 0), episode_jobs=4, workload=w,
                             guard_wait=0.0)
-    infos = []
+    seen = []
     for env in (free, guarded):
         obs, info = env.reset(seed=0)
-        assert info["time"] == 0.0
         obs, r, term, trunc, info = env.step(0)            # J1 starts at 0
-        infos.append(info)
-    assert infos[0]["time"] == 2.0 and infos[0]["action_mask"].tolist() == [0, 1, 0, 1]
-    # The guarded agent is asked only at 3 (at 2 only Wait was legal): J3 masked out.
-    assert infos[1]["time"] == 3.0 and infos[1]["action_mask"].tolist() == [0, 0, 1, 1]
-    _, _, _, _, info = guarded.step(2)                        # J4 backfills, ends at 53
+        assert info["time"] == 1.0 and info["action_mask"].tolist() == [0, 0, 0, 1]
+        obs, r, term, trunc, info = env.step(3)            # Fwd to J3's arrival
+        seen.append((info["time"], info["action_mask"].tolist()))
+    assert seen[0] == (2.0, [0, 1, 0, 1])                  # free: J3 may start
+    assert seen[1] == (2.0, [0, 0, 0, 1])                  # guarded: J3 would delay J2
+    job2 = guarded.simulation.scheduler.jobs[1]
+    assert job2.reservation == 100.0                       # a real, recorded reservation
+    _, _, _, _, info = guarded.step(3)                     # Fwd to J4's arrival
+    assert info["time"] == 3.0 and info["action_mask"].tolist() == [0, 0, 1, 1]
+    _, _, _, _, info = guarded.step(2)                     # J4 backfills, ends at 53
+    assert info["time"] == 3.0 and info["action_mask"].tolist() == [0, 0, 0, 1]
+    _, _, _, _, info = guarded.step(3)                     # 53: J4 ends, J3 still illegal
+    assert info["time"] == 53.0 and info["action_mask"].tolist() == [0, 0, 0, 1]
+    _, _, _, _, info = guarded.step(3)
     # At 100 J1 ends: J2 fits and is the only legal action (no Wait).
     assert info["time"] == 100.0 and info["action_mask"].tolist() == [1, 0, 0, 0]
-    _, _, term, _, info = guarded.step(0)
+    _, _, _, _, info = guarded.step(0)
+    # J3, now the guarded head, waits for J2 (shadow 110): Fwd only, then it alone.
+    assert info["time"] == 100.0 and info["action_mask"].tolist() == [0, 0, 0, 1]
+    _, _, _, _, info = guarded.step(3)
     assert info["time"] == 110.0 and info["action_mask"].tolist() == [1, 0, 0, 0]
-    starts = {j.id: j.start for j in guarded.simulation.scheduler.jobs if j.start >= 0}
-    assert starts == {1: 0.0, 2: 100.0, 4: 3.0}
+    _, _, term, _, info = guarded.step(0)
+    assert term
+    sched = guarded.simulation.scheduler
+    assert {j.id: j.start for j in sched.jobs} == {1: 0.0, 2: 100.0, 3: 110.0, 4: 3.0}
+    assert sched.counters.reservations_broken == 0
 
 
 def test_guard_needs_a_head_window():
     w = Workload.from_columns(submit=[0], run=[5], procs=[1])
     with pytest.raises(ScenarioError, match="guard_wait"):
         SchedulingEnv(small_scenario(2), window=(0, 2), workload=w, episode_jobs=1, guard_wait=60)
+    with pytest.raises(ScenarioError, match="guard_wait"):
+        SchedulingEnv(small_scenario(2), workload=w, episode_jobs=1, guard_wait=-1)
 
 
 def test_curriculum_episodes_play_in_order_and_cycle():
@@ -303,8 +354,9 @@ def test_episode_metrics_by_hand():
     w = Workload.from_columns(submit=[0, 0], run=[10, 20], procs=[1, 1])
     env = SchedulingEnv(small_scenario(1), window=(2, 0), episode_jobs=2, workload=w)
     obs, info = env.reset(seed=0)
-    obs, r, term, trunc, info = env.step(0)
-    obs, r, term, trunc, info = env.step(0)
+    obs, r, term, trunc, info = env.step(0)      # J1 at 0
+    obs, r, term, trunc, info = env.step(2)      # Fwd to 10
+    obs, r, term, trunc, info = env.step(0)      # J2 at 10
     assert term and not trunc
     m = info["episode_metrics"]
     assert m["jobs"] == 2 and m["mean_wait"] == 5.0 and m["max_wait"] == 10.0

@@ -9,13 +9,15 @@ validates every decision).
 
 The parts, each chosen by name:
 
-- :mod:`~cosim.env.actions`: the flat ``Discrete`` action index map (window
-  slots, Wait/Fwd, kill slots), the ``int8`` mask (also in
-  ``info["action_mask"]`` and :meth:`SchedulingEnv.action_masks`), the
-  starvation guard, and :class:`~cosim.env.actions.ActingPolicy`, which runs a
-  trained agent as a plain policy.
-- :mod:`~cosim.env.observations`: ``compact``, ``kernel``, ``image``.
-- :mod:`~cosim.env.rewards`: ``slowdown``, ``slowdown_window``, ``bsld``,
+- :mod:`~cosim.env.actions`: the action models ``start`` (DBF split window
+  with Fwd and kill slots), ``select`` (pick the next job; it starts or is
+  reserved, EASY backfills around it) and ``dras`` (DRAS's two levels:
+  ready/reserved, then backfill choices), each a flat ``Discrete`` space with
+  an ``int8`` mask (also in ``info["action_mask"]`` and
+  :meth:`SchedulingEnv.action_masks`), the starvation guard, and in-process
+  acting so a trained agent runs as a plain policy.
+- :mod:`~cosim.env.observations`: ``compact``, ``kernel``, ``image``, ``dras``.
+- :mod:`~cosim.env.rewards`: ``slowdown``, ``slowdown_queued``, ``bsld``,
   ``completion``, ``dbf``, ``capability``, ``capacity`` (SMDP option
   ``smdp_gamma``; ``info["dt"]`` is the time since the previous decision).
 - :mod:`~cosim.env.episodes`: random windows of the trace (DBF /
@@ -27,13 +29,13 @@ The parts, each chosen by name:
 ``import cosim.env`` registers :data:`ENV_ID` with Gymnasium.
 """
 
-from cosim.env.actions import ActingPolicy, ActionMap, AgentPolicy
+from cosim.env.actions import ACTION_MODELS, ActionMap, AgentPolicy
 from cosim.env.episodes import EPISODE_SOURCES
 from cosim.env.observations import OBSERVATIONS
 from cosim.env.rewards import REWARDS
-from cosim.env.scheduling import ENV_ID, SchedulingEnv, register
+from cosim.env.scheduling import DEFAULT_SCENARIO, ENV_ID, SchedulingEnv, register
 
-__all__ = ["SchedulingEnv", "AgentPolicy", "ActingPolicy", "ActionMap", "OBSERVATIONS",
-           "REWARDS", "EPISODE_SOURCES", "ENV_ID", "register"]
+__all__ = ["SchedulingEnv", "AgentPolicy", "ActionMap", "ACTION_MODELS", "OBSERVATIONS",
+           "REWARDS", "EPISODE_SOURCES", "ENV_ID", "DEFAULT_SCENARIO", "register"]
 
 register()

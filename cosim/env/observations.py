@@ -2,29 +2,45 @@
 
 All observations are ``float32`` in ``[0, 1]``; times go through
 ``log1p(t) / log1p(max_time)``, job counts through
-``log1p(n) / log1p(queue_norm)``, sizes are divided by capacity.
+``log1p(n) / log1p(queue_norm)``, sizes are divided by capacity. The job
+features show what the scheduler believes: a job's ``estimate`` is the user's
+request, or the pre-run prediction when the environment attaches
+predictions, and running jobs' expected ends follow remaining-time
+predictions (RLSchert).
 
-- ``compact`` (thesis tables 4.1/4.2, fig. 4.5), shape ``(M*6 + 5 + H*2 + K*4,)``:
+The cluster features ``G`` (7 values): ``[free units, free memory, queue
+length (log), running jobs (log), backlog beyond the window (log), phase
+(1 while DRAS's level 2 picks backfill jobs), time until the agent's
+reserved job is promised to start]``.
+
+- ``compact`` (thesis tables 4.1/4.2, fig. 4.5), shape ``(M*6 + 7 + H*2 + K*4,)``:
   per window slot ``[present, fits_now, procs, mem, estimate, wait]``; then
-  ``[free cores, free memory, queue length (log), running jobs (log), backlog
-  beyond the window (log)]``; then the event horizon, for the next H
-  expected completions ``[time until it, free cores after it]``; then per
-  kill slot ``[present, procs, elapsed, expected remaining]``.
-- ``kernel``, shape ``(M + 1 + K, 14)``: one row per action index:
-  ``[is_select, is_wait, is_kill, present, fits_now, procs, mem, time_a,
-  time_b]`` + the 5 cluster features, where for a select row ``time_a,
-  time_b`` are estimate and wait, for a kill row expected remaining and
-  elapsed. A network that scores rows independently transfers across window
-  and cluster sizes.
+  ``G``; then the event horizon, for the next H expected completions ``[time
+  until it, free units after it]`` (slots past the last completion repeat
+  its state, as the thesis pads); then per kill slot ``[present, procs,
+  elapsed, expected remaining]``.
+- ``kernel``, shape ``(n_actions, 18)``: one row per action index:
+  ``[is_job, is_wait, is_kill, present, fits_now, procs, log2 procs, mem,
+  time_a, time_b, oldest]`` + ``G``, where for a job row ``time_a, time_b``
+  are estimate and wait and ``oldest`` marks the queue's oldest job, for a
+  kill row expected remaining and elapsed. A network that scores rows
+  independently works for any window (128 jobs in ``select``) and transfers
+  across window and cluster sizes.
 - ``image`` (DeepRM / A2cScheduler), shape ``(2, H_img, M + 2)``: channel 0
-  cores, channel 1 memory; column 0 the cluster's use over the next H_img
+  units, channel 1 memory; column 0 the cluster's use over the next H_img
   time slots (fraction of capacity, from expected ends), columns 1..M each
   window job's demand over its estimated duration, last column the backlog.
+- ``dras`` (DRAS, seed 004, section III-A), shape ``(2*M + R, 2)``: per window
+  job two rows ``[size, estimate]`` and ``[priority, queued time]`` (priority:
+  1 for the queue's oldest job); then R node rows ``[available, estimated
+  free time - now]``. On clusters of more than R units a row stands for a
+  group of units (the k-th row: when the k-th R-quantile of units is free),
+  so the shape does not depend on the machine.
 
 Each encoder reads a :class:`cosim.policy.SchedulerView` and the
 :class:`~cosim.env.actions.AgentPolicy` that holds the window, so the Gym
-environment and an in-process :class:`~cosim.env.actions.ActingPolicy` see
-exactly the same numbers.
+environment and a trained agent run as a plain policy see exactly the same
+numbers.
 """
 
 from __future__ import annotations
@@ -40,12 +56,13 @@ from cosim.job import Job
 from cosim.policy import SchedulerView
 
 __all__ = ["ObservationConfig", "Encoder", "CompactEncoder", "KernelEncoder", "ImageEncoder",
-           "OBSERVATIONS", "make_encoder"]
+           "DrasEncoder", "OBSERVATIONS", "KERNEL_FEATURES", "make_encoder"]
 
 _JOB_F = 6
-_GLOBAL_F = 5
+_GLOBAL_F = 7
 _RUN_F = 4
-_KERNEL_F = 3 + _JOB_F + _GLOBAL_F   # type one-hot + 6 slot features + 5 globals
+#: Features of a kernel row.
+KERNEL_FEATURES = 11 + _GLOBAL_F
 _EMPTY_SLOT = (0.0,) * _JOB_F
 
 
@@ -61,6 +78,7 @@ class ObservationConfig:
         queue_norm: the job count that maps to 1.0.
         horizon: event-horizon length H (compact).
         image_slots, image_slot_s: rows and slot length (s) of the image.
+        node_rows: node rows R of the ``dras`` observation.
     """
 
     amap: ActionMap
@@ -71,6 +89,7 @@ class ObservationConfig:
     horizon: int = 8
     image_slots: int = 20
     image_slot_s: float = 1800.0
+    node_rows: int = 256
 
 
 class Encoder:
@@ -107,24 +126,20 @@ class Encoder:
         v = math.log1p(seconds) / self._log_max_time
         return v if v < 1.0 else 1.0
 
-    def _globals(self, view: SchedulerView) -> list[float]:
+    def _globals(self, view: SchedulerView, agent: AgentPolicy) -> list[float]:
         cl = view.cluster
         q = view.queue
         cap = self._capacity
         free_mem = (cl.free_mem / self._mem_capacity) if self._mem_capacity and cl.memory_pooled else 1.0
         log_norm = self._log_queue_norm
         backlog = max(0, q.count - self.amap.window)
+        reserved = agent.reserved
+        promise = self._t(reserved.promised - view.now) if reserved is not None else 0.0
         return [cl.free / cap, min(1.0, max(0.0, free_mem)),
                 min(1.0, math.log1p(q.count) / log_norm),
                 min(1.0, math.log1p(len(view.ends())) / log_norm),
-                min(1.0, math.log1p(backlog) / log_norm)]
-
-    def _slot_features(self, job: Job | None, fits: int, now: float) -> tuple:
-        if job is None:
-            return _EMPTY_SLOT
-        mem = job.mem / self._mem_capacity if self._mem_capacity else 0.0
-        return (1.0, float(fits), min(1.0, job.procs / self._capacity), min(1.0, mem),
-                self._t(job.estimate), self._t(now - job.submit))
+                min(1.0, math.log1p(backlog) / log_norm),
+                1.0 if agent.level == 2 else 0.0, promise]
 
     def _run_features(self, job: Job | None, now: float) -> tuple:
         if job is None:
@@ -137,7 +152,7 @@ class CompactEncoder(Encoder):
     """``compact``: one flat vector (see the module docstring)."""
 
     def shape(self) -> tuple[int, ...]:
-        """``(M*6 + 5 + H*2 + K*4,)``."""
+        """``(M*6 + 7 + H*2 + K*4,)``."""
         a = self.amap
         return (a.window * _JOB_F + _GLOBAL_F + self.cfg.horizon * 2 + a.kill_slots * _RUN_F,)
 
@@ -181,22 +196,23 @@ class CompactEncoder(Encoder):
             wait = now - job.submit
             w = log1p(wait) * inv if wait > 0 else 0.0
             extend((1.0, float(mask[i]), cached[1], cached[2], cached[3], w if w < 1.0 else 1.0))
-        extend(self._globals(view))
+        extend(self._globals(view, agent))
         ends = view.ends()
         free = view.cluster.free
         lmt = self._log_max_time
         n_ends = len(ends)
+        h = 0.0
         for k in range(self.cfg.horizon):
             if k < n_ends:
                 t, _, job = ends[k]
                 free += job.procs
                 dt = t - now
                 h = log1p(dt) / lmt if dt > 0 else 0.0
-                f = free / cap
-                extend((h if h < 1.0 else 1.0, f if f < 1.0 else 1.0))
-            else:
-                f = free / cap
-                extend((0.0, f if f < 1.0 else 1.0))
+                if h > 1.0:
+                    h = 1.0
+            # Past the last completion the last state repeats (thesis, ch. 4).
+            f = free / cap
+            extend((h, f if f < 1.0 else 1.0))
         for job in agent.kill_jobs:
             extend(self._run_features(job, now))
         return row
@@ -206,36 +222,73 @@ class KernelEncoder(Encoder):
     """``kernel``: one feature row per action index (see the module docstring)."""
 
     def shape(self) -> tuple[int, ...]:
-        """``(M + 1 + K, 14)``."""
-        return (self.amap.n, _KERNEL_F)
+        """``(n_actions, 18)``."""
+        return (self.amap.n, KERNEL_FEATURES)
 
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
         obs = self._obs
         now = float(view.env.now)
         amap = self.amap
-        mask = agent.mask
-        g = self._globals(view)
+        cap = self._capacity
+        q = view.queue
         obs[...] = 0.0
-        for i, job in enumerate(agent.window):
-            obs[i, 0] = 1.0
-            obs[i, 3:9] = self._slot_features(job, mask[i], now)
-            obs[i, 9:] = g
-        obs[amap.wait, 1] = 1.0
-        obs[amap.wait, 3] = 1.0
-        obs[amap.wait, 4] = 1.0
-        obs[amap.wait, 9:] = g
-        for k, job in enumerate(agent.kill_jobs):
-            r = amap.kill0 + k
+        m = amap.window
+        obs[:m, 0] = 1.0
+        window = agent.window
+        slots = agent.slots
+        k = len(slots) if slots is not None else -1
+        if k >= 0 and (k == m or window[k] is None) and (k == 0 or window[k - 1] is not None):
+            # The window is the first k queued jobs: read the queue's columns.
+            idx = slice(0, k)
+            slots = np.asarray(slots, dtype=np.int64)
+            procs, est, submit = q.procs[slots], q.estimate[slots], q.submit[slots]
+            mem = q.mem[slots] if self._mem_capacity else None
+        else:
+            present = [i for i, j in enumerate(window) if j is not None]
+            k = len(present)
+            idx = present
+            jobs = [window[i] for i in present]
+            procs = np.array([j.procs for j in jobs], dtype=np.float64)
+            est = np.array([j.estimate for j in jobs], dtype=np.float64)
+            submit = np.array([j.submit for j in jobs], dtype=np.float64)
+            mem = np.array([j.mem for j in jobs], dtype=np.float64) if self._mem_capacity else None
+        if k:
+            rows = np.empty((k, 11))
+            rows[:, 0] = 1.0
+            rows[:, 1:3] = 0.0
+            rows[:, 3] = 1.0
+            rows[:, 4] = agent.mask[idx]
+            rows[:, 5] = np.minimum(1.0, procs / cap)
+            rows[:, 6] = np.minimum(1.0, np.log2(procs + 1.0) * (1.0 / math.log2(cap + 1.0)))
+            rows[:, 7] = np.minimum(1.0, mem / self._mem_capacity) if mem is not None else 0.0
+            rows[:, 8] = self._times(est)
+            rows[:, 9] = self._times(now - submit)
+            oldest = q.first()
+            rows[:, 10] = 0.0
+            first = window.index(oldest) if oldest is not None and oldest in window else -1
+            obs[idx, :11] = rows
+            if first >= 0:
+                obs[first, 10] = 1.0
+        if amap.has_wait:
+            w = amap.wait
+            obs[w, 1] = obs[w, 3] = obs[w, 4] = 1.0
+        for kk, job in enumerate(agent.kill_jobs):
+            r = amap.kill0 + kk
             obs[r, 2] = 1.0
             f = self._run_features(job, now)
             obs[r, 3] = f[0]
-            obs[r, 4] = f[0]
+            obs[r, 4] = agent.mask[r]
             obs[r, 5] = f[1]
-            obs[r, 7] = f[3]
-            obs[r, 8] = f[2]
-            obs[r, 9:] = g
+            if job is not None:
+                obs[r, 6] = min(1.0, math.log2(job.procs + 1.0) / math.log2(cap + 1.0))
+            obs[r, 8] = f[3]
+            obs[r, 9] = f[2]
+        obs[:, 11:] = self._globals(view, agent)
         return obs.copy()
+
+    def _times(self, seconds: np.ndarray) -> np.ndarray:
+        return np.minimum(1.0, np.log1p(np.maximum(seconds, 0.0)) * (1.0 / self._log_max_time))
 
 
 class ImageEncoder(Encoder):
@@ -270,9 +323,57 @@ class ImageEncoder(Encoder):
         return obs.copy()
 
 
+class DrasEncoder(Encoder):
+    """``dras``: DRAS's job and node rows (see the module docstring)."""
+
+    def shape(self) -> tuple[int, ...]:
+        """``(2*M + R, 2)``."""
+        return (2 * self.amap.window + self.cfg.node_rows, 2)
+
+    def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
+        """The job and node rows now."""
+        obs = self._obs
+        now = float(view.env.now)
+        obs[...] = 0.0
+        cap = self._capacity
+        oldest = view.queue.first()
+        for i, job in enumerate(agent.window):
+            if job is None:
+                continue
+            obs[2 * i, 0] = min(1.0, job.procs / cap)
+            obs[2 * i, 1] = self._t(job.estimate)
+            obs[2 * i + 1, 0] = 1.0 if job is oldest else 0.0
+            obs[2 * i + 1, 1] = self._t(now - job.submit)
+        r = self.cfg.node_rows
+        ends = view.ends()
+        free = view.cluster.free
+        # Units free by each expected end (cumulative), then the time at which
+        # the k-th quantile of units is free, one row per quantile.
+        need = np.ceil(np.arange(1, r + 1) * (cap / r))
+        base = 2 * self.amap.window
+        if ends:
+            times = np.fromiter((t for t, _, _ in ends), dtype=np.float64, count=len(ends))
+            avail = free + np.cumsum([job.procs for _, _, job in ends])
+            k = np.searchsorted(avail, need, side="left")
+            at = np.where(need <= free, now, np.where(k < len(ends), times[np.minimum(k, len(ends) - 1)],
+                                                      np.inf))
+        else:
+            at = np.where(need <= free, now, np.inf)
+        delta = np.maximum(at - now, 0.0)
+        obs[base:, 0] = (delta == 0.0)
+        with np.errstate(invalid="ignore"):
+            obs[base:, 1] = np.where(np.isfinite(delta),
+                                     np.minimum(1.0, np.log1p(delta) / self._log_max_time), 1.0)
+        return obs.copy()
+
+
 #: Encoders by the name the environment's ``observation=`` takes.
 OBSERVATIONS: dict[str, type[Encoder]] = {
-    "compact": CompactEncoder, "kernel": KernelEncoder, "image": ImageEncoder}
+    "compact": CompactEncoder, "kernel": KernelEncoder, "image": ImageEncoder,
+    "dras": DrasEncoder}
+
+#: The observation each action model uses unless told otherwise.
+DEFAULT_OBSERVATIONS = {"start": "compact", "select": "kernel", "dras": "dras"}
 
 
 def make_encoder(name: str, cfg: ObservationConfig) -> Encoder:

@@ -1,27 +1,44 @@
 """Rewards, one class each, chosen by name (``reward=`` in the environment).
 
-Integral rewards are normalized by ``time_scale`` seconds:
+Integral rewards are normalized by ``time_scale`` seconds. Every reward
+also charges the work an attempt loses when it does not complete (a kill, a
+walltime kill, a node failure): minus its core-seconds over ``capacity x
+time_scale``, so killing is never free.
 
 - ``slowdown``: minus the integral over time of sum over jobs in the system
   of 1/max(estimate, tau): the episode return is minus the sum of estimated
   slowdowns (online slowdown over all jobs, thesis 4.1 and 4.6.3).
-- ``slowdown_window``: the same over queued jobs only.
-- ``bsld``: sparse, minus each job's bounded slowdown when it ends.
+- ``slowdown_queued``: the same over queued jobs only (waiting time weighted
+  by 1/max(estimate, tau)). ``slowdown_window``, its earlier name, still
+  works: it always summed over the whole queue, not the agent's window.
+- ``bsld``: sparse, minus each job's bounded slowdown when it finishes
+  (completed or timed out; not when an attempt is killed and requeued).
 - ``completion``: minus the integral of the number of jobs in the system
   (sum of completion times, RLSchert eq. 10).
 - ``dbf``: seed 000 eq. 2, ``-w1(1 - util) - w2 L/Lmax - w3 W/Wmax`` with
-  running maxima, on each Wait or illegal action; 0 for a placement.
-- ``capability`` (DRAS eq. 1) on each placement:
-  ``w1 wait_i/max_wait + w2 procs_i/N + w3 used/N``; ``capacity`` (DRAS eq.
-  2) each step: ``sum over queued jobs of -1/wait_j, divided by their count``.
+  running maxima, charged on every Fwd (DBF's schedule cycling); 0 for a
+  placement.
+- ``capability`` (DRAS eq. 1, made time-consistent): each job's first start
+  earns ``w1 wait_i/max_wait + w2 procs_i/N`` (max over the queue and the
+  job); the utilization term ``w3 N_used/N`` becomes a cost, minus w3 times
+  the integral of the idle fraction while jobs wait (in ``time_scale``
+  units). DRAS gives ``w3 N_used/N`` at every scheduling instance, which, in
+  an environment where the agent may wait or trigger instances, pays for
+  waiting and for extra instances (always-Wait collected it at every step).
+- ``capacity`` (DRAS eq. 2's objective): minus the integral of the number of
+  queued jobs (minus the total wait, in ``time_scale`` units). DRAS's
+  per-instance ``sum over queued jobs of -1/wait_j, divided by their count``
+  grows as jobs wait longer, so with a Wait action always-Wait scored best
+  (issue 10: -6.3 against -58.8 for first-legal, with a mean bsld of 18,467).
 
 With ``smdp_gamma`` set, integral rewards between decisions are discounted
 by elapsed simulated time, ``gamma ** (dt / time_scale)`` (thesis eq. 2.18).
 
 A reward is a :class:`cosim.actors.scheduler.SchedulerHooks` (it follows
-jobs between decisions) with two more moments: :meth:`Reward.on_decision`,
-when the agent's decision is about to be applied, and :meth:`Reward.collect`,
-when the next decision point is reached. The step's reward is their sum.
+jobs between decisions) with two more moments: :meth:`Reward.on_action`,
+when the agent has chosen (before the choice is applied), and
+:meth:`Reward.collect`, when the next decision point is reached. The step's
+reward is their sum.
 """
 
 from __future__ import annotations
@@ -32,10 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
-from cosim.job import Job
-from cosim.policy import START, Decision
+from cosim.job import Job, Outcome
 
-__all__ = ["RewardParams", "Reward", "REWARDS", "make_reward"]
+__all__ = ["RewardParams", "Reward", "REWARDS", "RENAMED", "make_reward"]
 
 
 @dataclass(frozen=True)
@@ -47,34 +63,52 @@ class RewardParams:
         time_scale: seconds that normalize integral rewards (and the SMDP discount).
         smdp_gamma: discount per ``time_scale`` seconds, or None.
         weights: w1, w2, w3 of ``dbf`` and ``capability``.
+        capacity: schedulable units N.
+        waste_weight: weight of the lost-work charge of attempts that do not complete.
     """
 
     tau: float = 10.0
     time_scale: float = 3600.0
     smdp_gamma: float | None = None
     weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
+    capacity: int = 1
+    waste_weight: float = 1.0
 
 
 class Reward(SchedulerHooks):
-    """Base class: no reward. Subclasses override what they need."""
+    """Base class: only the lost-work charge. Subclasses add their objective."""
 
     name = ""
 
     def __init__(self, params: RewardParams):
         self.params = params
         self.scheduler: Scheduler | None = None
+        self.pending = 0.0
 
     def attach(self, scheduler: Scheduler) -> None:
         """Follow ``scheduler`` for one episode."""
         self.scheduler = scheduler
 
-    def on_decision(self, decision: Decision) -> float:
-        """Reward for the agent's decision, before it is applied."""
+    def job_left(self, job: Job, completed: bool) -> None:
+        """Charge the work of an attempt that did not complete."""
+        if not completed and self.params.waste_weight:
+            p = self.params
+            lost = (self.scheduler.env.now - job.start) * job.procs
+            self.pending -= p.waste_weight * lost / (p.capacity * p.time_scale)
+
+    def on_action(self, kind: str) -> float:
+        """Reward for the agent's choice (``start``, ``wait``, ``kill``, ``select``, ...)."""
+        return 0.0
+
+    def accrued(self, now: float) -> float:
+        """Reward accumulated over time since the previous decision point."""
         return 0.0
 
     def collect(self, now: float) -> float:
-        """Reward accumulated since the previous decision point."""
-        return 0.0
+        """Everything earned since the previous decision point."""
+        value = self.accrued(now) + self.pending
+        self.pending = 0.0
+        return value
 
 
 class _IntegralReward(Reward):
@@ -118,11 +152,12 @@ class _IntegralReward(Reward):
 
     def job_left(self, job: Job, completed: bool) -> None:
         """A job left the machine: it stops counting if running jobs count."""
+        super().job_left(job, completed)
         self._advance(self.scheduler.env.now)
         if not self.queued_only:
             self.rate -= self.weight(job)
 
-    def collect(self, now: float) -> float:
+    def accrued(self, now: float) -> float:
         """Minus the integral since the previous decision point, in ``time_scale`` units."""
         self._advance(now)
         value, self.acc, self.t0 = self.acc, 0.0, now
@@ -139,10 +174,10 @@ class SlowdownReward(_IntegralReward):
         return 1.0 / max(job.estimate, self.params.tau)
 
 
-class SlowdownWindowReward(SlowdownReward):
-    """``slowdown_window``: as ``slowdown``, over queued jobs only."""
+class SlowdownQueuedReward(SlowdownReward):
+    """``slowdown_queued``: as ``slowdown``, over queued jobs only."""
 
-    name = "slowdown_window"
+    name = "slowdown_queued"
     queued_only = True
 
 
@@ -156,29 +191,31 @@ class CompletionReward(_IntegralReward):
         return 1.0
 
 
+class CapacityReward(_IntegralReward):
+    """``capacity``: every queued job weighs 1 (minus the total wait, DRAS eq. 2's objective)."""
+
+    name = "capacity"
+    queued_only = True
+
+    def weight(self, job: Job) -> float:
+        """1."""
+        return 1.0
+
+
 class BsldReward(Reward):
-    """``bsld``: minus each job's bounded slowdown when it leaves the machine."""
+    """``bsld``: minus each job's bounded slowdown when it finishes."""
 
     name = "bsld"
 
-    def __init__(self, params: RewardParams):
-        super().__init__(params)
-        self.pending = 0.0
-
-    def job_left(self, job: Job, completed: bool) -> None:
-        """Charge the job's bounded slowdown."""
-        now = self.scheduler.env.now
-        run = now - job.start
-        self.pending -= max(1.0, (now - job.submit) / max(self.params.tau, run))
-
-    def collect(self, now: float) -> float:
-        """What was charged since the previous decision point."""
-        value, self.pending = self.pending, 0.0
-        return value
+    def job_done(self, job: Job) -> None:
+        """Charge the bounded slowdown of a completed or timed-out job."""
+        if job.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
+            run = job.end - job.start
+            self.pending -= max(1.0, (job.end - job.submit) / max(self.params.tau, run))
 
 
 class DbfReward(Reward):
-    """``dbf`` (seed 000 eq. 2): utilization, queue length and waiting, on Wait."""
+    """``dbf`` (seed 000 eq. 2): utilization, queue length and waiting, on each Fwd."""
 
     name = "dbf"
 
@@ -187,9 +224,9 @@ class DbfReward(Reward):
         self._lmax = 1.0
         self._wmax = 1.0
 
-    def on_decision(self, decision: Decision) -> float:
-        """0 for a placement; otherwise the penalty of the state now."""
-        if decision.action == START:
+    def on_action(self, kind: str) -> float:
+        """The penalty of the state now for a Fwd; 0 for anything else."""
+        if kind != "wait":
             return 0.0
         sched = self.scheduler
         now = sched.env.now
@@ -205,48 +242,65 @@ class DbfReward(Reward):
 
 
 class CapabilityReward(Reward):
-    """``capability`` (DRAS eq. 1): the placed job's wait and size, and utilization."""
+    """``capability`` (DRAS eq. 1, time-consistent; see the module docstring)."""
 
     name = "capability"
 
-    def on_decision(self, decision: Decision) -> float:
-        """Reward of a placement (or of utilization alone for any other action)."""
+    def __init__(self, params: RewardParams):
+        super().__init__(params)
+        self.idle_acc = 0.0
+        self.idle_rate = 0.0     # idle fraction while jobs wait, as of the last change
+        self.last = 0.0
+
+    def _change(self) -> None:
+        """Account the idle time up to now at the old rate, then take the new rate."""
         sched = self.scheduler
         now = sched.env.now
+        if now > self.last:
+            self.idle_acc += self.idle_rate * (now - self.last)
+            self.last = now
         cl = sched.cluster
-        used = (cl.up_units - cl.free) / max(1, cl.capacity)
-        w1, w2, w3 = self.params.weights
-        if decision.action != START:
-            return w3 * used
-        q = sched.queue
-        waits = now - q.submit[q.slots()]
-        tmax = max(1.0, float(waits.max()))
-        job = decision.job
-        return (w1 * (now - job.submit) / tmax + w2 * job.procs / cl.capacity
-                + w3 * (used + job.procs / cl.capacity))
+        self.idle_rate = cl.free / max(1, cl.capacity) if sched.queue.count else 0.0
 
+    def job_queued(self, job: Job) -> None:
+        """The queue changed."""
+        self._change()
 
-class CapacityReward(Reward):
-    """``capacity`` (DRAS eq. 2): minus the mean inverse wait of queued jobs."""
-
-    name = "capacity"
-
-    def on_decision(self, decision: Decision) -> float:
-        """Reward of the state at the decision."""
+    def job_started(self, job: Job) -> None:
+        """A first start earns its wait share and its size share."""
+        self._change()
+        if job.attempts != 1:
+            return    # a restarted job earned its start already
         sched = self.scheduler
+        now = sched.env.now
         q = sched.queue
-        if not q.count:
-            return 0.0
-        waits = np.maximum(sched.env.now - q.submit[q.slots()], 1.0)
-        return float(np.sum(-1.0 / waits) / q.count)
+        wait = now - job.submit
+        tmax = max(1.0, wait, float((now - q.submit[q.slots()]).max()) if q.count else 0.0)
+        w1, w2, _ = self.params.weights
+        self.pending += w1 * wait / tmax + w2 * job.procs / sched.cluster.capacity
+
+    def job_left(self, job: Job, completed: bool) -> None:
+        """Resources came back (and lost work is charged)."""
+        super().job_left(job, completed)
+        self._change()
+
+    def accrued(self, now: float) -> float:
+        """Minus w3 times the idle fraction integrated while jobs waited."""
+        if now > self.last:
+            self.idle_acc += self.idle_rate * (now - self.last)
+            self.last = now
+        value, self.idle_acc = self.idle_acc, 0.0
+        return -self.params.weights[2] * value / self.params.time_scale
 
 
 #: Reward classes by the name the environment's ``reward=`` takes.
 REWARDS: dict[str, type[Reward]] = {cls.name: cls for cls in (
-    SlowdownReward, SlowdownWindowReward, BsldReward, CompletionReward, DbfReward,
+    SlowdownReward, SlowdownQueuedReward, BsldReward, CompletionReward, DbfReward,
     CapabilityReward, CapacityReward)}
+#: Earlier names still accepted (with a warning).
+RENAMED = {"slowdown_window": "slowdown_queued"}
 
 
 def make_reward(name: str, params: RewardParams) -> Reward:
     """A fresh reward called ``name`` (one of :data:`REWARDS`) for one episode."""
-    return REWARDS[name](params)
+    return REWARDS[RENAMED.get(name, name)](params)

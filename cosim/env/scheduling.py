@@ -14,6 +14,7 @@ episode sources (:mod:`~cosim.env.episodes`) and the teacher
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,31 +25,64 @@ import simpy
 from gymnasium import spaces
 
 from cosim import metrics, records
-from cosim.config import Scenario, load_scenario
-from cosim.env.actions import ActingPolicy, ActionMap, AgentPolicy
+from cosim.actors.scheduler import SchedulerHooks
+from cosim.config import Scenario, load_scenario, scenario_from_dict
+from cosim.env.actions import AgentPolicy, make_action_model
 from cosim.env.episodes import CurriculumEpisodes, make_episode_source
-from cosim.env.observations import OBSERVATIONS, ObservationConfig, make_encoder
-from cosim.env.rewards import REWARDS, RewardParams, make_reward
+from cosim.env.observations import (
+    DEFAULT_OBSERVATIONS,
+    OBSERVATIONS,
+    ObservationConfig,
+    make_encoder,
+)
+from cosim.env.rewards import RENAMED, REWARDS, RewardParams, make_reward
 from cosim.env.teacher import teacher_action
 from cosim.errors import ScenarioError
 from cosim.model import build
 from cosim.policies import make_policy
-from cosim.policy import START
 from cosim.workloads.loading import load_workload
 
-__all__ = ["SchedulingEnv", "ENV_ID"]
+__all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register"]
 
 ENV_ID = "cosim/Scheduling-v0"
 
 
+#: The scenario ``gym.make(ENV_ID)`` uses when given none: the DBF / RLScheduler
+#: setting, 256 cores and Lublin-Feitelson jobs with exact estimates.
+DEFAULT_SCENARIO = {
+    "name": "lublin256-default", "seed": 1,
+    "cluster": {"nodes": 256, "cores_per_node": 1},
+    "workload": {"kind": "lublin", "jobs": 4096, "estimates": {"model": "exact"}},
+}
+
+
+class _StartCounter(SchedulerHooks):
+    """Counts job starts (for ``episode_end="placed"``)."""
+
+    def __init__(self):
+        self.starts = 0
+
+    def job_started(self, job) -> None:
+        """One more start."""
+        self.starts += 1
+
+
 class SchedulingEnv(gym.Env):
-    """Gymnasium environment: pick which queued job starts next (see :mod:`cosim.env`).
+    """Gymnasium environment: the agent schedules the SimPy model (see :mod:`cosim.env`).
 
     Args:
-        scenario: a scenario file or :class:`cosim.config.Scenario`.
-        observation: ``compact``, ``kernel`` or ``image``.
-        window: ``(M_head, M_tail)`` (DBF split window; M_tail = 0 is the classic head window).
-        kill_slots: K running jobs the agent may kill (0 disables kills).
+        scenario: a scenario file or :class:`cosim.config.Scenario`; None uses
+            :data:`DEFAULT_SCENARIO` (256 cores, Lublin-Feitelson jobs).
+        actions: the action model, ``start``, ``select`` or ``dras``
+            (:mod:`cosim.env.actions`).
+        observation: ``compact``, ``kernel``, ``image`` or ``dras``; default per
+            action model (``start``: compact, ``select``: kernel, ``dras``: dras).
+        window: ``start``: ``(M_head, M_tail)`` (DBF split window; M_tail = 0
+            is the classic head window), default ``(10, 0)``; ``select``: N
+            queued jobs to choose from, default 128; ``dras``: W, default 50.
+        kill_slots: K running jobs the agent may kill (``start`` only).
+        backfill: ``select``: ``easy`` or ``none`` around the agent's reservation.
+        backfill_order: ``select``: the static heuristic ordering backfill candidates.
         reward: one of :data:`cosim.env.rewards.REWARDS`.
         episode_jobs: jobs per episode.
         episode_end: ``placed`` (truncate after that many starts) or ``completed``.
@@ -62,6 +96,8 @@ class SchedulingEnv(gym.Env):
             workload with ``set_size=episode_jobs``.
         horizon: event-horizon length H of the compact observation.
         image_slots, image_slot_s: rows and slot length (s) of the image observation.
+        node_rows: node rows R of the ``dras`` observation (default: the
+            cluster's units, at most 256).
         time_scale: seconds that normalize integral rewards (and the SMDP discount).
         smdp_gamma: discount per ``time_scale`` seconds between decisions, or None.
         reward_weights: w1, w2, w3 for ``dbf`` and ``capability``.
@@ -72,41 +108,63 @@ class SchedulingEnv(gym.Env):
         queue_norm: the job count that maps to 1.0 in the log-scaled queue, running
             and backlog counts. A constant, not the episode length, so an agent
             trained on short episodes sees the same scale on a whole trace.
-        guard_wait: starvation guard (s): once the queue's first job has waited
-            this long it holds an EASY reservation; the mask then allows only
-            that job while it fits, else only jobs that do not delay it. None
+        guard_wait: starvation guard (s): once the queue's oldest job has waited
+            this long it is protected (see :mod:`cosim.env.actions`). None
             (default) leaves the agent free.
+        predictions: ``predictions(workload) -> PredictionHub``, called for each
+            episode: the agent then sees pre-run predictions instead of user
+            estimates, and running jobs' expected ends follow remaining-time
+            predictions (the composition, e.g. ``agents.rl_policy.make_env``,
+            builds it from ``predictors``).
         workload: a prepared workload (skips loading the scenario's).
 
     Examples:
-        >>> env = SchedulingEnv("scenarios/lublin256.yaml", episode_jobs=64)  # doctest: +SKIP
-        >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-        >>> obs, r, terminated, truncated, info = env.step(int(info["action_mask"].argmax()))  # doctest: +SKIP
+        >>> env = SchedulingEnv(None, actions="select", episode_jobs=64)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, int(info["action_mask"].sum()) >= 1
+        ((128, 18), True)
     """
 
     metadata = {"render_modes": []}
 
-    def __init__(self, scenario: str | Path | Scenario, *, observation: str = "compact",
-                 window: tuple[int, int] = (10, 0), kill_slots: int = 0, reward: str = "slowdown",
+    def __init__(self, scenario: str | Path | Scenario | None = None, *, actions: str = "start",
+                 observation: str | None = None, window=None, kill_slots: int = 0,
+                 backfill: str = "easy", backfill_order: str = "fcfs", reward: str = "slowdown",
                  episode_jobs: int = 256, episode_end: str = "completed",
                  episode_source: str = "window", horizon: int = 8, image_slots: int = 20,
-                 image_slot_s: float = 1800.0, time_scale: float = 3600.0,
-                 smdp_gamma: float | None = None, reward_weights=(1 / 3, 1 / 3, 1 / 3),
-                 tau: float = 10.0, teacher: str | None = None, max_time: float | None = None,
+                 image_slot_s: float = 1800.0, node_rows: int | None = None,
+                 time_scale: float = 3600.0, smdp_gamma: float | None = None,
+                 reward_weights=(1 / 3, 1 / 3, 1 / 3), tau: float = 10.0,
+                 teacher: str | None = None, max_time: float | None = None,
                  queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
-                 workload=None, base_dir: str | Path | None = None):
-        if not isinstance(scenario, Scenario):
+                 predictions: Callable | None = None, workload=None,
+                 base_dir: str | Path | None = None):
+        if scenario is None:
+            scenario = scenario_from_dict(DEFAULT_SCENARIO, "the default scenario")
+        elif not isinstance(scenario, Scenario):
             base_dir = base_dir or Path(scenario).resolve().parent
             scenario = load_scenario(scenario)
+        observation = observation or DEFAULT_OBSERVATIONS.get(actions, "compact")
         if observation not in OBSERVATIONS:
             raise ScenarioError("observation", repr(observation), f"one of {', '.join(OBSERVATIONS)}")
+        if reward in RENAMED:
+            warnings.warn(f"reward {reward!r} is now called {RENAMED[reward]!r}",
+                          DeprecationWarning, stacklevel=2)
+            reward = RENAMED[reward]
         if reward not in REWARDS:
             raise ScenarioError("reward", repr(reward), f"one of {', '.join(REWARDS)}")
         if episode_end not in ("placed", "completed"):
             raise ScenarioError("episode_end", repr(episode_end), "placed or completed")
-        m_head, m_tail = (int(window[0]), int(window[1]))
-        if m_head < 0 or m_tail < 0 or m_head + m_tail < 1:
-            raise ScenarioError("window", repr(window), "(M_head, M_tail) with M_head + M_tail >= 1")
+        if guard_wait is not None and not guard_wait >= 0:
+            raise ScenarioError("guard_wait", repr(guard_wait), "seconds >= 0")
+        self.guard_wait = None if guard_wait is None else float(guard_wait)
+        self.actions = actions
+        self.backfill, self.backfill_order = backfill, backfill_order
+        self._model_args = dict(window=window, kill_slots=int(kill_slots),
+                                guard_wait=self.guard_wait, backfill=backfill,
+                                backfill_order=backfill_order)
+        self.amap = make_action_model(actions, **self._model_args).amap   # validates the options
+        self.window = (self.amap.m_head, self.amap.m_tail) if actions == "start" else self.amap.window
         self.scenario = scenario
         self.base_dir = base_dir
         self.workload = workload if workload is not None else load_workload(scenario, base_dir=base_dir)
@@ -115,7 +173,6 @@ class SchedulingEnv(gym.Env):
                                 f"between 1 and the workload's {len(self.workload)} jobs")
         self._episodes = make_episode_source(episode_source, self.workload, int(episode_jobs),
                                              curriculum)
-        self.amap = ActionMap(m_head, m_tail, int(kill_slots))
         self.observation_kind = observation
         self.reward_kind = reward
         self.episode_jobs = int(episode_jobs)
@@ -132,21 +189,23 @@ class SchedulingEnv(gym.Env):
         if not queue_norm >= 1:
             raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
         self.queue_norm = float(queue_norm)
-        if guard_wait is not None and (not guard_wait >= 0 or m_head < 1):
-            raise ScenarioError("guard_wait", repr(guard_wait),
-                                "seconds >= 0, with a head window (M_head >= 1)")
-        self.guard_wait = None if guard_wait is None else float(guard_wait)
         self.teacher_name = teacher
         if teacher is not None:
             make_policy(teacher, where="teacher")   # validate the name now
+        self.predictions = predictions
         c = scenario.cluster
         self._capacity = c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
+        self.node_rows = int(node_rows or min(self._capacity, 256))
+        if self.node_rows < 1:
+            raise ScenarioError("node_rows", repr(node_rows), "at least 1")
         self._reward_params = RewardParams(tau=self.tau, time_scale=self.time_scale,
-                                           smdp_gamma=smdp_gamma, weights=self.weights)
+                                           smdp_gamma=smdp_gamma, weights=self.weights,
+                                           capacity=self._capacity)
         self._encoder = make_encoder(observation, ObservationConfig(
             amap=self.amap, capacity=self._capacity, mem_capacity=c.memory_per_node * c.nodes,
             max_time=self.max_time, queue_norm=self.queue_norm, horizon=self.horizon,
-            image_slots=self.image_slots, image_slot_s=self.image_slot_s))
+            image_slots=self.image_slots, image_slot_s=self.image_slot_s,
+            node_rows=self.node_rows))
         self.action_space = spaces.Discrete(self.amap.n)
         self.observation_space = self._encoder.space
         self._sim = None
@@ -171,12 +230,15 @@ class SchedulingEnv(gym.Env):
         if jobs is None:
             jobs = self._episodes.next(self.np_random)
         self._sim_env = simpy.Environment()
-        self._agent = AgentPolicy(self.amap, self._on_post, guard_wait=self.guard_wait)
+        self._agent = make_action_model(self.actions, on_post=self._on_post, **self._model_args)
         self._reward = make_reward(self.reward_kind, self._reward_params)
-        self._sim = build(self._sim_env, self.scenario, self._agent, workload=jobs,
-                          hooks=[self._reward])
+        self._starts = _StartCounter()
+        hooks = [self._reward, self._starts]
+        self._hub = self.predictions(jobs) if self.predictions is not None else None
+        if self._hub is not None:
+            hooks.insert(0, self._hub)
+        self._sim = build(self._sim_env, self.scenario, self._agent, workload=jobs, hooks=hooks)
         self._encoder.reset()
-        self._placed = 0
         self._last_decision_t = 0.0
         self._sim.finished.callbacks.append(lambda _event: self._wake_env())
         self._run_to_next_decision()
@@ -187,21 +249,17 @@ class SchedulingEnv(gym.Env):
         agent = self._agent
         if agent is None or agent.request is None:
             raise RuntimeError("step() called after the episode ended; call reset()")
-        view = self._sim.scheduler.view
-        decision = agent.decode(int(action), view)
-        reward = self._reward.on_decision(decision)
-        if decision.action == START:
-            self._placed += 1
-        agent.answer(decision)
-        truncated = self.episode_end == "placed" and self._placed >= self.episode_jobs
-        if not truncated:
-            self._run_to_next_decision()
+        kind = agent.answer(int(action))
+        reward = self._reward.on_action(kind)
+        self._run_to_next_decision()
+        truncated = self.episode_end == "placed" and self._starts.starts >= self.episode_jobs
         now = float(self._sim_env.now)
         reward += self._reward.collect(now)
         terminated = agent.request is None and not truncated
         dt = now - self._last_decision_t
         self._last_decision_t = now
         info = self._info(dt)
+        info["action_kind"] = kind
         if terminated or truncated:
             info["episode_metrics"] = self.episode_metrics()
         return self._observe(), float(reward), terminated, truncated, info
@@ -216,21 +274,27 @@ class SchedulingEnv(gym.Env):
         return self._agent.mask.copy()
 
     def acting_policy(self, act: Callable[[np.ndarray, np.ndarray], int], *,
-                      name: str = "agent") -> ActingPolicy:
+                      name: str = "agent") -> AgentPolicy:
         """A plain policy that answers decision points in process with ``act(obs, mask)``.
 
-        It sees exactly what this environment's agent would (same window,
-        mask, guard and observation), so a trained agent runs in
-        ``python -m cosim run`` like any heuristic. Each call gives a fresh
+        It sees exactly what this environment's agent would (same action
+        model, window, mask, guard and observation), so a trained agent runs
+        in ``python -m cosim run`` like any heuristic. Each call gives a fresh
         policy for one simulation.
         """
         encoder = make_encoder(self.observation_kind, self._encoder.cfg)
         encoder.reset()
-        return ActingPolicy(self.amap, encoder.encode, act, guard_wait=self.guard_wait, name=name)
+        return make_action_model(self.actions, **self._model_args).acting(encoder.encode, act,
+                                                                          name=name)
 
     # -- the co-simulation handshake ----------------------------------------------------
     def _on_post(self, request: simpy.Event) -> None:
         self._wake_env()
+
+    @property
+    def predictions_hub(self):
+        """The episode's prediction hub (None without ``predictions``)."""
+        return self._hub
 
     def _wake_env(self) -> None:
         if self._signal is not None and not self._signal.triggered:
@@ -252,7 +316,7 @@ class SchedulingEnv(gym.Env):
 
     def _info(self, dt: float) -> dict[str, Any]:
         info: dict[str, Any] = {"action_mask": self._agent.mask.copy(), "dt": float(dt),
-                                "time": float(self._sim_env.now), "placed": self._placed}
+                                "time": float(self._sim_env.now), "placed": self._starts.starts}
         if self.teacher_name is not None:
             info["teacher_action"] = self.teacher_action(self.teacher_name)
         return info

@@ -29,7 +29,8 @@ import numpy as np
 from cosim.job import Job, Mode
 from cosim.policy import Decision, SchedulerView, reserve, start
 
-__all__ = ["QueuePolicy", "Profile", "BACKFILLS", "easy_admits"]
+__all__ = ["QueuePolicy", "Profile", "BACKFILLS", "easy_admits", "easy_backfill_list",
+           "easy_backfill_scan"]
 
 #: Backfilling variants by name, with the line ``python -m cosim policies`` shows.
 BACKFILLS: dict[str, str] = {
@@ -132,6 +133,70 @@ class Profile:
         for k in range(a, b):
             units[k] -= procs
             mems[k] -= mem
+
+
+def easy_backfill_list(candidates, cl, now: float, shadow: float, extra: int, extra_mem: float):
+    """EASY backfilling from a short list of candidates in priority order.
+
+    A generator of start decisions (each applied before the next is made);
+    returns the extra units and memory left at the shadow time.
+    """
+    for job in candidates:
+        if not cl.fits_now(job.procs, job.mem):
+            continue
+        if now + job.estimate <= shadow:
+            yield start(job, Mode.BACKFILLED, "ends before shadow time")
+        elif job.procs <= extra and job.mem <= extra_mem:
+            extra -= job.procs
+            extra_mem -= job.mem
+            yield start(job, Mode.BACKFILLED, "uses extra cores")
+        else:
+            continue
+        if cl.free == 0:
+            break
+    return extra, extra_mem
+
+def easy_backfill_scan(q, cl, now: float, shadow: float, extra: int, extra_mem: float):
+    """EASY backfilling over a long queue in key order: each start is found by one masked scan.
+
+    A generator of start decisions; returns the extra units and memory left.
+
+    The scan works on contiguous slices of the queue columns (no gathers),
+    so a pass that finds nothing costs a handful of numpy calls.
+    """
+    lo, hi = q.lo, q.hi
+    with_mem = cl.free_mem != np.inf
+    while lo < hi:
+        procs, est = q.procs[lo:hi], q.estimate[lo:hi]
+        short = now + est <= shadow
+        ok = (short | (procs <= extra)) if not with_mem else (
+            short | ((procs <= extra) & (q.mem[lo:hi] <= extra_mem)))
+        ok &= procs <= cl.free
+        ok &= q.alive[lo:hi]
+        if with_mem:
+            ok &= q.mem[lo:hi] <= cl.free_mem
+        if q.key_monotone:
+            i = int(ok.argmax())
+            if not ok[i]:
+                break
+        else:
+            idx = np.flatnonzero(ok)
+            if not len(idx):
+                break
+            i = int(idx[q.key[lo:hi][idx].argmin()])
+        job = q.jobs[lo + i]
+        if short[i]:
+            yield start(job, Mode.BACKFILLED, "ends before shadow time")
+        else:
+            extra -= job.procs
+            extra_mem -= job.mem
+            yield start(job, Mode.BACKFILLED, "uses extra cores")
+        if cl.free == 0:
+            break
+        if q.key_monotone:
+            # Jobs before it were refused and stay refused: resume after it.
+            lo += i + 1
+    return extra, extra_mem
 
 
 class QueuePolicy:
@@ -253,7 +318,7 @@ class QueuePolicy:
             candidates = None
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
             if candidates is None and not q.small():
-                backfill = self._easy_backfill_vectorized(q, cl, now, shadow, extra, extra_mem)
+                backfill = easy_backfill_scan(q, cl, now, shadow, extra, extra_mem)
             else:
                 if candidates is None:
                     free, free_mem = cl.free, cl.free_mem
@@ -264,68 +329,9 @@ class QueuePolicy:
                     if not q.key_monotone and len(candidates) > 1:
                         key = q.key
                         candidates.sort(key=lambda j: key[j.queue_slot])
-                backfill = self._easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem)
+                backfill = easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem)
             extra, extra_mem = yield from backfill
         self._easy_state = (shadow, extra, extra_mem)
-
-    @staticmethod
-    def _easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem):
-        """Backfill from a short list of candidates in priority order."""
-        for job in candidates:
-            if not cl.fits_now(job.procs, job.mem):
-                continue
-            if now + job.estimate <= shadow:
-                yield start(job, Mode.BACKFILLED, "ends before shadow time")
-            elif job.procs <= extra and job.mem <= extra_mem:
-                extra -= job.procs
-                extra_mem -= job.mem
-                yield start(job, Mode.BACKFILLED, "uses extra cores")
-            else:
-                continue
-            if cl.free == 0:
-                break
-        return extra, extra_mem
-
-    @staticmethod
-    def _easy_backfill_vectorized(q, cl, now, shadow, extra, extra_mem):
-        """Backfill over a long queue: each start is found by one masked scan.
-
-        The scan works on contiguous slices of the queue columns (no gathers),
-        so a pass that finds nothing costs a handful of numpy calls.
-        """
-        lo, hi = q.lo, q.hi
-        with_mem = cl.free_mem != np.inf
-        while lo < hi:
-            procs, est = q.procs[lo:hi], q.estimate[lo:hi]
-            short = now + est <= shadow
-            ok = (short | (procs <= extra)) if not with_mem else (
-                short | ((procs <= extra) & (q.mem[lo:hi] <= extra_mem)))
-            ok &= procs <= cl.free
-            ok &= q.alive[lo:hi]
-            if with_mem:
-                ok &= q.mem[lo:hi] <= cl.free_mem
-            if q.key_monotone:
-                i = int(ok.argmax())
-                if not ok[i]:
-                    break
-            else:
-                idx = np.flatnonzero(ok)
-                if not len(idx):
-                    break
-                i = int(idx[q.key[lo:hi][idx].argmin()])
-            job = q.jobs[lo + i]
-            if short[i]:
-                yield start(job, Mode.BACKFILLED, "ends before shadow time")
-            else:
-                extra -= job.procs
-                extra_mem -= job.mem
-                yield start(job, Mode.BACKFILLED, "uses extra cores")
-            if cl.free == 0:
-                break
-            if q.key_monotone:
-                # Jobs before it were refused and stay refused: resume after it.
-                lo += i + 1
-        return extra, extra_mem
 
     # -- conservative ---------------------------------------------------------------
     def _conservative(self, view: SchedulerView) -> Iterator[Decision]:
