@@ -29,7 +29,11 @@ from typing import Any
 from cosim.cli import ArgumentParser, run_command
 from cosim.errors import InputError
 
-__all__ = ["main"]
+__all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
+
+#: Heuristics ``evaluate`` runs beside the agent unless told otherwise: the
+#: strongest classic orders, each with EASY backfilling.
+DEFAULT_BASELINES = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,9 +58,21 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
-    t.add_argument("--observation", choices=("compact", "kernel", "image"), default="compact")
-    t.add_argument("--window", type=int, nargs=2, default=(10, 0), metavar=("HEAD", "TAIL"),
-                   help="split window sizes (DBF)")
+    t.add_argument("--actions", choices=("start", "select", "dras"), default="start",
+                   help="action model: start (DBF split window with Fwd), select (pick the "
+                        "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
+                        "levels)")
+    t.add_argument("--observation", choices=("compact", "kernel", "image", "dras"), default=None,
+                   help="default: compact for start, kernel for select, dras for dras")
+    t.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
+                   help="start: HEAD TAIL (DBF split window, default 10 0); select: N queued "
+                        "jobs to choose from (default 128); dras: W (default 50)")
+    t.add_argument("--backfill-order", default="fcfs",
+                   help="select: order of EASY backfill candidates (a static heuristic)")
+    t.add_argument("--predictor", choices=("estimate", "history", "xgboost", "rnn"),
+                   default="estimate",
+                   help="what the agent sees as run times: user estimates (default) or "
+                        "predictions (models from the scenario's predictor section)")
     t.add_argument("--kill-slots", type=int, default=0)
     t.add_argument("--guard-wait", type=float, default=None, metavar="SECONDS",
                    help="starvation guard: the queue head holds an EASY reservation once it "
@@ -68,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="env-side discount of integral rewards per time scale")
     t.add_argument("--smdp", action="store_true",
                    help="agent-side discount gamma ** (dt / time_scale) per decision")
-    t.add_argument("--network", choices=("mlp", "kernel", "cnn"), default=None)
+    t.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
     t.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="set any hyper-parameter of agents.ppo.Args, e.g. --arg ent_coef=0.02")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
@@ -84,10 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=10)
     e.add_argument("--seed", type=int, default=1000, help="first episode seed")
     e.add_argument("--episode-jobs", type=int, default=None)
-    e.add_argument("--window", type=int, nargs=2, default=None, metavar=("HEAD", "TAIL"),
+    e.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
                    help="another window (kernel networks only)")
-    e.add_argument("--baseline", action="append", default=[], metavar="NAME",
-                   help="also run heuristic NAME's choice in the same episodes (repeatable)")
+    e.add_argument("--baseline", action="append", default=None, metavar="NAME",
+                   help="heuristic policies run on the same episodes' jobs (repeatable; "
+                        f"default: {', '.join(DEFAULT_BASELINES)}; 'none' for none)")
     e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
@@ -128,6 +145,19 @@ def _apply_arg_overrides(args_obj, items: list[str]):
             parsed = tuple(parsed) if isinstance(parsed, list) else (parsed,)
         setattr(args_obj, key, parsed)
     return args_obj
+
+
+def _window(values: list[int] | None, actions: str):
+    """``--window`` as the env wants it: a (head, tail) pair for start, a count otherwise."""
+    if values is None:
+        return None
+    if actions == "start":
+        if len(values) != 2:
+            raise InputError("--window", " ".join(map(str, values)), "HEAD TAIL for --actions start")
+        return list(values)
+    if len(values) != 1:
+        raise InputError("--window", " ".join(map(str, values)), f"one count for --actions {actions}")
+    return int(values[0])
 
 
 def _default_out(scenario: str, algo: str, seed: int) -> Path:
@@ -174,6 +204,9 @@ def _train(ns) -> int:
     args_cls = ppo.Args if ns.algo == "ppo" else a2c.A2CArgs
     out = Path(ns.out) if ns.out else _default_out(ns.scenario, ns.algo, ns.seed)
     resuming = ns.resume and latest_checkpoint(out) is not None
+    if ns.resume and not resuming:
+        raise InputError(f"--resume {out}", "no checkpoint there",
+                         "a training output with a checkpoint (leave out --resume to start one)")
     if resuming:
         meta = read_meta(out)
         if meta.get("algo") != ns.algo:
@@ -190,11 +223,16 @@ def _train(ns) -> int:
         if ns.bc_steps and not ns.teacher:
             raise InputError("--bc-steps", str(ns.bc_steps), "a --teacher to clone")
         env_config = {"scenario": str(Path(ns.scenario)), "scenario_set": list(ns.overrides),
-                      "observation": ns.observation, "window": list(ns.window),
+                      "actions": ns.actions, "observation": ns.observation,
+                      "window": _window(ns.window, ns.actions),
                       "kill_slots": ns.kill_slots, "reward": ns.reward,
                       "episode_jobs": ns.episode_jobs, "episode_end": ns.episode_end,
                       "smdp_gamma": ns.smdp_gamma, "teacher": ns.teacher,
                       "guard_wait": ns.guard_wait}
+        if ns.actions == "select":
+            env_config["backfill_order"] = ns.backfill_order
+        if ns.predictor != "estimate":
+            env_config["predictor"] = ns.predictor
         args = args_cls(seed=ns.seed)
         if ns.steps is not None:
             args.total_steps = ns.steps
@@ -253,16 +291,41 @@ def evaluate_policy(policy, env, episodes: int, seed: int, baseline: str | None 
                     ) -> dict[str, float]:
     """Mean return and episode metrics of greedy episodes ``seed .. seed+episodes-1``.
 
-    With ``baseline``, the env's ``teacher_action`` (heuristic ``baseline``)
-    acts instead of the policy.
+    With ``baseline``, the env's ``teacher_action`` (heuristic ``baseline``,
+    played through the agent's action model) acts instead of the policy.
+    """
+    return evaluate_episodes(policy, env, episodes, seed, baseline=baseline)["agent"]
+
+
+def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | None = None,
+                      heuristics: tuple[str, ...] | list[str] = ()) -> dict[str, dict[str, Any]]:
+    """The agent's greedy episodes, and each heuristic on exactly the same jobs.
+
+    Episode ``k`` is the env's episode for seed ``seed + k``; each heuristic
+    in ``heuristics`` is then run by :func:`cosim.runner.run_policy` on that
+    episode's workload (the real policy with its backfilling, not its
+    imitation through the agent's actions), so every row is measured on the
+    same jobs by the same metric definitions.
+
+    Returns:
+        ``{"agent": row, name: row, ...}``; a row holds the means
+        (``mean_return`` for the agent, ``mean_bsld``, ``mean_wait``,
+        ``max_wait``, ``utilization``, ``mean_queue``) and ``per_episode``
+        (the same per episode).
     """
     import numpy as np
 
     from agents.ppo import METRIC_KEYS
+    from cosim.runner import run_policy
 
-    returns, lengths, metrics = [], [], {k: [] for k in METRIC_KEYS}
+    keys = ("mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue")
+    summary_key = {"mean_bsld": "bsld_mean", "mean_wait": "wait_mean", "max_wait": "wait_max",
+                   "utilization": "utilization", "mean_queue": "queue_len_mean"}
+    per: dict[str, list[dict[str, float]]] = {"agent": [], **{h: [] for h in heuristics}}
+    returns, lengths = [], []
     for k in range(episodes):
         obs, info = env.reset(seed=seed + k)
+        workload = env.unwrapped.simulation.workload
         total, steps, done = 0.0, 0, False
         while not done:
             action = (info["teacher_action"] if baseline is not None
@@ -273,13 +336,26 @@ def evaluate_policy(policy, env, episodes: int, seed: int, baseline: str | None 
             done = terminated or truncated
         returns.append(total)
         lengths.append(steps)
-        for key in METRIC_KEYS:
-            metrics[key].append(info.get("episode_metrics", {}).get(key, math.nan))
-    row = {"episodes": float(episodes), "mean_return": float(np.mean(returns)),
-           "mean_length": float(np.mean(lengths))}
-    row.update({k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
-                for k, v in metrics.items()})
-    return row
+        m = info.get("episode_metrics", {})
+        per["agent"].append({key: float(m.get(key, math.nan)) for key in METRIC_KEYS})
+        for name in heuristics:
+            summary = run_policy(env.unwrapped.scenario, name, None, workload=workload)
+            per[name].append({key: _number(summary.get(summary_key[key])) for key in keys})
+    rows: dict[str, dict[str, Any]] = {}
+    for name, eps in per.items():
+        row: dict[str, Any] = {"episodes": float(episodes)}
+        if name == "agent":
+            row.update(mean_return=float(np.mean(returns)), mean_length=float(np.mean(lengths)))
+        for key in keys:
+            vals = np.array([e[key] for e in eps], dtype=float)
+            row[key] = float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan
+        row["per_episode"] = eps
+        rows[name] = row
+    return rows
+
+
+def _number(v) -> float:
+    return math.nan if v is None else float(v)
 
 
 def _evaluate(ns) -> int:
@@ -296,20 +372,26 @@ def _evaluate(ns) -> int:
     if ns.episode_jobs is not None:
         overrides["episode_jobs"] = ns.episode_jobs
     if ns.window is not None:
-        overrides["window"] = tuple(ns.window)
-    rows = {"agent": evaluate_policy(policy, make_env(policy.env_config, **overrides),
-                                     ns.episodes, ns.seed)}
-    for name in ns.baseline:
-        env = make_env(policy.env_config, **{**overrides, "teacher": name})
-        rows[name] = evaluate_policy(None, env, ns.episodes, ns.seed, baseline=name)
+        overrides["window"] = _window(ns.window, policy.env_config.get("actions", "start"))
+    baselines = list(DEFAULT_BASELINES) if ns.baseline is None else [
+        b for b in ns.baseline if b != "none"]
+    from cosim.policies import make_policy
+
+    for name in baselines:
+        make_policy(name, where="--baseline")    # a bad name fails before any work
+    env = make_env(policy.env_config, **overrides)
+    rows = evaluate_episodes(policy, env, ns.episodes, ns.seed, heuristics=baselines)
     if ns.json:
         print(json.dumps(rows, indent=2))
         return 0
-    cols = ["mean_return", "mean_bsld", "mean_wait", "utilization", "max_wait"]
-    print(f"{'policy':<12}" + "".join(f"{c:>14}" for c in cols))
+    cols = ["mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue"]
+    width = max(12, *(len(n) + 2 for n in rows))
+    print(f"{'policy':<{width}}" + "".join(f"{c:>13}" for c in cols) + f"{'mean_return':>13}")
     for name, row in rows.items():
-        print(f"{name:<12}" + "".join(f"{row[c]:>14.4g}" for c in cols))
-    print(f"({ns.episodes} episodes from seed {ns.seed}; checkpoint {policy.meta['_path']}, "
+        ret = f"{row['mean_return']:>13.4g}" if "mean_return" in row else f"{'-':>13}"
+        print(f"{name:<{width}}" + "".join(f"{row[c]:>13.4g}" for c in cols) + ret)
+    print(f"({ns.episodes} episodes of {env.unwrapped.episode_jobs} jobs from seed {ns.seed}; "
+          f"heuristics run on the same jobs; checkpoint {policy.meta['_path']}, "
           f"update {policy.update})")
     return 0
 

@@ -14,6 +14,10 @@ Every network maps a batch of observations to ``(logits, value)`` with
 - :class:`CNNPolicy` for ``(C, H, W)`` observations ("image"): two 3x3
   convolutions of 16 and 32 filters followed by a flatten, no pooling (the
   configuration A2cScheduler found best, seed 002, section 4.3).
+- :class:`DrasPolicy` for DRAS's ``(2W + R, 2)`` job and node rows ("dras"):
+  a 1x2 convolution over each row, then two fully connected layers with
+  leaky ReLU, one output per window job (DRAS, seed 004, section III-B),
+  plus a value head for actor-critic learners.
 
 :func:`make_network` picks one from the observation space and records a
 plain-dict ``spec`` so a checkpoint can rebuild the same network with
@@ -30,10 +34,10 @@ from torch import nn
 
 from cosim.errors import InputError
 
-__all__ = ["MLPPolicy", "KernelPolicy", "CNNPolicy", "make_network", "network_from_spec",
-           "NETWORK_KINDS"]
+__all__ = ["MLPPolicy", "KernelPolicy", "CNNPolicy", "DrasPolicy", "make_network",
+           "network_from_spec", "NETWORK_KINDS"]
 
-NETWORK_KINDS = ("mlp", "kernel", "cnn")
+NETWORK_KINDS = ("mlp", "kernel", "cnn", "dras")
 
 
 def _init(layer: nn.Module, gain: float) -> nn.Module:
@@ -147,8 +151,47 @@ class CNNPolicy(nn.Module):
         return self.policy_head(z), self.value_head(z).squeeze(-1)
 
 
-def _default_kind(shape: tuple[int, ...]) -> str:
-    return {1: "mlp", 2: "kernel", 3: "cnn"}.get(len(shape), "mlp")
+class DrasPolicy(nn.Module):
+    """DRAS's network: a 1x2 convolution per row, two leaky-ReLU layers, one score per job.
+
+    Args:
+        obs_shape: ``(2W + R, 2)``: two rows per window job, then R node rows.
+        n_actions: W.
+        hidden: widths of the two fully connected layers (DRAS does not give
+            them; these are scaled to a 2-core machine).
+        channels: filters of the 1x2 convolution.
+
+    Examples:
+        >>> import torch
+        >>> net = DrasPolicy((2 * 5 + 16, 2), 5)
+        >>> tuple(net(torch.zeros(3, 26, 2))[0].shape)
+        (3, 5)
+    """
+
+    def __init__(self, obs_shape: tuple[int, int], n_actions: int,
+                 hidden: tuple[int, ...] = (128, 64), channels: int = 4):
+        super().__init__()
+        rows, cols = (int(s) for s in obs_shape)
+        self.conv = _init(nn.Conv2d(1, channels, (1, cols)), math.sqrt(2.0))
+        sizes = [rows * channels, *[int(h) for h in hidden]]
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [_init(nn.Linear(a, b), math.sqrt(2.0)), nn.LeakyReLU()]
+        self.body = nn.Sequential(*layers)
+        self.policy_head = _init(nn.Linear(sizes[-1], n_actions), 0.01)
+        self.value_head = _init(nn.Linear(sizes[-1], 1), 1.0)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits (B, W), value (B,))`` for ``obs`` of shape ``(B, 2W + R, 2)``."""
+        z = nn.functional.leaky_relu(self.conv(obs.unsqueeze(1))).flatten(1)
+        z = self.body(z)
+        return self.policy_head(z), self.value_head(z).squeeze(-1)
+
+
+def _default_kind(shape: tuple[int, ...], n_actions: int) -> str:
+    if len(shape) == 2:
+        return "kernel" if shape[0] == n_actions else "dras"
+    return {1: "mlp", 3: "cnn"}.get(len(shape), "mlp")
 
 
 def make_network(observation_space, action_space, kind: str | None = None,
@@ -158,8 +201,9 @@ def make_network(observation_space, action_space, kind: str | None = None,
     Args:
         observation_space: a ``gymnasium.spaces.Box``.
         action_space: a ``gymnasium.spaces.Discrete``.
-        kind: ``mlp``, ``kernel`` or ``cnn``; default from the observation rank
-            (1 -> mlp, 2 -> kernel, 3 -> cnn).
+        kind: ``mlp``, ``kernel``, ``cnn`` or ``dras``; default from the
+            observation (rank 1 -> mlp; rank 2 -> kernel when there is a row per
+            action, else dras; rank 3 -> cnn).
         hidden: hidden sizes (for ``cnn`` the first entry is the dense width).
 
     Returns:
@@ -171,7 +215,7 @@ def make_network(observation_space, action_space, kind: str | None = None,
     """
     shape = tuple(int(s) for s in observation_space.shape)
     n_actions = int(action_space.n)
-    kind = kind or _default_kind(shape)
+    kind = kind or _default_kind(shape, n_actions)
     spec: dict[str, Any] = {"kind": kind, "obs_shape": list(shape), "n_actions": n_actions,
                             "hidden": list(hidden) if hidden is not None else None}
     return network_from_spec(spec)
@@ -197,6 +241,11 @@ def network_from_spec(spec: dict[str, Any]) -> nn.Module:
             raise InputError("network", f"kernel for observation shape {shape}",
                              f"an observation of shape (n_actions={n_actions}, F)")
         net = KernelPolicy(shape[1], tuple(hidden) if hidden else (32, 16))
+    elif kind == "dras":
+        if len(shape) != 2:
+            raise InputError("network", f"dras for observation shape {shape}",
+                             "an observation of shape (2W + R, 2)")
+        net = DrasPolicy(shape, n_actions, tuple(hidden) if hidden else (128, 64))
     else:
         if len(shape) != 3:
             raise InputError("network", f"cnn for observation shape {shape}",

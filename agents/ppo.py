@@ -680,10 +680,17 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
                                          "global_step": global_step})
 
     bar = None
+    timed = args.time_budget_s is not None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(total=args.num_updates * args.batch_size, initial=global_step, unit="step",
-                   desc=algo)
+        if timed:
+            # A time-limited run ends on its budget: show wall time against it.
+            done = min(curve[-1]["elapsed_s"], args.time_budget_s) if curve else 0.0
+            bar = tqdm(total=round(args.time_budget_s), initial=round(done), unit="s",
+                       desc=f"{algo} (time budget)")
+        else:
+            bar = tqdm(total=args.num_updates * args.batch_size, initial=global_step,
+                       unit="step", desc=algo)
     # Wall time already spent before a resume counts toward the time budget.
     t_start = time.monotonic() - (curve[-1]["elapsed_s"] if curve else 0.0)
     last_ckpt_t = time.monotonic()
@@ -724,9 +731,14 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
             if log is not None:
                 log(row)
             if bar is not None:
-                bar.update(args.batch_size)
+                if timed:
+                    bar.update(max(0, min(round(row["elapsed_s"]), bar.total) - bar.n))
+                else:
+                    bar.update(args.batch_size)
+                post = {"steps": global_step} if timed else {}
                 if not math.isnan(row["mean_return"]):
-                    bar.set_postfix(ret=f"{row['mean_return']:.3g}")
+                    post["ret"] = f"{row['mean_return']:.3g}"
+                bar.set_postfix(post)
             now = time.monotonic()
             due = now - last_ckpt_t >= args.checkpoint_every_s or (
                 args.checkpoint_every_updates is not None

@@ -27,7 +27,7 @@ from agents.distributions import MaskedCategorical
 from agents.networks import network_from_spec
 from cosim.errors import InputError
 
-__all__ = ["RLPolicy", "load_rl_policy", "make_env", "TRAINING_ONLY_KEYS"]
+__all__ = ["RLPolicy", "load_rl_policy", "make_env", "prediction_hubs", "TRAINING_ONLY_KEYS"]
 
 #: env-config keys that only matter while training (left out of :attr:`RLPolicy.env_kwargs`).
 TRAINING_ONLY_KEYS = ("scenario", "scenario_set", "teacher")
@@ -51,16 +51,36 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
     kwargs = {**env_config, **overrides}
     scenario = kwargs.pop("scenario", None)
     scenario_set = kwargs.pop("scenario_set", None) or []
+    predictor = kwargs.pop("predictor", None)
     if scenario is None:
         raise InputError("env.scenario", "nothing", "a scenario path or Scenario")
-    if scenario_set and isinstance(scenario, str | Path):
+    if isinstance(scenario, str | Path):
         from cosim.config import load_scenario
 
         kwargs.setdefault("base_dir", Path(scenario).resolve().parent)
         scenario = load_scenario(scenario, list(scenario_set))
-    if "window" in kwargs and kwargs["window"] is not None:
-        kwargs["window"] = tuple(int(w) for w in kwargs["window"])
+    window = kwargs.get("window")
+    if window is not None and not isinstance(window, int):
+        kwargs["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
+    if predictor not in (None, "estimate"):
+        kwargs["predictions"] = prediction_hubs(scenario, predictor, kwargs.get("base_dir"))
     return SchedulingEnv(scenario, **kwargs)
+
+
+def prediction_hubs(scenario, predictor: str, base_dir=None):
+    """``workload -> PredictionHub`` for ``predictor`` (models prepared as ``cosim run`` does)."""
+    from cosim.policies import parse_policy
+    from cosim.runner import make_prediction_hub, prediction_backend, prepare_models
+
+    spec = parse_policy(f"fcfs@{predictor}", where="env.predictor")
+    bundle = prepare_models(scenario, [spec], base_dir, echo=None)
+    names = bundle.feature_names if bundle is not None else None
+
+    def hub(workload):
+        return make_prediction_hub(spec, scenario, workload,
+                                   prediction_backend(predictor, workload, bundle),
+                                   feature_names=names)
+    return hub
 
 
 class RLPolicy:
@@ -96,8 +116,9 @@ class RLPolicy:
         cfg = dict(self.env_config or {})
         for key in TRAINING_ONLY_KEYS:
             cfg.pop(key, None)
-        if cfg.get("window") is not None:
-            cfg["window"] = tuple(int(w) for w in cfg["window"])
+        window = cfg.get("window")
+        if window is not None and not isinstance(window, int):
+            cfg["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
         return cfg
 
     def _check(self, obs: np.ndarray, batched: bool) -> None:

@@ -79,8 +79,11 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
     specs = []
     for i, name in enumerate(names):
         where = source if source.startswith("--") else f"{source}: scheduler.policies[{i}]"
-        spec = parse_policy(name, where=where).resolved(scenario.predictor.runtime,
-                                                        scenario.predictor.kill.enabled)
+        spec = parse_policy(name, where=where)
+        if spec.kind == "agent" and spec.predictor is None:
+            # A trained agent sees what it was trained with, unless the name says otherwise.
+            spec = spec.resolved(_agent_predictor(spec.checkpoint, where))
+        spec = spec.resolved(scenario.predictor.runtime, scenario.predictor.kill.enabled)
         if spec.kill and spec.predictor != "rnn":
             raise ScenarioError(where, repr(name), "+kill (predictor.kill.enabled) only with "
                                 "@rnn predictions: it needs in-run predictions")
@@ -89,6 +92,16 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
                              "'python -m agents train'")
         specs.append(spec)
     return specs
+
+
+def _agent_predictor(folder: str, where: str) -> str:
+    """The predictor a checkpoint's agent was trained with (``estimate`` if none)."""
+    if not Path(folder).is_dir():
+        raise InputError(where, repr(f"rl:{folder}"), "rl:DIR with DIR a checkpoint folder "
+                         "written by 'python -m agents train'")
+    from agents.checkpoint import read_meta
+
+    return (read_meta(folder).get("env") or {}).get("predictor") or "estimate"
 
 
 def parse_policy_name(name: str, scenario: Scenario) -> tuple[str, str, bool]:
@@ -116,7 +129,7 @@ def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
     agent = load_rl_policy(spec.checkpoint)
     kwargs = {k: v for k, v in agent.env_kwargs.items()
               if k not in ("episode_jobs", "episode_end", "episode_source", "curriculum",
-                           "smdp_gamma")}
+                           "smdp_gamma", "predictor")}
     env = SchedulingEnv(scenario, workload=workload, episode_jobs=len(workload),
                         base_dir=base_dir, **kwargs)
     return env.acting_policy(agent.act, name=spec.name)

@@ -65,20 +65,46 @@ def test_rl_policy_acts_legally_and_reports_its_env(trained):
 
 def test_evaluate_prints_metrics_and_baselines(trained, capsys):
     code = main(["evaluate", SCENARIO, "--checkpoint", str(trained), "--episodes", "2",
-                 "--episode-jobs", "32", "--baseline", "sjf", "--json"])
+                 "--episode-jobs", "32", "--baseline", "sjf+easy", "--json"])
     assert code == 0
     rows = json.loads(capsys.readouterr().out)
-    assert set(rows) == {"agent", "sjf"}
+    assert set(rows) == {"agent", "sjf+easy"}
     for row in rows.values():
-        assert row["episodes"] == 2.0
+        assert row["episodes"] == 2.0 and len(row["per_episode"]) == 2
         assert row["mean_bsld"] >= 1.0 and 0 < row["utilization"] <= 1.0
-        assert row["mean_return"] < 0 and row["max_wait"] >= row["mean_wait"] >= 0
+        assert row["max_wait"] >= row["mean_wait"] >= 0
+    assert rows["agent"]["mean_return"] < 0
+
+
+def test_evaluate_runs_the_heuristics_on_the_same_jobs(trained):
+    # The heuristic row is the real policy (with its backfilling) run by the
+    # runner on each episode's workload: equal to running it directly.
+    from agents.__main__ import evaluate_episodes
+    from cosim.runner import run_policy
+
+    policy = load_rl_policy(trained)
+    env = make_env(policy.env_config, teacher=None, episode_jobs=40)
+    rows = evaluate_episodes(policy, env, 2, 7, heuristics=["f1+easy"])
+    env.reset(seed=8)
+    direct = run_policy(env.scenario, "f1+easy", None, workload=env.simulation.workload)
+    assert rows["f1+easy"]["per_episode"][1]["mean_bsld"] == direct["bsld_mean"]
+
+
+def test_evaluate_shows_the_default_baselines(trained, capsys):
+    from agents.__main__ import DEFAULT_BASELINES
+
     code = main(["evaluate", SCENARIO, "--checkpoint", str(trained), "--episodes", "1",
                  "--episode-jobs", "32"])
-    out = capsys.readouterr().out
-    assert code == 0 and out.splitlines()[0].split() == ["policy", "mean_return", "mean_bsld",
-                                                         "mean_wait", "utilization", "max_wait"]
-    assert out.splitlines()[1].startswith("agent")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[0].split() == ["policy", "mean_bsld", "mean_wait", "max_wait",
+                                              "utilization", "mean_queue", "mean_return"]
+    assert [line.split()[0] for line in lines[1:-1]] == ["agent", *DEFAULT_BASELINES]
+
+
+def test_resume_without_a_checkpoint_says_so(tmp_path, capsys):
+    assert main(["train", SCENARIO, "--out", str(tmp_path / "none"), "--resume", *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --resume ") and "no checkpoint there" in err
 
 
 def test_resume_continues_to_the_same_result(tmp_path, capsys):
@@ -134,3 +160,45 @@ def test_trains_through_gymnasium_make():
     result = train(lambda: gym.make(ENV_ID, scenario=SCENARIO, episode_jobs=16),
                    Args(total_steps=64, num_steps=32, num_minibatches=2, update_epochs=1))
     assert result.update == 2 and result.curve[-1]["global_step"] == 64
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+@pytest.mark.parametrize("actions,window", [("select", "16"), ("dras", "8")])
+def test_every_action_model_trains_and_runs_as_a_policy(tmp_path, algo, actions, window):
+    out = tmp_path / "run"
+    assert main(["train", SCENARIO, "--out", str(out), "--algo", algo, "--actions", actions,
+                 "--window", window, "--steps", "128", "--arg", "num_steps=64",
+                 "--episode-jobs", "32", "--quiet"]) == 0
+    policy = load_rl_policy(out)
+    assert policy.env_config["actions"] == actions
+    env = make_env(policy.env_config, teacher=None)
+    obs, info = env.reset(seed=0)
+    assert info["action_mask"][policy.act(obs, info["action_mask"])] == 1
+
+
+def test_rl_policy_in_cosim_run_schedules_as_its_env_episode(trained, tmp_path):
+    # rl:DIR is a plain policy in the runner: same window, mask, observation
+    # and greedy choices as the env's own episode on the same jobs.
+    import numpy as np
+
+    from cosim import records
+    from cosim.config import load_scenario
+    from cosim.runner import run_policy
+    from cosim.workloads.windows import window
+
+    policy = load_rl_policy(trained)
+    scenario = load_scenario(SCENARIO)
+    env = make_env(policy.env_config, teacher=None, episode_jobs=60)
+    w = window(env.workload, 60, start=500)
+    obs, info = env.reset(seed=0, options={"jobs": w})
+    done = False
+    while not done:
+        obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
+        done = term or trunc
+    in_env = records.jobs_table(env.simulation.scheduler.jobs)
+    summary = run_policy(scenario, f"rl:{trained}", tmp_path / "rl", workload=w)
+    assert summary["bsld_mean"] == info["episode_metrics"]["mean_bsld"]
+    assert summary["wait_max"] == info["episode_metrics"]["max_wait"]
+    run = records.read_jobs(tmp_path / "rl" / "jobs.parquet")
+    assert np.array_equal(np.asarray(run["start"]), in_env["start"])
+    assert list(run["mode"]) == in_env["mode"]

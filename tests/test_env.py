@@ -363,3 +363,51 @@ def test_episode_metrics_by_hand():
     assert m["mean_queue"] == pytest.approx(10 / 30)          # 10 queued seconds over 30 s
     assert m["utilization"] == pytest.approx(1.0)
     assert m["mean_bsld"] == pytest.approx((1.0 + 30 / 20) / 2)
+
+
+@pytest.mark.parametrize("actions", ["start", "select", "dras"])
+def test_gym_make_with_no_arguments_uses_a_builtin_scenario_and_passes_check_env(actions):
+    env = gym.make(ENV_ID) if actions == "start" else gym.make(ENV_ID, actions=actions)
+    obs, info = env.reset(seed=0)
+    assert env.unwrapped.scenario.name == "lublin256-default"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("observation", ["compact", "kernel", "dras"])
+@pytest.mark.parametrize("actions", ["select", "dras"])
+def test_check_env_passes_for_every_action_model(actions, observation):
+    env = SchedulingEnv(SCENARIO, actions=actions, observation=observation, window=16,
+                        episode_jobs=64, node_rows=32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env, skip_render_check=True)
+
+
+class _Halves:
+    """A prediction backend that predicts half the requested time."""
+
+    def runtime(self, batch):
+        return np.asarray(batch["req_time"], dtype=float) / 2, "halves"
+
+    def remaining(self, batch):
+        raise AssertionError("not asked")
+
+
+def test_agents_can_see_predictions_instead_of_estimates():
+    from cosim.prediction import PredictionHub
+
+    w = Workload.from_columns(submit=[0, 0, 0], run=[50, 20, 5], procs=[2, 2, 2],
+                              req_time=[400, 400, 400])
+    plain = SchedulingEnv(small_scenario(2), actions="select", window=4, workload=w,
+                          episode_jobs=3, max_time=1e5)
+    seeing = SchedulingEnv(small_scenario(2), actions="select", window=4, workload=w,
+                           episode_jobs=3, max_time=1e5,
+                           predictions=lambda jobs: PredictionHub(jobs, _Halves()))
+    obs_plain, _ = plain.reset(seed=0)
+    obs_pred, _ = seeing.reset(seed=0)
+    col = 8   # kernel time_a: the estimate the scheduler believes
+    assert obs_plain[0, col] == pytest.approx(math.log1p(400) / math.log1p(1e5), rel=1e-6)
+    assert obs_pred[0, col] == pytest.approx(math.log1p(200) / math.log1p(1e5), rel=1e-6)
+    assert seeing.predictions_hub.stats.runtime_predictions == 3

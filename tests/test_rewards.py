@@ -1,0 +1,127 @@
+"""Rewards rank schedules the way their bounded slowdowns do, and cannot be gamed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cosim import records
+from cosim.config import scenario_from_dict
+from cosim.env import REWARDS, SchedulingEnv
+from cosim.workloads.base import Workload
+
+SCENARIO = "scenarios/lublin256.yaml"
+SEEDS = (0, 1, 2, 3)
+
+
+def play(env, policy: str, seed: int):
+    """Return and mean bsld of one episode under a fixed policy."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    total, done = 0.0, False
+    wait = env.amap.wait
+    while not done:
+        mask = info["action_mask"]
+        if policy == "teacher":
+            action = info["teacher_action"]
+        elif policy == "random":
+            action = int(rng.choice(np.flatnonzero(mask)))
+        elif policy == "first":
+            action = int(np.flatnonzero(mask)[0])
+        elif policy == "last":
+            starts = np.flatnonzero(mask[:wait])
+            action = int(starts[-1]) if len(starts) else int(np.flatnonzero(mask)[0])
+        else:   # always wait when allowed
+            action = wait if mask[wait] else int(np.argmax(mask))
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        done = terminated or truncated
+    return total, info["episode_metrics"]["mean_bsld"]
+
+
+@pytest.mark.parametrize("reward", sorted(REWARDS))
+def test_returns_order_three_policies_as_their_bsld_does(reward):
+    # SJF with EASY (played through the env as a teacher), random legal
+    # actions, and always-Wait, over four 256-job Lublin windows.
+    results = {}
+    for policy in ("teacher", "random", "wait"):
+        env = SchedulingEnv(SCENARIO, window=(8, 2), reward=reward, episode_jobs=256,
+                            teacher="sjf+easy" if policy == "teacher" else None)
+        runs = [play(env, policy, s) for s in SEEDS]
+        results[policy] = (sum(r for r, _ in runs), float(np.mean([b for _, b in runs])))
+    by_bsld = sorted(results, key=lambda p: results[p][1])
+    by_return = sorted(results, key=lambda p: -results[p][0])
+    assert by_bsld == ["teacher", "random", "wait"], results
+    assert by_return == by_bsld, (reward, results)
+
+
+def test_dbf_tells_first_legal_from_last_legal():
+    # Issue 10: asked only when a start was legal, every never-waiting policy
+    # returned 0.0. With DBF's schedule cycling every Fwd is charged, so the
+    # two policies' returns differ (by the paper's own measure, which
+    # normalizes by running maxima, not by their bsld: -214 for first-legal,
+    # bsld 126, against -257 for last-legal, bsld 19, on this window).
+    out = {}
+    for policy in ("first", "last"):
+        env = SchedulingEnv(SCENARIO, window=(8, 2), reward="dbf", episode_jobs=256)
+        out[policy] = play(env, policy, 0)
+    (r_first, _), (r_last, _) = out["first"], out["last"]
+    assert r_first < -50 and r_last < -50 and abs(r_first - r_last) > 10
+
+
+def small(cores):
+    return scenario_from_dict({"cluster": {"nodes": cores},
+                               "workload": {"kind": "swf", "path": "unused"}})
+
+
+@pytest.mark.parametrize("reward", sorted(REWARDS))
+def test_start_kill_loops_cannot_freeze_time_or_pay(reward):
+    # Issue 10: alternating start and kill kept simulated time at 0 and the
+    # capability return grew without bound. Now a kill needs the job to have
+    # run (time moves only with Fwd), a restarted job earns no second start
+    # reward, and every lost core-second is charged.
+    w = Workload.from_columns(submit=[0, 0] + [100 * k for k in range(1, 21)],
+                              run=[5000, 5000] + [10] * 20, procs=[4, 4] + [1] * 20)
+    env = SchedulingEnv(small(4), window=(2, 0), kill_slots=1, reward=reward,
+                        episode_jobs=len(w), workload=w)
+    obs, info = env.reset(seed=0)
+    total, steps, kills = 0.0, 0, 0
+    wait, kill0 = env.amap.wait, env.amap.kill0
+    done = False
+    while not done and steps < 5000:
+        mask = info["action_mask"]
+        if mask[kill0]:
+            action, kills = kill0, kills + 1
+        elif mask[0]:
+            action = 0
+        else:
+            action = wait if mask[wait] else int(np.argmax(mask))
+        obs, r, terminated, truncated, info = env.step(action)
+        total += r
+        steps += 1
+        done = terminated or truncated
+    assert done and kills >= 10 and info["time"] > 5000   # time moved on; all jobs ended
+    sched = env.simulation.scheduler
+    assert sched.counters.kills == kills
+    waste = sum(j.killed_core_seconds for j in sched.jobs) / (4 * 3600.0)
+    assert waste > 0
+    # Every term but capability's size share is a cost: the return is at most
+    # minus the charge for lost work, and the size share is paid once per job.
+    ceiling = sum(j.procs for j in sched.jobs) / 4 / 3 if reward == "capability" else 0.0
+    assert total <= ceiling - waste + 1e-9, (reward, total, ceiling, waste)
+
+
+def test_bsld_return_is_minus_the_sum_of_finished_jobs_bsld():
+    # Issue 10: bsld fired on every job leaving the machine, killed attempts
+    # included (-2.2 M against a true -29.6 k). Now it is exact, plus the
+    # charge for lost work.
+    env = SchedulingEnv(SCENARIO, window=(8, 2), kill_slots=3, reward="bsld", episode_jobs=200)
+    total, _ = play(env, "random", 4)
+    sched = env.simulation.scheduler
+    jobs = records.jobs_table(sched.jobs)
+    assert sched.counters.kills > 0
+    fin = np.isin(jobs["outcome"], ["completed", "timeout"])
+    resp = jobs["end"][fin] - jobs["submit"][fin]
+    bsld = np.maximum(1.0, resp / np.maximum(10.0, jobs["run"][fin]))
+    waste = jobs["killed_core_seconds"].sum() / (256 * 3600.0)
+    assert total == pytest.approx(-bsld.sum() - waste, rel=1e-9)
