@@ -603,7 +603,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         resume: bool = False, env_config: dict[str, Any] | None = None,
         init_state_dict: dict[str, Any] | None = None, progress: bool = False,
         stop_after_updates: int | None = None,
-        log: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
+        log: Callable[[dict[str, float]], None] | None = None,
+        on_start: Callable[[nn.Module], None] | None = None) -> TrainResult:
     """The training loop: rollouts, ``update_fn``, curve, checkpoints, resume.
 
     Args:
@@ -621,6 +622,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         progress: show a tqdm progress bar.
         stop_after_updates: stop (after checkpointing) once this many updates are done.
         log: called with every curve row.
+        on_start: called once with the network before training (for callers
+            that look at it between updates, e.g. to keep the best snapshot).
     """
     args.validate()
     torch.set_num_threads(args.torch_threads)
@@ -653,6 +656,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
     if init_state_dict is not None and state is None:
         net.load_state_dict(init_state_dict)
     optimizer = _make_optimizer(net, args)
+    if on_start is not None:
+        on_start(net)
     curve: list[dict[str, float]] = []
     update, global_step = 0, 0
     if state is not None:

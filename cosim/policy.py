@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from cosim.queue import JobQueue
 
 __all__ = ["Decision", "Policy", "SchedulerView", "START", "RESERVE", "KILL", "WAIT",
-           "start", "reserve", "kill", "wait"]
+           "start", "reserve", "release", "kill", "wait"]
 
 START, RESERVE, KILL, WAIT = "start", "reserve", "kill", "wait"
 
@@ -50,7 +50,7 @@ class Decision(NamedTuple):
         job: the job it concerns (None for wait).
         mode: execution mode for a start (``ready``/``reserved``/``backfilled``).
         reason: why, in a few words (recorded in ``decisions.parquet``).
-        time: the promised start time for a reservation.
+        time: the promised start time for a reservation (NaN withdraws it).
         requeue: for a kill, whether the job goes back to the queue.
     """
 
@@ -70,6 +70,11 @@ def start(job: Job, mode: str, reason: str) -> Decision:
 def reserve(job: Job, time: float, reason: str = "") -> Decision:
     """Promise ``job`` a start no later than ``time``."""
     return Decision(RESERVE, job, "", reason, time)
+
+
+def release(job: Job, reason: str = "") -> Decision:
+    """Withdraw ``job``'s standing reservation (it no longer holds a promised start)."""
+    return Decision(RESERVE, job, "", reason, math.nan)
 
 
 def kill(job: Job, reason: str, requeue: bool = True) -> Decision:

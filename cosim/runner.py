@@ -301,6 +301,7 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
         "scheduler_passes": c.passes,
         "decisions_refused": c.refused,
         "reservations_broken": c.reservations_broken,
+        "reservations_withdrawn": c.reservations_withdrawn,
         "kills": c.kills,
         "requeues": c.requeues,
         "node_failures": c.node_failures,

@@ -106,6 +106,7 @@ class Counters:
     decisions: int = 0
     refused: int = 0
     reservations_broken: int = 0
+    reservations_withdrawn: int = 0
     kills: int = 0
     requeues: int = 0
     node_failures: int = 0
@@ -250,6 +251,13 @@ class Scheduler:
             if job.state != JobState.QUEUED:
                 return self._refuse(d, "job is not queued")
             t = d.time
+            if t != t:   # a withdrawal: the job holds no promise any more
+                if job.promised == job.promised:
+                    job.promised = math.nan
+                    self.counters.reservations_withdrawn += 1
+                    if self.record:
+                        self.decisions.append((now, job.id, RESERVE, "", d.reason, t))
+                return True
             if job.promised == job.promised and t > job.promised + _EPS:
                 self.counters.reservations_broken += 1
             if job.reservation != job.reservation:

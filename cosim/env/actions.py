@@ -18,11 +18,15 @@ Every model uses one flat ``Discrete`` space with a documented index map
 ``select`` (RLScheduler, the Cunha thesis)
     ``0 .. N-1``: the job, among the first N queued (arrival order), to run
     next. If it fits, it starts and the agent chooses again; if not, it is
-    reserved at its EASY shadow time, the scheduler backfills around the
+    reserved at its EASY shadow time and the scheduler backfills around the
     reservation with a named rule (``backfill="easy"``, candidates in
-    ``backfill_order``, FCFS by default; or ``"none"``), and the agent is
-    next asked when the reserved job has started. Every present job is
-    legal; an illegal index is taken as the first legal one.
+    ``backfill_order``, FCFS by default; or ``"none"``). The next decision
+    comes at the next event: with ``reserve="easy"`` (default) the agent
+    chooses again then, like EASY's head, and choosing another job that does
+    not fit withdraws the previous reservation (a withdrawal, not a broken
+    promise); with ``reserve="sticky"`` (RLScheduler) the reservation holds
+    until the job starts and the agent is next asked then. Every present job
+    is legal; an illegal index is taken as the first legal one.
 
 ``dras`` (DRAS, seed 004, two levels)
     ``0 .. W-1``. Level 1 scores the first W queued jobs (every present job
@@ -61,7 +65,7 @@ from cosim.errors import ScenarioError
 from cosim.job import Job, JobState, Mode
 from cosim.policies.backfill import easy_admits, easy_backfill_list, easy_backfill_scan
 from cosim.policies.heuristics import HEURISTICS
-from cosim.policy import Decision, SchedulerView, kill, reserve, start
+from cosim.policy import Decision, SchedulerView, kill, release, reserve, start
 
 __all__ = ["ActionMap", "AgentPolicy", "StartActions", "SelectActions", "DrasActions",
            "ACTION_MODELS", "make_action_model"]
@@ -428,24 +432,36 @@ class SelectActions(AgentPolicy):
         guard_wait: starvation guard (s), or None.
         backfill: ``easy`` (EASY around the reserved job) or ``none``.
         backfill_order: a static heuristic giving the backfill candidates' order.
+        reserve: ``easy``: the agent chooses again at every decision point, and
+            its choice is the reserved job the way EASY's head is (choosing
+            another job that does not fit withdraws the previous reservation,
+            without breaking it); ``sticky`` (RLScheduler): the reserved job
+            keeps its reservation until it starts, and the agent is next asked
+            then.
     """
 
     kind = "select"
 
     def __init__(self, amap: ActionMap, on_post=None, guard_wait: float | None = None,
-                 backfill: str = "easy", backfill_order: str = "fcfs"):
+                 backfill: str = "easy", backfill_order: str = "fcfs", reserve: str = "easy"):
         super().__init__(amap, on_post, guard_wait)
         self.backfill = backfill
         self.backfill_order = backfill_order
+        self.reserve_mode = reserve
         self.static_key = HEURISTICS[backfill_order].static
+        self._chosen = False     # easy: the agent chose this pass's reserved job
 
     def automatic(self, view: SchedulerView) -> Iterator[Decision]:
-        """While the agent's reserved job waits: keep its promise and backfill around it."""
-        yield from self._keep_reservation(view)
+        """Sticky: keep the reserved job's promise and backfill around it. Easy: nothing yet."""
+        self._chosen = False
+        if self.reserve_mode == "sticky":
+            yield from self._keep_reservation(view)
+        elif self.reserved is not None and self.reserved.state != JobState.QUEUED:
+            self.reserved = None
 
     def refresh(self, view: SchedulerView) -> bool:
         """The first N queued jobs, every one legal (the oldest alone past the guard)."""
-        if self.reserved is not None:
+        if self.reserved is not None and (self.reserve_mode == "sticky" or self._chosen):
             return False
         m = [0] * self.amap.n
         jobs = self._fill_head(view, m, self.amap.window)
@@ -461,7 +477,14 @@ class SelectActions(AgentPolicy):
         if view.cluster.fits_now(job.procs, job.mem):
             yield start(job, Mode.READY, "agent")
             return False
-        yield from self._reserve(job, view)
+        old = self.reserved
+        if old is not None and old is not job and old.state == JobState.QUEUED:
+            yield release(old, "agent chose another job")
+        if old is not job:
+            self._easy_state = None
+        self._chosen = True
+        self.reserved = job
+        yield from self._keep_reservation(view)
         return True
 
     def kind_of(self, action: int) -> str:
@@ -556,7 +579,7 @@ DEFAULT_WINDOWS = {"start": (10, 0), "select": 128, "dras": 50}
 
 def make_action_model(name: str, window, kill_slots: int = 0, *, on_post=None,
                       guard_wait: float | None = None, backfill: str = "easy",
-                      backfill_order: str = "fcfs") -> AgentPolicy:
+                      backfill_order: str = "fcfs", reserve: str = "easy") -> AgentPolicy:
     """The action model ``name`` (see the module docstring), validating its options.
 
     Raises:
@@ -595,5 +618,7 @@ def make_action_model(name: str, window, kill_slots: int = 0, *, on_post=None,
             statics = [h.name for h in HEURISTICS.values() if h.static is not None]
             raise ScenarioError("backfill_order", repr(backfill_order),
                                 f"a static order among {', '.join(statics)}")
-        return SelectActions(amap, on_post, guard_wait, backfill, backfill_order)
+        if reserve not in ("easy", "sticky"):
+            raise ScenarioError("reserve", repr(reserve), "easy or sticky")
+        return SelectActions(amap, on_post, guard_wait, backfill, backfill_order, reserve)
     return DrasActions(amap, on_post, guard_wait)

@@ -83,6 +83,9 @@ class SchedulingEnv(gym.Env):
         kill_slots: K running jobs the agent may kill (``start`` only).
         backfill: ``select``: ``easy`` or ``none`` around the agent's reservation.
         backfill_order: ``select``: the static heuristic ordering backfill candidates.
+        reserve: ``select``: ``easy`` (the agent's choice is re-made at every
+            decision point, like EASY's head) or ``sticky`` (RLScheduler: held
+            until it starts).
         reward: one of :data:`cosim.env.rewards.REWARDS`.
         episode_jobs: jobs per episode.
         episode_end: ``placed`` (truncate after that many starts) or ``completed``.
@@ -129,7 +132,8 @@ class SchedulingEnv(gym.Env):
 
     def __init__(self, scenario: str | Path | Scenario | None = None, *, actions: str = "start",
                  observation: str | None = None, window=None, kill_slots: int = 0,
-                 backfill: str = "easy", backfill_order: str = "fcfs", reward: str = "slowdown",
+                 backfill: str = "easy", backfill_order: str = "fcfs", reserve: str = "easy",
+                 reward: str = "slowdown",
                  episode_jobs: int = 256, episode_end: str = "completed",
                  episode_source: str = "window", horizon: int = 8, image_slots: int = 20,
                  image_slot_s: float = 1800.0, node_rows: int | None = None,
@@ -162,7 +166,7 @@ class SchedulingEnv(gym.Env):
         self.backfill, self.backfill_order = backfill, backfill_order
         self._model_args = dict(window=window, kill_slots=int(kill_slots),
                                 guard_wait=self.guard_wait, backfill=backfill,
-                                backfill_order=backfill_order)
+                                backfill_order=backfill_order, reserve=reserve)
         self.amap = make_action_model(actions, **self._model_args).amap   # validates the options
         self.window = (self.amap.m_head, self.amap.m_tail) if actions == "start" else self.amap.window
         self.scenario = scenario

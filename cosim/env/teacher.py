@@ -10,7 +10,7 @@ import numpy as np
 
 from cosim.env.actions import AgentPolicy
 from cosim.policies import make_policy
-from cosim.policy import KILL, START, SchedulerView
+from cosim.policy import KILL, RESERVE, START, SchedulerView
 
 __all__ = ["teacher_action"]
 
@@ -18,11 +18,13 @@ __all__ = ["teacher_action"]
 def teacher_action(name: str, view: SchedulerView, agent: AgentPolicy) -> int:
     """The action heuristic ``name`` would take now.
 
-    Its first start when that job is in the window and legal; otherwise (a
-    split window hides part of the queue, or the starvation guard forbids
-    it) the window job it ranks best among the legal ones, so the agent learns
-    the teacher's order rather than to wait. Wait when the teacher starts
-    nothing (it would wait for an event).
+    Its first start (for models that choose a job to reserve, ``select`` and
+    ``dras``'s level 1, also its first reservation: its head job) when that job
+    is in the window and legal; otherwise (a split window hides part of the
+    queue, or the starvation guard forbids it) the window job it ranks best
+    among the legal ones, so the agent learns the teacher's order rather than
+    to wait. Wait when the teacher starts nothing (it would wait for an event)
+    and the model has Wait; otherwise its best-ranked legal job.
     """
     teacher = make_policy(name, rng=np.random.default_rng(0))
     q = view.queue
@@ -37,20 +39,25 @@ def teacher_action(name: str, view: SchedulerView, agent: AgentPolicy) -> int:
     try:
         # Only the first decision is usable: policies assume each one is
         # applied before they yield the next.
+        reserving = not agent.amap.has_wait and agent.level == 1
         for decision in teacher.decide(view):
-            if decision.action == START:
-                window = agent.window
-                mask = agent.mask
-                for i, job in enumerate(window):
-                    if job is decision.job and mask[i]:
+            if decision.action == START or (decision.action == RESERVE and reserving):
+                for i, job in enumerate(agent.window):
+                    if job is decision.job and agent.mask[i]:
                         return i
-                # The queue's key column now holds the teacher's keys.
-                legal = [(float(q.key[job.queue_slot]), i) for i, job in enumerate(window)
-                         if job is not None and mask[i]]
-                return min(legal)[1] if legal else agent.amap.wait
+                return _best_legal(agent, q)
             if decision.action == KILL:
                 break
+        if not agent.amap.has_wait:
+            return _best_legal(agent, q)
     finally:
         view.released, view.surprise, q.key_monotone = saved
         q.key[slots] = saved_keys
     return agent.amap.wait
+
+
+def _best_legal(agent: AgentPolicy, q) -> int:
+    """The legal window job the teacher ranks first (the queue's key column holds its keys)."""
+    legal = [(float(q.key[job.queue_slot]), i) for i, job in enumerate(agent.window)
+             if job is not None and agent.mask[i]]
+    return min(legal)[1] if legal else agent.amap.wait
