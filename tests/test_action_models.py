@@ -41,7 +41,8 @@ def test_select_starts_or_reserves_and_backfills_around_it():
     # 0: J1 picked, starts. 1: J2 picked, does not fit: reserved at 100 (J1's
     # end); nothing can backfill. 100: J2 starts on its reservation; the agent
     # picks J4 (fits, starts), then J3 (does not fit: reserved at 150).
-    env = SchedulingEnv(small(4), actions="select", window=4, episode_jobs=4, workload=HAND)
+    env = SchedulingEnv(small(4), actions="select", window=4, episode_jobs=4, workload=HAND,
+                        reserve="sticky")
     picks = {0.0: [0], 1.0: [0], 100.0: [1, 0]}
 
     def choose(info, env):
@@ -55,6 +56,29 @@ def test_select_starts_or_reserves_and_backfills_around_it():
     assert {i: j.mode for i, j in jobs.items()} == {1: "ready", 2: "reserved", 3: "reserved",
                                                       4: "ready"}
     assert (jobs[2].reservation, jobs[3].reservation) == (100.0, 150.0)
+
+
+def test_select_chooses_again_at_every_event_like_easys_head():
+    # reserve="easy": at 2 and 3 the agent is asked again. At 2 it keeps J2;
+    # at 3 it picks J4 (1 core; nothing is free) -> J4 becomes the reserved
+    # job (at 100) and J2's reservation is withdrawn, not broken. At 100 it
+    # starts J4, then J2, then picks J3, reserved at 150 (J2's end).
+    env = SchedulingEnv(small(4), actions="select", window=4, episode_jobs=4, workload=HAND)
+    picks = {0.0: [0], 1.0: [0], 2.0: [0], 3.0: [2], 100.0: [2, 0, 0], 150.0: [0]}
+    times = []
+
+    def choose(info, env):
+        times.append(info["time"])
+        return picks[info["time"]].pop(0)
+
+    jobs, asked = run(env, choose)
+    sched = env.simulation.scheduler
+    assert [ids for t, ids, _ in asked if t == 3.0] == [[2, 3, 4, None]]
+    assert {i: j.start for i, j in jobs.items()} == {1: 0.0, 2: 100.0, 3: 150.0, 4: 100.0}
+    assert {i: j.mode for i, j in jobs.items()} == {1: "ready", 2: "ready", 3: "reserved",
+                                                      4: "reserved"}
+    assert sched.counters.reservations_withdrawn == 1
+    assert sched.counters.reservations_broken == 0
 
 
 def test_select_backfills_with_easy_around_the_agents_reservation():
@@ -129,6 +153,8 @@ MODELS = [dict(actions="start", window=(3, 1), kill_slots=1, guard_wait=0.0),
           dict(actions="start", window=(2, 2)),
           dict(actions="select", window=4), dict(actions="select", window=2, backfill_order="sjf"),
           dict(actions="select", window=3, backfill="none"),
+          dict(actions="select", window=3, reserve="sticky"),
+          dict(actions="select", window=4, guard_wait=20.0),
           dict(actions="dras", window=3), dict(actions="dras", window=5, guard_wait=30.0)]
 
 
@@ -155,8 +181,10 @@ def test_any_legal_play_is_valid_and_keeps_reservations(case, which, seed):
     assert sched.counters.refused == 0
     assert sched.counters.reservations_broken == 0
     assert sched.done_count == len(w) and all(j.outcome == "completed" for j in sched.jobs)
+    withdrawn = {row[1] for row in sched.decisions if row[2] == "reserve" and row[5] != row[5]}
     for job in sched.jobs:
-        if job.reservation == job.reservation and job.attempts == 1:   # a kill voids promises
+        # A kill voids a promise; select's EASY-like choice may withdraw one.
+        if job.reservation == job.reservation and job.attempts == 1 and job.id not in withdrawn:
             assert job.start <= job.reservation + 1e-9
     used = np.array([row[6] for row in sched.events])
     assert used.max() <= cores

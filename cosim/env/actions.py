@@ -474,10 +474,19 @@ class SelectActions(AgentPolicy):
     def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
         """Start the chosen job (and ask again), or reserve it and backfill (and stop)."""
         job = self.window[action]
+        old = self.reserved
         if view.cluster.fits_now(job.procs, job.mem):
+            if old is not None and old is not job and old.state == JobState.QUEUED:
+                shadow, extra, extra_mem = view.shadow(old.procs, old.mem)
+                if not easy_admits(job, view.now, shadow, extra, extra_mem):
+                    # The agent puts this job first: the reserved one loses its
+                    # promise (withdrawn, as EASY's head changes), not broken.
+                    yield release(old, "agent chose another job")
+                    self.reserved, self._easy_state = None, None
+            elif old is job:
+                self.reserved, self._easy_state = None, None
             yield start(job, Mode.READY, "agent")
             return False
-        old = self.reserved
         if old is not None and old is not job and old.state == JobState.QUEUED:
             yield release(old, "agent chose another job")
         if old is not job:
