@@ -7,4 +7,4 @@ imports it.
 
 __all__ = ["__version__"]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
