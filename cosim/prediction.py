@@ -326,6 +326,7 @@ class PredictionHub(SchedulerHooks):
         self._seen: dict[Job, tuple[int, int]] = {}   # progress last predicted from
         self._requeued: dict[Job, float] = {}         # requeued, to re-estimate: time it ran
         self._kills: dict[Job, int] = {}
+        self._rows: dict[Job, list[list[float]]] = {}  # JSON-able log rows converted so far
         self._tick = False
         self._observe = getattr(backend, "observe", None)
         self.scheduler: Scheduler | None = None
@@ -374,6 +375,8 @@ class PredictionHub(SchedulerHooks):
 
     def job_left(self, job: Job, completed: bool) -> None:
         """A completed run teaches an online backend (user history) something."""
+        if completed:
+            self._rows.pop(job, None)
         if completed and self._observe is not None:
             self._observe({"job_id": [job.id], "user": [job.user], "req_time": [job.req_time],
                            "runtime": [self.env.now - job.start]})
@@ -437,9 +440,7 @@ class PredictionHub(SchedulerHooks):
         logs, scf, prerun, lines, startup = [], [], [], [], []
         for job, e in zip(jobs, elapsed, strict=True):
             i = int(pidx[job.index])
-            log = progress.progress_log(i, e)
-            logs.append(np.column_stack([log["elapsed"], log["denergy"], log["max_force"],
-                                         log["scf_steps"]]).tolist())
+            logs.append(self._log_rows(job, i, e))
             scf.append(progress.progress_at(i, e)[1])
             pred = self._pred.get(job)
             prerun.append(pred.model_prerun if pred is not None and math.isfinite(
@@ -455,6 +456,24 @@ class PredictionHub(SchedulerHooks):
         if startup_at is not None:
             cols["startup"] = startup
         return cols
+
+    def _log_rows(self, job: Job, i: int, elapsed: float) -> list[list[float]]:
+        """The finished ionic steps of ``job`` by ``elapsed`` as JSON-able rows.
+
+        A log only grows while a job runs, so the rows converted at earlier
+        checks are kept and only new ones are converted (an MD run has
+        thousands); the batch gets a copy of the list.
+        """
+        log = self.workload.progress.progress_log(i, elapsed)
+        n = len(log["elapsed"])
+        rows = self._rows.get(job)
+        if rows is None or len(rows) > n:
+            rows = self._rows[job] = []
+        if len(rows) < n:
+            k = len(rows)
+            rows.extend(np.column_stack([log["elapsed"][k:], log["denergy"][k:],
+                                         log["max_force"][k:], log["scf_steps"][k:]]).tolist())
+        return rows[:n] if len(rows) > n else list(rows)
 
     def collect(self, view) -> PredictionBatch | None:
         """The predictions this decision point needs, or None."""

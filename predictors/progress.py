@@ -70,22 +70,19 @@ _W_IONIC = 8   # ionic steps in the decay fits
 _W_SCF = 5     # SCF lines in the slope of the step under way
 
 
-def quantize(a: np.ndarray, digits: int = 7) -> np.ndarray:
-    """Round to ``digits`` significant digits (NaN and inf kept), so last-bit differences vanish.
+def quantize(a: np.ndarray) -> np.ndarray:
+    """Round to the nearest float32 and back (NaN and inf kept), so last-bit differences vanish.
+
+    IEEE rounding to float32 is exact and the same on every CPU, unlike
+    numpy's float64 ``exp``/``log``, whose AVX-512 and AVX2 kernels differ in
+    the last bits; two such results round to the same float32 except in the
+    rare case that they straddle a rounding boundary (about 1 in 5e8).
 
     Examples:
         >>> quantize(np.array([1.0000000000000002, 123456789.0, np.nan])).tolist()
-        [1.0, 123456800.0, nan]
+        [1.0, 123456792.0, nan]
     """
-    a = np.asarray(a, dtype=np.float64)
-    out = a.copy()
-    ok = np.isfinite(a) & (a != 0)
-    if ok.any():
-        x = a[ok]
-        mag = np.floor(np.log10(np.abs(x)))
-        scale = 10.0 ** (digits - 1 - mag)
-        out[ok] = np.round(x * scale) / scale
-    return out
+    return np.asarray(a, dtype=np.float64).astype(np.float32).astype(np.float64)
 
 
 def log10_abs(x: np.ndarray, floor: float = 1e-12) -> np.ndarray:
@@ -359,7 +356,7 @@ def progress_features(p: ProgressInputs) -> np.ndarray:
         out[:, i] = c
     out[~np.isfinite(out)] = np.nan
     # float32, as the trees use them: last-bit differences of numpy's float64
-    # functions between instruction sets do not survive the rounding
+    # functions between instruction sets do not survive the rounding (quantize)
     return out.astype(np.float64)
 
 

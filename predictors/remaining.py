@@ -970,7 +970,7 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         total = np.maximum(now, 1.0) * np.exp(np.clip(np.asarray(z, dtype=np.float64), 0.0,
                                                       _MAX_LOG_RATIO))
         rem = total - now
-        # a few significant digits: last-bit differences between machines stay out of schedules
+        # float32: last-bit differences between machines stay out of schedules
         return quantize(np.maximum(rem, self.min_remaining))
 
     def _net_predict(self, X: np.ndarray, p: Progress, inputs: ProgressInputs) -> np.ndarray:

@@ -984,6 +984,13 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
     scf_offsets = np.concatenate([[0], np.cumsum(scf_n)]).astype(np.int64)
 
     submit = _arrivals(r_arr, n_jobs, float(mean_interarrival), p)
+    # Times to the millisecond, as accounting records keep them: numpy's exp/log
+    # differ in the last bits between CPU instruction sets (AVX-512 or AVX2
+    # kernels), and rounding keeps those differences out of the workload, so
+    # one seed is one workload on every machine.
+    submit = np.round(submit, 3)
+    run = np.round(run, 3)
+    flat["elapsed"] = np.minimum(np.round(flat["elapsed"], 3), np.repeat(run, n_ionic))
     req = _requests(r_req, users, job, run, p) if n_jobs else np.zeros(0)
     features = _features(job) if n_jobs else (
         {k: np.zeros(0) for k in FEATURES} | {k: np.zeros(0, dtype="<U1") for k in CATEGORICAL}
