@@ -245,7 +245,8 @@ def _remaining_table(model: Any, data: EvalData, X: np.ndarray, names: Any,
             scf=obs.scf_done, trace=progress.lines if progress.lines is not None else np.zeros(0),
             trace_starts=obs.lines_start, trace_len=obs.lines_len, prerun=prerun, physics=phys,
             startup=obs.startup)
-        steps_left = progress_features(inputs)[:, FEATURE_NAMES.index("steps_left")]
+        steps_left = progress_features(inputs)[:, FEATURE_NAMES.index("steps_left")].astype(
+            np.float64)
         expected = expected_ionic_steps(phys, obs.k, steps_left)
         with np.errstate(divide="ignore", invalid="ignore"):
             extrap = np.where((obs.k >= 1) & np.isfinite(expected), now * expected / obs.k, np.nan)

@@ -178,7 +178,7 @@ def expected_ionic_steps(physics: Mapping[str, np.ndarray], k: np.ndarray,
 
 
 def progress_features(p: ProgressInputs) -> np.ndarray:
-    """The :data:`FEATURE_NAMES` columns for every sample, shape ``(n, len(FEATURE_NAMES))``."""
+    """The :data:`FEATURE_NAMES` columns for every sample: float32, ``(n, len(FEATURE_NAMES))``."""
     n = len(p.now)
     v = p.values if len(p.values) else np.zeros((1, 4))
     k = np.asarray(p.k, dtype=np.int64)
@@ -196,7 +196,11 @@ def progress_features(p: ProgressInputs) -> np.ndarray:
     n1 = np.where(has1, v[first, 3], np.nan)
     nk = np.where(has1, v[last, 3], np.nan)
     # SCF steps of steps 2..k: a cumulative sum over all rows
-    cs = np.concatenate([[0.0], np.cumsum(np.nan_to_num(p.values[:, 3]) if len(p.values) else [])])
+    scf_col = p.values[:, 3]
+    if np.isnan(scf_col).any():
+        scf_col = np.nan_to_num(scf_col)
+    cs = np.zeros(len(p.values) + 1)
+    np.cumsum(scf_col, out=cs[1:])
     later_scf = np.where(has2, cs[np.where(has2, starts + k, 0)] - cs[np.where(has2, starts + 1, 0)],
                          np.nan)
     now_eff = np.maximum(now, tk)
@@ -357,7 +361,7 @@ def progress_features(p: ProgressInputs) -> np.ndarray:
     out[~np.isfinite(out)] = np.nan
     # float32, as the trees use them: last-bit differences of numpy's float64
     # functions between instruction sets do not survive the rounding (quantize)
-    return out.astype(np.float64)
+    return out
 
 
 def physics_from_matrix(X: np.ndarray, names: Sequence[str] | None) -> dict[str, np.ndarray]:

@@ -598,7 +598,7 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
 
     _libraries = ("xgboost", "torch")
 
-    def __init__(self, model: str = "gbm", n_estimators: int = 60, max_depth: int = 8,
+    def __init__(self, model: str = "gbm", n_estimators: int = 50, max_depth: int = 8,
                  learning_rate: float = 0.25, subsample: float = 0.8,
                  colsample_bytree: float = 0.8, min_child_weight: float = 20.0,
                  rnn: str = "gru", hidden_size: int = 32, num_layers: int = 1,
@@ -681,8 +681,8 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         return physics_from_matrix(X, self.feature_names)
 
     def _design(self, X: np.ndarray, inputs: ProgressInputs) -> np.ndarray:
-        """Rows ``[X, progress features]`` for the boosted trees."""
-        return np.concatenate([X, progress_features(inputs)], axis=1)
+        """Rows ``[X, progress features]`` for the boosted trees, in float32 as XGBoost reads them."""
+        return np.concatenate([X.astype(np.float32), progress_features(inputs)], axis=1)
 
     def _inputs_at(self, X: np.ndarray, p: Progress, obs: Observation,
                    prerun: np.ndarray) -> ProgressInputs:
@@ -768,7 +768,7 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         st = enc.stats(X)
         step_raw = _step_features(p.values, np.arange(len(p.values)),
                                   np.repeat(p.offsets[:-1], p.lengths()))
-        summ = progress_features(inputs)
+        summ = progress_features(inputs).astype(np.float64)
         self._encoder = enc
         self.loss_curve_ = []
         with _torch_threads(self.num_threads), torch.random.fork_rng(devices=[]):
@@ -979,7 +979,7 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         net, enc = self.net_, self._encoder
         k = np.asarray(inputs.k, dtype=np.int64)
         starts = np.asarray(inputs.starts, dtype=np.int64)
-        summ = progress_features(inputs)
+        summ = progress_features(inputs).astype(np.float64)
         st = {key: getattr(net, key).numpy() for key in ("shift", "m1", "s1", "m2", "s2")}
         with _torch_threads(self.num_threads), torch.inference_mode():
             static = _f32(enc.encode(X, st))
