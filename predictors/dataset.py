@@ -274,8 +274,10 @@ def generate_dataset(n_jobs: int, seed: int, out_dir: str | Path, **params) -> P
                                            pa.array(vj.scf_de, type=pa.float32())),
     }
     params_json = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(vj.params).items()}
+    # the centre the jobs come from (None: drawn from the seed, a centre of its own)
+    extra = {"params": params_json, "population_seed": params.get("population_seed")}
     return write_dataset(jobs, progress, out_dir, source="cosim.workloads.vasp.generate_vasp",
-                         seed=seed, extra={"params": params_json})
+                         seed=seed, extra=extra)
 
 
 # ----------------------------------------------------------------------------- reading

@@ -241,13 +241,14 @@ def progress_features(p: ProgressInputs) -> np.ndarray:
         de_min = np.where(has_t, mins, np.nan)
     # Where the self-consistent lines start. In the first ionic step of a fresh
     # run, NELMDL non-self-consistent lines fall steeply, then the SCF jumps up:
-    # the first rise after line 1 marks the start. In later steps, line 0
-    # carries the ionic energy change and the SCF starts at line 1.
+    # the first line that rises (after line 1) is the first self-consistent one.
+    # In later steps, line 0 carries the ionic energy change and the SCF starts
+    # at line 1.
     first_rise = np.full(n, np.iinfo(np.int64).max)
     if len(rows):
         prev_lv = np.concatenate([[np.inf], lv[:-1]])
         rise = (pos >= 2) & (lv > prev_lv)
-        np.minimum.at(first_rise, seg[rise], pos[rise] - 1)
+        np.minimum.at(first_rise, seg[rise], pos[rise])
     rise_seen = first_rise < np.iinfo(np.int64).max
     sc0 = np.where(has1, 1, np.where(rise_seen, first_rise, 1))
     sc_lines = np.maximum(tl - sc0, 0)

@@ -44,6 +44,16 @@ def trained(tmp_path_factory):
             "result": json.loads((root / "eval.json").read_text())}
 
 
+def test_generate_draws_one_centre_unless_told(trained, tmp_path):
+    # --seed is a job stream of the default centre (42): a held-out seed is the
+    # same centre's future; --population-seed picks another centre
+    meta = json.loads((trained["data"] / "dataset.json").read_text())
+    assert meta["seed"] == 3 and meta["population_seed"] == 42
+    assert main(["generate", "--jobs", "5", "--seed", "4", "--population-seed", "7",
+                 "--out", str(tmp_path / "other")]) == 0
+    assert json.loads((tmp_path / "other" / "dataset.json").read_text())["population_seed"] == 7
+
+
 def test_train_writes_one_folder_per_model(trained):
     models = trained["models"]
     assert sorted(p.name for p in models.iterdir()) == ["history", "remaining", "runtime"]
