@@ -124,19 +124,39 @@ class FaultsConfig(_Section):
 
 
 class KillConfig(_Section):
-    """RLSchert's rule-based kill (see :class:`cosim.prediction.KillRule`).
+    """Killing running jobs whose run time was badly underestimated (RLSchert, seed 001).
+
+    ``rule`` picks one of the named rules of :class:`cosim.prediction.KillRule`;
+    ``short``, ``long`` and ``error`` override its thresholds (seconds).
+
+    - ``rlschert`` (default): the paper's rule in its 5-minute units
+      (``unit`` seconds each): a job is killed when it has run less than its
+      pre-run prediction ``len_param``, ``len_param`` < 10 units, its in-run
+      prediction of the run time > 10 units, and the two differ by more than
+      1 unit.
+    - ``guarded``: the rule this project used before (30 min / 2 h / 10 min),
+      which also requires a short job to be waiting for the cores.
 
     Attributes:
         enabled: apply the rule (a policy name can also ask with ``@rnn+kill``).
+        rule: ``rlschert`` or ``guarded``.
+        unit: seconds per RLSchert time unit (``rlschert`` thresholds are 10, 10
+            and 1 units).
         short: a pre-run prediction below this (s) called the job short...
-        long: ...an in-run prediction of its total above this (s) calls it long...
+        long: ...an in-run prediction of its run time above this (s) calls it long...
         error: ...and the two differ by more than this (s).
+        max_kills: kills per job at most (0: no limit). A killed job comes back
+            with its in-run estimate, so the rule rarely fires twice; the limit
+            makes sure a job cannot be killed forever.
     """
 
     enabled: bool = False
-    short: float = Field(1800.0, gt=0)
-    long: float = Field(7200.0, gt=0)
-    error: float = Field(600.0, ge=0)
+    rule: Literal["rlschert", "guarded"] = "rlschert"
+    unit: float = Field(300.0, gt=0)
+    short: float | None = Field(None, gt=0)
+    long: float | None = Field(None, gt=0)
+    error: float | None = Field(None, ge=0)
+    max_kills: int = Field(1, ge=0)
 
 
 class PredictorConfig(_Section):
@@ -154,7 +174,7 @@ class PredictorConfig(_Section):
         cache: where trained models are cached.
         update_interval: seconds between progress checks of running jobs.
         min_remaining: floor of a remaining-time prediction (s).
-        kill: the rule-based kill.
+        kill: the rule-based kill (:class:`KillConfig`).
     """
 
     runtime: Literal["estimate", "history", "xgboost", "rnn"] = "estimate"

@@ -30,26 +30,50 @@ does this to wait for an asyncio service). A backend that learns online
 (user history) also has ``observe(batch)``, called with the columns
 ``job_id``, ``user``, ``req_time`` and ``runtime`` of each job that completes.
 
+Two optional columns of a remaining batch carry the SCF view of the step
+under way when the workload's progress source has it (generated VASP jobs
+do): ``scf_lines`` (per job, the ``dE`` of the SCF lines written so far in
+the step under way) and ``startup`` (per job, seconds from its start to its
+first SCF line; null until that line is out). Backends that do not know
+them ignore them.
+
 A backend that fails (an exception, or a timeout in the bridge) is not
 fatal: the scheduler keeps the user estimates for that decision point and
 counts the fallback.
+
+**Reading predictions.** The hub keeps, per job, its latest
+:class:`JobPrediction`: the pre-run prediction the scheduler queued it with
+(re-estimated when it is requeued) and the latest remaining-time prediction
+of its current run. :meth:`PredictionHub.prediction` and
+:meth:`PredictionHub.running_predictions` are the public way to read them,
+for example for a learned kill decision that sees the same numbers as the
+rule (:meth:`KillRule.should_kill`).
+
+**Requeued jobs** (killed by the rule, or lost to a node failure) are
+re-estimated when they join the queue again: with the in-run model, from
+everything their interrupted run showed (its progress log at the
+interruption, cut as a running job's would be: the remaining-time
+prediction plus the time it had run, since a rerun repeats the work), else
+with a fresh pre-run prediction. They never keep the estimate of their
+previous attempt.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
+from cosim.config import KillConfig
 from cosim.job import Job, JobState
 from cosim.policy import kill
 
-__all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub", "KillRule", "PredictionStats",
-           "feature_columns"]
+__all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub", "KillRule", "KILL_RULES",
+           "JobPrediction", "PredictionStats", "feature_columns"]
 
 
 def feature_columns(workload, rows: list[int], names: list[str]) -> dict[str, Any]:
@@ -81,18 +105,145 @@ class PredictionBackend(Protocol):
 
 @dataclass(frozen=True)
 class KillRule:
-    """RLSchert's rule-based kill, in seconds instead of its time units.
+    """A rule that kills and requeues a running job whose run time was badly underestimated.
 
-    A running job is killed and requeued when it has run less than its
-    pre-run prediction, that prediction called it short (< ``short``), the
-    in-run prediction of its total run time calls it long (> ``long``), the
-    two differ by more than ``error``, it has not been killed before, and a
-    short job waits in the queue to use its cores.
+    RLSchert (seed 001, section 3.3, "Scheduler") kills a running job when
+    "the time of the job has been running is less than the predicted time
+    before running (``len_param``), and ``len_param`` < 10, the predicted time
+    during running (``run_i``) is greater than 10, while the related error
+    ``|run_i - len_param|`` > 1", in its 5-minute time units. ``run_i`` is
+    compared with ``len_param`` and gives ``finish_time_hat = start_time +
+    run_i`` (its equation 6), so it is the predicted run time of the job
+    (elapsed plus remaining), not the remaining time alone. In seconds::
+
+        elapsed < len_param  and  len_param < short  and  run_hat > long
+        and  |run_hat - len_param| > error
+
+    plus two conditions of this implementation: at most ``max_kills`` kills
+    per job, and, if ``need_short_waiting``, a job with an estimate below
+    ``short`` waits in the queue (there is someone to give the cores to).
+
+    Named rules (:data:`KILL_RULES`, :meth:`named`):
+
+    - ``rlschert``: ``short = long = 10 x unit``, ``error = 1 x unit``,
+      ``unit = 300`` s; no queue condition.
+    - ``guarded``: this project's earlier rule: 30 min, 2 h, 10 min, and a
+      short job must be waiting.
+
+    Attributes:
+        name: the rule's name.
+        short, long, error: the thresholds, seconds.
+        max_kills: kills per job at most (0: no limit).
+        need_short_waiting: also require a short job in the queue.
+
+    Examples:
+        >>> rule = KillRule.named("rlschert")
+        >>> rule.short, rule.long, rule.error
+        (3000.0, 3000.0, 300.0)
+        >>> rule.should_kill(elapsed=600, len_param=1200, run_hat=4000)
+        True
+        >>> rule.should_kill(elapsed=600, len_param=1200, run_hat=2900)  # not long
+        False
     """
 
-    short: float = 1800.0
-    long: float = 7200.0
-    error: float = 600.0
+    name: str = "rlschert"
+    short: float = 3000.0
+    long: float = 3000.0
+    error: float = 300.0
+    max_kills: int = 1
+    need_short_waiting: bool = False
+
+    @classmethod
+    def named(cls, name: str, *, unit: float = 300.0, **overrides: Any) -> KillRule:
+        """The rule called ``name`` (``rlschert`` or ``guarded``), thresholds overridden.
+
+        Args:
+            name: a key of :data:`KILL_RULES`.
+            unit: seconds per RLSchert time unit (``rlschert`` only).
+            **overrides: ``short``, ``long``, ``error``, ``max_kills``; None keeps
+                the rule's value.
+
+        Raises:
+            ValueError: an unknown name.
+        """
+        if name not in KILL_RULES:
+            raise ValueError(f"unknown kill rule {name!r}; expected one of {', '.join(KILL_RULES)}")
+        base = KILL_RULES[name]
+        if name == "rlschert":
+            base = replace(base, short=10.0 * unit, long=10.0 * unit, error=1.0 * unit)
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+    @classmethod
+    def from_config(cls, cfg: KillConfig) -> KillRule:
+        """The rule a scenario's ``predictor.kill`` section asks for."""
+        return cls.named(cfg.rule, unit=cfg.unit, short=cfg.short, long=cfg.long,
+                         error=cfg.error, max_kills=cfg.max_kills)
+
+    def should_kill(self, elapsed: Any, len_param: Any, run_hat: Any, kills: Any = 0,
+                    short_waiting: Any = True) -> Any:
+        """Whether the rule kills: scalars give a bool, arrays an array of bools.
+
+        Args:
+            elapsed: seconds the job has run in this attempt.
+            len_param: its pre-run prediction (re-estimated after a requeue).
+            run_hat: its in-run prediction of the run time (elapsed + remaining).
+            kills: times it was killed already.
+            short_waiting: a job with an estimate below ``short`` waits.
+        """
+        elapsed, len_param, run_hat = (np.asarray(v, dtype=np.float64)
+                                       for v in (elapsed, len_param, run_hat))
+        ok = (elapsed < len_param) & (len_param < self.short) & (run_hat > self.long) \
+            & (np.abs(run_hat - len_param) > self.error)
+        if self.max_kills:
+            ok = ok & (np.asarray(kills) < self.max_kills)
+        if self.need_short_waiting:
+            ok = ok & np.asarray(short_waiting, dtype=bool)
+        return bool(ok) if ok.ndim == 0 else ok
+
+
+#: The named kill rules (thresholds in seconds; ``rlschert`` is scaled by its unit).
+KILL_RULES: dict[str, KillRule] = {
+    "rlschert": KillRule("rlschert", 3000.0, 3000.0, 300.0, 1, False),
+    "guarded": KillRule("guarded", 1800.0, 7200.0, 600.0, 1, True),
+}
+
+
+@dataclass
+class JobPrediction:
+    """What the hub last predicted for one job (read it with :meth:`PredictionHub.prediction`).
+
+    Attributes:
+        prerun: the run time the job was queued with: the pre-run prediction,
+            or after a requeue its re-estimate (RLSchert's ``len_param``), s.
+        prerun_at: simulated time of that prediction.
+        attempt: the run it applies to (1 for the first run, 2 after one requeue).
+        remaining: the latest remaining-time prediction of that run (s), NaN
+            until the first one.
+        remaining_at: simulated time of that prediction (NaN until then).
+        elapsed: how long the run had been going then (s, NaN until then).
+        model_prerun: the pre-run model's own answer, which the remaining-time
+            model takes as an input (it stays the same across requeues).
+    """
+
+    prerun: float
+    prerun_at: float
+    attempt: int
+    remaining: float = math.nan
+    remaining_at: float = math.nan
+    elapsed: float = math.nan
+    model_prerun: float = math.nan
+
+    @property
+    def run_hat(self) -> float:
+        """Predicted run time of the current run: elapsed + remaining (NaN before any)."""
+        return self.elapsed + self.remaining
+
+    def as_dict(self) -> dict[str, float]:
+        """The fields and ``run_hat`` as a plain dict."""
+        return {"prerun": self.prerun, "prerun_at": self.prerun_at, "attempt": self.attempt,
+                "remaining": self.remaining, "remaining_at": self.remaining_at,
+                "elapsed": self.elapsed, "run_hat": self.run_hat,
+                "model_prerun": self.model_prerun}
 
 
 @dataclass
@@ -121,13 +272,22 @@ class PredictionStats:
 
 @dataclass
 class PredictionBatch:
-    """What one decision point needs (see the module docstring)."""
+    """What one decision point needs (see the module docstring).
+
+    ``requeued_runtime`` / ``requeued_remaining`` are requeued jobs
+    re-estimated in this batch (their rows are the first of the ``runtime`` /
+    ``remaining`` columns); ``requeued_elapsed`` is how long each of the latter
+    had run.
+    """
 
     now: float
     runtime_jobs: list[Job]
     remaining_jobs: list[Job]
     runtime: dict[str, Any] | None
     remaining: dict[str, Any] | None
+    requeued_runtime: list[Job] = field(default_factory=list)
+    requeued_remaining: list[Job] = field(default_factory=list)
+    requeued_elapsed: list[float] = field(default_factory=list)
 
 
 class PredictionHub(SchedulerHooks):
@@ -162,11 +322,42 @@ class PredictionHub(SchedulerHooks):
             k for k in feats if k != "progress_index"]
         self._features = {k: feats[k] for k in names if k in feats}
         self._progress_index = feats.get("progress_index")
-        self._prerun: dict[Job, float] = {}        # pre-run prediction per job
+        self._pred: dict[Job, JobPrediction] = {}    # latest predictions per job
         self._seen: dict[Job, tuple[int, int]] = {}   # progress last predicted from
+        self._requeued: dict[Job, float] = {}         # requeued, to re-estimate: time it ran
+        self._kills: dict[Job, int] = {}
+        self._rows: dict[Job, list[list[float]]] = {}  # JSON-able log rows converted so far
         self._tick = False
         self._observe = getattr(backend, "observe", None)
         self.scheduler: Scheduler | None = None
+
+    # -- reading predictions ------------------------------------------------------------
+    def prediction(self, job: Job) -> JobPrediction | None:
+        """The latest predictions for ``job`` (None before its first pre-run prediction).
+
+        ``prerun`` is what the job was queued with in its current attempt;
+        ``remaining``, ``elapsed`` and ``run_hat`` are from the latest progress
+        check of its current run (NaN before the first one).
+        """
+        return self._pred.get(job)
+
+    def running_predictions(self) -> list[tuple[Job, JobPrediction]]:
+        """Every running job with its latest predictions, by expected end (soonest first).
+
+        The view a learned kill decision needs: the same per-job numbers the
+        rule reads (:meth:`KillRule.should_kill` with ``elapsed = now - job.start``,
+        ``len_param = prediction.prerun``, ``run_hat = prediction.run_hat``).
+        """
+        out = []
+        for _, _, job in self.scheduler.ends:
+            pred = self._pred.get(job)
+            if pred is not None:
+                out.append((job, pred))
+        return out
+
+    def kills(self, job: Job) -> int:
+        """How many times the kill rule killed ``job``."""
+        return self._kills.get(job, 0)
 
     # -- the scheduler's side ------------------------------------------------------
     def attach(self, scheduler: Scheduler) -> None:
@@ -176,8 +367,16 @@ class PredictionHub(SchedulerHooks):
         if self.use_remaining:
             self.env.process(self.check_progress())
 
+    def job_queued(self, job: Job) -> None:
+        """A requeued job (it ran before) is re-estimated at the next decision point."""
+        if job.attempts >= 1:
+            self._requeued[job] = float(self.env.now - job.start)
+            self._seen.pop(job, None)
+
     def job_left(self, job: Job, completed: bool) -> None:
         """A completed run teaches an online backend (user history) something."""
+        if completed:
+            self._rows.pop(job, None)
         if completed and self._observe is not None:
             self._observe({"job_id": [job.id], "user": [job.user], "req_time": [job.req_time],
                            "runtime": [self.env.now - job.start]})
@@ -231,17 +430,77 @@ class PredictionHub(SchedulerHooks):
     def _columns(self, jobs: list[Job]) -> dict[str, Any]:
         return feature_columns(self.workload, [j.index for j in jobs], list(self._features))
 
+    def _progress_columns(self, jobs: list[Job], elapsed: list[float]) -> dict[str, Any]:
+        """The remaining-batch columns of ``jobs`` seen ``elapsed`` seconds into their run."""
+        progress = self.workload.progress
+        pidx = self._progress_index
+        trace = getattr(progress, "scf_trace", None)
+        startup_at = getattr(progress, "startup_at", None)
+        cols = self._columns(jobs)
+        logs, scf, prerun, lines, startup = [], [], [], [], []
+        for job, e in zip(jobs, elapsed, strict=True):
+            i = int(pidx[job.index])
+            logs.append(self._log_rows(job, i, e))
+            scf.append(progress.progress_at(i, e)[1])
+            pred = self._pred.get(job)
+            prerun.append(pred.model_prerun if pred is not None and math.isfinite(
+                pred.model_prerun) else job.estimate)
+            if trace is not None:
+                lines.append(trace(i, e).tolist())
+            if startup_at is not None:
+                su = startup_at(i, e)
+                startup.append(su if math.isfinite(su) else None)
+        cols.update(elapsed=list(elapsed), scf_done=scf, prerun=prerun, progress=logs)
+        if trace is not None:
+            cols["scf_lines"] = lines
+        if startup_at is not None:
+            cols["startup"] = startup
+        return cols
+
+    def _log_rows(self, job: Job, i: int, elapsed: float) -> list[list[float]]:
+        """The finished ionic steps of ``job`` by ``elapsed`` as JSON-able rows.
+
+        A log only grows while a job runs, so the rows converted at earlier
+        checks are kept and only new ones are converted (an MD run has
+        thousands); the batch gets a copy of the list.
+        """
+        log = self.workload.progress.progress_log(i, elapsed)
+        n = len(log["elapsed"])
+        rows = self._rows.get(job)
+        if rows is None or len(rows) > n:
+            rows = self._rows[job] = []
+        if len(rows) < n:
+            k = len(rows)
+            rows.extend(np.column_stack([log["elapsed"][k:], log["denergy"][k:],
+                                         log["max_force"][k:], log["scf_steps"][k:]]).tolist())
+        return rows[:n] if len(rows) > n else list(rows)
+
     def collect(self, view) -> PredictionBatch | None:
         """The predictions this decision point needs, or None."""
         now = float(self.env.now)
-        new = [j for j in view.new_jobs if j.state == JobState.QUEUED and j not in self._prerun]
+        # requeued jobs: from what their last run showed, else a fresh pre-run prediction
+        req_rt: list[Job] = []
+        req_rem: list[Job] = []
+        req_el: list[float] = []
+        for job, ran in list(self._requeued.items()):
+            if job.state != JobState.QUEUED:
+                continue
+            del self._requeued[job]
+            if self.backend is None:
+                continue
+            if self.use_remaining and self._has_progress(job, ran):
+                req_rem.append(job)
+                req_el.append(ran)
+            else:
+                req_rt.append(job)
+        new = [j for j in view.new_jobs if j.state == JobState.QUEUED and j not in self._pred]
         runtime_jobs: list[Job] = []
         if new:
             if self.backend is not None:
                 runtime_jobs = new
             else:
                 for job in new:
-                    self._prerun[job] = job.estimate
+                    self._pred[job] = JobPrediction(job.estimate, now, job.attempts + 1)
         remaining_jobs: list[Job] = []
         if self.use_remaining and self._tick:
             # Running jobs are re-predicted together at each progress check:
@@ -254,77 +513,99 @@ class PredictionHub(SchedulerHooks):
                 if self._seen.get(job) != mark and (mark[0] > 0 or mark[1] > 0):
                     self._seen[job] = mark
                     remaining_jobs.append(job)
-        if not runtime_jobs and not remaining_jobs:
+        if not (runtime_jobs or remaining_jobs or req_rt or req_rem):
             return None
-        runtime = self._columns(runtime_jobs) if runtime_jobs else None
-        remaining = None
-        if remaining_jobs:
-            remaining = self._columns(remaining_jobs)
-            progress = self.workload.progress
-            pidx = self._progress_index
-            logs, elapsed, scf, prerun = [], [], [], []
-            for job in remaining_jobs:
-                e = now - job.start
-                log = progress.progress_log(int(pidx[job.index]), e)
-                logs.append(np.column_stack([log["elapsed"], log["denergy"], log["max_force"],
-                                             log["scf_steps"]]).tolist())
-                elapsed.append(e)
-                scf.append(self._seen[job][1])
-                prerun.append(self._prerun.get(job, job.estimate))
-            remaining.update(elapsed=elapsed, scf_done=scf, prerun=prerun, progress=logs)
-        return PredictionBatch(now, runtime_jobs, remaining_jobs, runtime, remaining)
+        rt_all = req_rt + runtime_jobs
+        runtime = self._columns(rt_all) if rt_all else None
+        rem_all = req_rem + remaining_jobs
+        remaining = self._progress_columns(
+            rem_all, req_el + [now - j.start for j in remaining_jobs]) if rem_all else None
+        return PredictionBatch(now, runtime_jobs, remaining_jobs, runtime, remaining,
+                               req_rt, req_rem, req_el)
+
+    def _has_progress(self, job: Job, ran: float) -> bool:
+        mark = self.workload.progress.progress_at(int(self._progress_index[job.index]), ran)
+        return mark[0] > 0 or mark[1] > 0
 
     # -- applying ----------------------------------------------------------------------
     def apply(self, batch: PredictionBatch, runtime, remaining) -> None:
         """Use the answers (None: the call failed, keep user estimates)."""
         sched = self.scheduler
-        if batch.runtime_jobs:
-            if runtime is None or len(runtime) != len(batch.runtime_jobs):
+        now = batch.now
+        rt_jobs = batch.requeued_runtime + batch.runtime_jobs
+        if rt_jobs:
+            if runtime is None or len(runtime) != len(rt_jobs):
                 if runtime is not None:
                     self._fallback("wrong answer length")
-                for job in batch.runtime_jobs:
-                    self._prerun[job] = job.estimate
+                for job in rt_jobs:
+                    self._record_prerun(job, job.estimate, now, math.nan)
             else:
                 self.stats.runtime_predictions += len(runtime)
-                for job, value in zip(batch.runtime_jobs, np.asarray(runtime, dtype=float).tolist()):
-                    value = max(1.0, value) if math.isfinite(value) else job.estimate
-                    self._prerun[job] = value
-                    if job.state == JobState.QUEUED:
-                        sched.set_queued_estimate(job, value)
-        if batch.remaining_jobs:
-            if remaining is None or len(remaining) != len(batch.remaining_jobs):
-                if remaining is not None:
-                    self._fallback("wrong answer length")
-                return
-            self.stats.remaining_predictions += len(remaining)
-            now = batch.now
-            victims = []
-            for job, value in zip(batch.remaining_jobs, np.asarray(remaining, dtype=float).tolist()):
-                if job.state != JobState.RUNNING or not math.isfinite(value):
-                    continue
-                rem = max(self.min_remaining, value)
-                sched.set_expected_end(job, now + rem)
-                if self.kill_rule is not None and self._worth_killing(job, now, rem):
-                    victims.append((job, now - job.start + rem))
-            for job, total in victims:
-                self._kill(job, total)
+                for job, value in zip(rt_jobs, np.asarray(runtime, dtype=float).tolist()):
+                    if not math.isfinite(value):
+                        self._record_prerun(job, job.estimate, now, math.nan)
+                        continue
+                    value = max(1.0, value)
+                    self._record_prerun(job, value, now, value)
+        rem_jobs = batch.requeued_remaining + batch.remaining_jobs
+        if not rem_jobs:
+            return
+        if remaining is None or len(remaining) != len(rem_jobs):
+            if remaining is not None:
+                self._fallback("wrong answer length")
+            for job in batch.requeued_remaining:   # keep a known estimate: the pre-run one
+                pred = self._pred.get(job)
+                self._record_prerun(job, pred.prerun if pred else job.estimate, now,
+                                    pred.model_prerun if pred else math.nan)
+            return
+        self.stats.remaining_predictions += len(remaining)
+        values = np.asarray(remaining, dtype=float).tolist()
+        n_req = len(batch.requeued_remaining)
+        for job, ran, value in zip(batch.requeued_remaining, batch.requeued_elapsed,
+                                   values[:n_req], strict=True):
+            pred = self._pred.get(job)
+            model_prerun = pred.model_prerun if pred else math.nan
+            if math.isfinite(value):
+                # a rerun repeats the work: what the interrupted run was expected to take
+                self._record_prerun(job, ran + max(self.min_remaining, value), now, model_prerun)
+            else:
+                self._record_prerun(job, pred.prerun if pred else job.estimate, now, model_prerun)
+        victims = []
+        for job, value in zip(batch.remaining_jobs, values[n_req:], strict=True):
+            if job.state != JobState.RUNNING or not math.isfinite(value):
+                continue
+            rem = max(self.min_remaining, value)
+            elapsed = now - job.start
+            sched.set_expected_end(job, now + rem)
+            pred = self._pred.get(job)
+            if pred is None:
+                pred = self._pred[job] = JobPrediction(job.estimate, now, job.attempts)
+            pred.remaining, pred.remaining_at, pred.elapsed = rem, now, elapsed
+            if self.kill_rule is not None and self._worth_killing(job, elapsed, pred):
+                victims.append(job)
+        for job in victims:
+            self._kill(job)
 
-    def _worth_killing(self, job: Job, now: float, remaining: float) -> bool:
+    def _record_prerun(self, job: Job, value: float, now: float, model_prerun: float) -> None:
+        """Queue ``job`` with ``value`` and start its prediction record for the next run."""
+        old = self._pred.get(job)
+        if not math.isfinite(model_prerun) and old is not None:
+            model_prerun = old.model_prerun
+        self._pred[job] = JobPrediction(value, now, job.attempts + 1, model_prerun=model_prerun)
+        if job.state == JobState.QUEUED and value != job.estimate:
+            self.scheduler.set_queued_estimate(job, value)
+
+    def _worth_killing(self, job: Job, elapsed: float, pred: JobPrediction) -> bool:
         rule = self.kill_rule
-        prerun = self._prerun.get(job, job.estimate)
-        elapsed = now - job.start
-        total = elapsed + remaining
-        if job.attempts > 1 or elapsed >= prerun or prerun >= rule.short or total <= rule.long:
-            return False
-        if abs(total - prerun) <= rule.error:
-            return False
-        q = self.scheduler.queue
-        return bool(q.count and np.any(q.estimate[q.slots()] < rule.short))
+        short_waiting = True
+        if rule.need_short_waiting:
+            q = self.scheduler.queue
+            short_waiting = bool(q.count and np.any(q.estimate[q.slots()] < rule.short))
+        return rule.should_kill(elapsed, pred.prerun, pred.run_hat, self.kills(job),
+                                short_waiting)
 
-    def _kill(self, job: Job, total: float) -> None:
-        if self.scheduler.apply(kill(job, "kill rule: run time badly underestimated",
-                                     requeue=True)):
+    def _kill(self, job: Job) -> None:
+        if self.scheduler.apply(kill(job, f"kill rule ({self.kill_rule.name}): run time badly "
+                                     "underestimated", requeue=True)):
             self.stats.rule_kills += 1
-            # When it comes back it is known to be long.
-            self._prerun[job] = total
-            job.estimate = total
+            self._kills[job] = self._kills.get(job, 0) + 1

@@ -194,7 +194,7 @@ def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload
     if spec.predictor == "estimate" and not spec.kill:
         return None
     pc = scenario.predictor
-    rule = KillRule(short=pc.kill.short, long=pc.kill.long, error=pc.kill.error) if spec.kill else None
+    rule = KillRule.from_config(pc.kill) if spec.kill else None
     return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
                          interval=pc.update_interval, min_remaining=pc.min_remaining,
                          kill_rule=rule, feature_names=feature_names or [])

@@ -1,4 +1,4 @@
-"""Runtime and remaining-time predictors for HPC jobs (XGBoost, PyTorch RNN, user history).
+"""Runtime and remaining-time predictors for HPC jobs (XGBoost, trees or a GRU over progress, user history).
 
 Usable without running a simulation; ``import predictors`` loads neither
 torch nor xgboost (they are imported when a model is built or loaded).

@@ -3,6 +3,7 @@
 Usage::
 
     python -m predictors generate --jobs 20000 --seed 1 --out data/vasp20k
+    python -m predictors generate --jobs 5000 --seed 31337 --out data/heldout
     python -m predictors ingest RUN_DIR... --out data/mycentre
     python -m predictors train runtime   --data data/vasp20k --out models/vasp
     python -m predictors train remaining --data data/vasp20k --out models/vasp
@@ -30,7 +31,11 @@ from cosim.cli import ArgumentParser, run_command
 from cosim.errors import InputError
 from predictors.training import MODEL_KINDS, train_model
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "DEFAULT_POPULATION"]
+
+#: The synthetic centre ``generate`` draws jobs from unless told otherwise: the one
+#: ``scenarios/vasp.yaml`` simulates, so models trained from the CLI fit it.
+DEFAULT_POPULATION = 42
 
 
 def _positive_float(text: str) -> float:
@@ -82,7 +87,13 @@ def build_parser() -> ArgumentParser:
 
     g = sub.add_parser("generate", help="write a synthetic VASP dataset")
     g.add_argument("--jobs", type=_positive_int, required=True, help="number of jobs")
-    g.add_argument("--seed", type=_non_negative_int, default=0, help="random seed")
+    g.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="seed of the job stream (default 0)")
+    g.add_argument("--population-seed", type=_non_negative_int, default=DEFAULT_POPULATION,
+                   help="seed of the centre: its users, project templates and hidden speed "
+                        f"factors (default {DEFAULT_POPULATION}, the centre of "
+                        "scenarios/vasp.yaml); two seeds with one population are one centre's "
+                        "past and future")
     g.add_argument("--out", type=Path, required=True, help="dataset folder to write")
 
     i = sub.add_parser("ingest", help="build a dataset from real VASP run folders")
@@ -96,11 +107,13 @@ def build_parser() -> ArgumentParser:
     t.add_argument("--seed", type=_non_negative_int, default=0, help="random seed")
     t.add_argument("--threads", type=_positive_int, default=1,
                    help="CPU threads for XGBoost / torch (default 1)")
+    t.add_argument("--model", choices=("gbm", "gru"), default="gbm",
+                   help="remaining: boosted trees over progress features (default) or a "
+                        "recurrent network")
     t.add_argument("--epochs", type=_non_negative_int, default=None,
-                   help="remaining: training epochs (default: the model's)")
-    t.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="remaining: RNN cell")
-    t.add_argument("--no-progress", choices=("prerun", "network"), default="prerun",
-                   help="remaining: who answers for jobs without a completed ionic step")
+                   help="remaining --model gru: training epochs (default: the model's)")
+    t.add_argument("--rnn", choices=("gru", "lstm"), default="gru",
+                   help="remaining --model gru: RNN cell")
 
     e = sub.add_parser("evaluate", help="score the models of MODELDIR on a dataset")
     e.add_argument("--data", type=Path, required=True, help="held-out dataset folder")
@@ -127,8 +140,8 @@ def build_parser() -> ArgumentParser:
 def _generate(args: argparse.Namespace) -> None:
     from predictors.dataset import generate_dataset
 
-    out = generate_dataset(args.jobs, args.seed, args.out)
-    print(f"wrote {args.jobs} jobs to {out}")
+    out = generate_dataset(args.jobs, args.seed, args.out, population_seed=args.population_seed)
+    print(f"wrote {args.jobs} jobs of centre {args.population_seed} to {out}")
 
 
 def _ingest(args: argparse.Namespace) -> None:
@@ -143,7 +156,7 @@ def _ingest(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     print(train_model(args.kind, args.data, args.out, seed=args.seed, threads=args.threads,
-                      epochs=args.epochs, rnn=args.rnn, no_progress=args.no_progress))
+                      epochs=args.epochs, rnn=args.rnn, model=args.model))
 
 
 def _evaluate(args: argparse.Namespace) -> None:

@@ -122,10 +122,14 @@ class ModelBundle:
         from predictors.remaining import Progress
 
         progress = Progress.from_arrays(batch["progress"])
+        startup = batch.get("startup")
         pred = self.remaining_model.predict(
             X, progress, np.asarray(batch["elapsed"], dtype=np.float64),
             prerun=np.asarray(batch["prerun"], dtype=np.float64),
-            scf_done=np.asarray(batch["scf_done"], dtype=np.int64))
+            scf_done=np.asarray(batch["scf_done"], dtype=np.int64),
+            scf_lines=batch.get("scf_lines"),
+            startup=None if startup is None else np.asarray(
+                [np.nan if v is None else v for v in startup], dtype=np.float64))
         return pred, self.version
 
 

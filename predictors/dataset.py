@@ -13,14 +13,22 @@ model trained on one reads the other:
     0 when unknown), then every other name of
     :data:`cosim.workloads.vasp.FEATURES` (float64, NaN when unknown; ``cores``
     is a Table-1 feature too but appears once, as the int64 column) and of
-    :data:`cosim.workloads.vasp.CATEGORICAL` (string, ``""`` when unknown).
+    :data:`cosim.workloads.vasp.CATEGORICAL` (string, ``""`` when unknown),
+    then ``startup`` (float64 s from the job's start to its first SCF line;
+    NaN when unknown).
 
 ``progress.parquet``, one row per finished ionic step, grouped by job in the
 order of ``jobs.parquet`` and by step:
     ``job_id`` (string), ``step`` (int32, from 1), ``elapsed`` (float64 s since
     the job started, at the end of the step; NaN when unknown), ``energy``
     (float64, F), ``denergy`` (float64, ``d E``), ``max_force`` (float64,
-    NaN when unknown), ``scf_steps`` (int32).
+    NaN when unknown), ``scf_steps`` (int32), ``scf_de`` (list of float32:
+    ``dE`` of each SCF line of the step as OSZICAR prints it; empty when
+    unknown). ``scf_de`` is what an in-run model reads to tell how far the
+    SCF of a step under way is from converging.
+
+``startup`` and ``scf_de`` were added to version 1 later: files without them
+still load (read as unknown), and writers may leave them out.
 
 ``dataset.json``:
     ``{"version": 1, "features": [...], "categorical": {name: vocabulary},
@@ -67,11 +75,16 @@ _FIXED = [("job_id", pa.string()), ("user", pa.string()), ("kind", pa.string()),
           ("runtime", pa.float64()), ("cores", pa.int64())]
 
 
+#: Columns that may be absent from a file or a writer's columns: read and written as unknown.
+_OPTIONAL = {"startup": float("nan"), "scf_de": []}
+
+
 def _jobs_schema(features, categorical) -> pa.Schema:
     # "cores" is both a fixed column and a Table-1 feature: it appears once, as int64.
     fixed = {name for name, _ in _FIXED}
     return pa.schema(_FIXED + [(n, pa.float64()) for n in features if n not in fixed]
-                     + [(n, pa.string()) for n in categorical if n not in fixed])
+                     + [(n, pa.string()) for n in categorical if n not in fixed]
+                     + [("startup", pa.float64())])
 
 
 #: Columns of ``jobs.parquet`` in order.
@@ -81,7 +94,7 @@ JOBS_SCHEMA = _jobs_schema(FEATURES, CATEGORICAL)
 PROGRESS_SCHEMA = pa.schema([
     ("job_id", pa.string()), ("step", pa.int32()), ("elapsed", pa.float64()),
     ("energy", pa.float64()), ("denergy", pa.float64()), ("max_force", pa.float64()),
-    ("scf_steps", pa.int32()),
+    ("scf_steps", pa.int32()), ("scf_de", pa.list_(pa.float32())),
 ])
 
 _FILES = ("jobs.parquet", "progress.parquet", "dataset.json")
@@ -161,11 +174,15 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def _table(columns: Mapping[str, Any], schema: pa.Schema, where: str) -> pa.Table:
-    missing = [f.name for f in schema if f.name not in columns]
+    missing = [f.name for f in schema if f.name not in columns and f.name not in _OPTIONAL]
     if missing:
         raise ValueError(f"{where}: missing columns {missing}")
+    n_rows = len(next(iter(columns.values()))) if columns else 0
     arrays = []
     for f in schema:
+        if f.name not in columns:
+            arrays.append(pa.array([_OPTIONAL[f.name]] * n_rows, type=f.type))
+            continue
         values = columns[f.name]
         if isinstance(values, pa.Array | pa.ChunkedArray):
             arrays.append(values.cast(f.type))
@@ -241,6 +258,7 @@ def generate_dataset(n_jobs: int, seed: int, out_dir: str | Path, **params) -> P
     }
     jobs.update({name: f[name] for name in FEATURES if name != "cores"})
     jobs.update({name: f[name] for name in CATEGORICAL})
+    jobs["startup"] = vj.render["startup"]
     n_ionic = vj.n_ionic
     row_job = np.repeat(np.arange(len(w)), n_ionic)
     starts = np.repeat(vj.offsets[:-1], n_ionic)
@@ -252,10 +270,14 @@ def generate_dataset(n_jobs: int, seed: int, out_dir: str | Path, **params) -> P
         "denergy": vj.denergy,
         "max_force": vj.max_force,
         "scf_steps": vj.scf_steps,
+        "scf_de": pa.ListArray.from_arrays(pa.array(vj.scf_offsets, type=pa.int64()).cast(pa.int32()),
+                                           pa.array(vj.scf_de, type=pa.float32())),
     }
     params_json = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(vj.params).items()}
+    # the centre the jobs come from (None: drawn from the seed, a centre of its own)
+    extra = {"params": params_json, "population_seed": params.get("population_seed")}
     return write_dataset(jobs, progress, out_dir, source="cosim.workloads.vasp.generate_vasp",
-                         seed=seed, extra={"params": params_json})
+                         seed=seed, extra=extra)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -270,6 +292,10 @@ def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
     except (OSError, pa.ArrowException) as exc:
         raise InputError(str(path), f"an unreadable file ({exc})", "a Parquet file") from None
     for f in schema:
+        if f.name not in table.column_names and f.name in _OPTIONAL:
+            # written before the column existed: unknown
+            table = table.append_column(f, pa.array([_OPTIONAL[f.name]] * table.num_rows,
+                                                    type=f.type))
         if f.name not in table.column_names:
             raise InputError(f"{path}: column {f.name!r}", "no such column",
                              f"the columns {', '.join(schema.names)}")

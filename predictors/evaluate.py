@@ -1,21 +1,34 @@
-"""The evaluation table of the run-time and remaining-time predictors.
+"""The evaluation table of the run-time and remaining-time predictors, with baselines.
 
 Pre-run predictors (user estimate ``req_time``, user history, XGBoost) are
 scored on every job, overall and for single / multi-ionic jobs. The in-run
-model is scored at elapsed fractions 10 %, 20 %, ..., 90 % of each job
-against the pre-run fallback ``max(runtime_hat - elapsed, floor)``, as in
-RLSchert's Table 5 and figure 6 (seed 001).
+model is scored at elapsed fractions 10 %, 20 %, ..., 90 % of each job (as in
+RLSchert's Table 5 and figure 6, seed 001) on the MAPE of the run time it
+implies, ``|elapsed + predicted remaining - run time| / run time``, against
+four baselines that need no in-run model:
 
-Metrics follow ``METRICS.md`` through :func:`cosim.metrics.prediction_error`:
-MAPE, accuracy (mean of min/max ratio) and underestimation rate. For the
-remaining time two errors are reported, because the papers use both:
+* ``zero``: remaining = 0 (the job ends now); its MAPE is exactly
+  ``1 - fraction``, so it is hard to beat late in a job;
+* ``estimate``: the user's request minus the elapsed time, clipped at 0;
+* ``prerun``: the pre-run prediction minus the elapsed time, clipped at 0;
+* ``extrapolation``: ``elapsed x expected ionic steps / steps done`` minus the
+  elapsed time, where the expected steps are known (MD: NSW; relaxations:
+  the force or energy decay extrapolated to EDIFFG, at most NSW; IBRION=5
+  phonons: 1 + 6 N; :func:`predictors.progress.expected_ionic_steps`) and a
+  step is done; elsewhere (single points, the first ionic step) it is the
+  ``prerun`` baseline.
 
-* ``total``: error of the implied run time, ``|elapsed + rem_hat - runtime| / runtime``
-  (RLSchert's "MAPE of the runtime" at a given share of time steps, which
-  falls as the job progresses);
-* ``remaining``: error relative to the true remaining time,
-  ``|rem_hat - rem| / rem`` (``METRICS.md`` with y = remaining), which grows
-  near the end because the denominator shrinks.
+The in-run model appears twice: ``model`` sees what the simulation shows it
+(finished ionic steps, the SCF lines of the step under way, the start-up
+time once the first SCF line is out), ``model_ionic`` finished ionic steps
+only.
+
+**Unit.** Every error in the result (JSON and table) is a percentage
+(``"unit": "percent"``): MAPE, accuracy (mean of min/max ratio) and the
+share of underestimates, from :func:`cosim.metrics.prediction_error`
+(``METRICS.md``) times 100. ``remaining_error`` also gives the MAPE relative
+to the true remaining time, ``|rem_hat - rem| / rem``, which grows near the
+end because the denominator shrinks.
 """
 
 from __future__ import annotations
@@ -31,10 +44,29 @@ import numpy as np
 
 from cosim.errors import InputError
 from cosim.metrics import prediction_error
-from predictors.remaining import FRACTIONS, Progress, scf_done_at
+from predictors.progress import (
+    FEATURE_NAMES,
+    ProgressInputs,
+    expected_ionic_steps,
+    physics_from_matrix,
+    progress_features,
+)
+from predictors.remaining import FRACTIONS, Progress, observe
 from predictors.runtime import FeatureSpec, column
 
-__all__ = ["EvalData", "read_data", "evaluate", "evaluate_dir", "format_table", "write_json"]
+__all__ = ["EvalData", "read_data", "evaluate", "evaluate_dir", "format_table", "write_json",
+           "BASELINES", "UNIT"]
+
+#: The baselines of the remaining-time table (see the module docstring).
+BASELINES: dict[str, str] = {
+    "zero": "remaining = 0",
+    "estimate": "max(user request - elapsed, 0)",
+    "prerun": "max(pre-run prediction - elapsed, 0)",
+    "extrapolation": "elapsed x expected ionic steps / steps done - elapsed (pre-run elsewhere)",
+}
+
+#: Unit of every error in the evaluation result.
+UNIT = "percent"
 
 _JOB_COLUMNS = ("job_id", "user", "submit", "req_time", "runtime", "multi_ionic")
 
@@ -66,6 +98,19 @@ class EvalData:
     def multi(self) -> np.ndarray:
         """True for multi-ionic jobs."""
         return column(self.jobs, "multi_ionic", str(self.path / "jobs.parquet")).astype(bool)
+
+    @property
+    def startup(self) -> np.ndarray:
+        """Seconds before each job's first SCF line (NaN when unknown)."""
+        names = self.jobs.column_names
+        if "startup" not in names:
+            return np.full(self.jobs.num_rows, np.nan)
+        return column(self.jobs, "startup").astype(np.float64)
+
+    @property
+    def kind(self) -> np.ndarray:
+        """Job kind (``single_point``, ``relaxation``, ``md``, ``phonon``, or as ingested)."""
+        return column(self.jobs, "kind").astype(str)
 
     def take(self, rows: Any) -> EvalData:
         """The jobs at ``rows`` (an index array), e.g. a train/test split by submit time."""
@@ -116,15 +161,21 @@ def read_data(data_dir: str | Path) -> EvalData:
     return EvalData(jobs, steps, spec, path, n_dropped=int((~known).sum()))
 
 
+def _pct(metrics: dict[str, Any]) -> dict[str, Any]:
+    """:func:`prediction_error` output with its fractions as percentages."""
+    return {k: (100.0 * v if k in ("mape", "underestimation_rate", "accuracy") and v is not None
+                else v) for k, v in metrics.items()}
+
+
 def _errors(y: np.ndarray, yhat: np.ndarray, multi: np.ndarray) -> dict[str, Any]:
-    """MAPE, accuracy and underestimation rate overall and by job type (NaN predictions skipped)."""
+    """MAPE, accuracy and underestimation rate (percent) overall and by job type (NaN skipped)."""
     out = {}
     for name, mask in (("overall", np.ones(len(y), bool)), ("single", ~multi), ("multi", multi)):
         ok = mask & np.isfinite(yhat)
         if not ok.any():
             out[name] = {"n": 0, "mape": None, "underestimation_rate": None, "accuracy": None}
             continue
-        out[name] = prediction_error(y[ok], yhat[ok])
+        out[name] = _pct(prediction_error(y[ok], yhat[ok]))
         out[name]["skipped"] = int((mask & ~np.isfinite(yhat)).sum())
     return out
 
@@ -147,17 +198,16 @@ def evaluate(data: EvalData, *, runtime_model: Any = None, remaining_model: Any 
         fractions: elapsed fractions for the remaining-time table.
 
     Returns:
-        ``{"n_jobs", "n_single", "n_multi", "runtime": {predictor: {"overall" |
-        "single" | "multi": metrics}}, "remaining": {...}}``; the remaining
-        part has ``fractions`` and, for ``"rnn_scf"`` (in-run model given the
-        SCF progress of the step under way, reconstructed by
-        :func:`~predictors.remaining.scf_done_at`), ``"rnn"`` (completed ionic
-        steps only) and ``"prerun"`` (the fallback), ``"total"`` and
-        ``"remaining"`` blocks of metrics per job type, per fraction
-        (``by_fraction``) and over all fractions (``pooled``).
+        ``{"unit": "percent", "n_jobs", "n_single", "n_multi", "runtime":
+        {predictor: {"overall" | "single" | "multi": metrics}}, "remaining":
+        {...}}``. The remaining part (see :func:`_remaining_table`) has, for
+        the in-run model and each baseline, the MAPE of the implied run time
+        per fraction (``by_fraction``), pooled over the fractions
+        (``pooled``), pooled per job kind (``by_kind``), and the MAPE
+        relative to the remaining time (``remaining_error``).
     """
     y, multi = data.runtime, data.multi
-    out: dict[str, Any] = {"data": str(data.path), "n_jobs": len(y),
+    out: dict[str, Any] = {"unit": UNIT, "data": str(data.path), "n_jobs": len(y),
                            "n_dropped_unknown_runtime": data.n_dropped,
                            "n_single": int((~multi).sum()), "n_multi": int(multi.sum()),
                            "runtime": {}}
@@ -171,46 +221,72 @@ def evaluate(data: EvalData, *, runtime_model: Any = None, remaining_model: Any 
         X = data.matrix(runtime_spec)
         out["runtime"]["xgboost"] = _errors(y, runtime_model.predict(X), multi)
     if remaining_model is not None:
-        out["remaining"] = _remaining_table(remaining_model, data.matrix(remaining_spec),
-                                            data.progress, y, multi, fractions)
+        out["remaining"] = _remaining_table(remaining_model, data, data.matrix(remaining_spec),
+                                            (remaining_spec or data.spec).names, fractions)
     return out
 
 
-def _remaining_table(model: Any, X: np.ndarray, progress: Progress, y: np.ndarray,
-                     multi: np.ndarray, fractions: tuple[float, ...]) -> dict[str, Any]:
-    """Remaining-time errors of the in-run model (with and without SCF progress) and the fallback."""
+def _remaining_table(model: Any, data: EvalData, X: np.ndarray, names: Any,
+                     fractions: tuple[float, ...]) -> dict[str, Any]:
+    """MAPE (percent) of the implied run time, per fraction, of the in-run model and the baselines."""
+    y, multi, kind, progress = data.runtime, data.multi, data.kind, data.progress
+    startup = data.startup
     prerun = model.predict_runtime(X)
-    floor = float(model.min_remaining)
-    names = ("rnn_scf", "rnn", "prerun")
-    per: dict[str, dict[str, dict[str, list]]] = {
-        m: {kind: {"overall": [], "single": [], "multi": []} for kind in ("total", "remaining")}
-        for m in names}
-    pooled: dict[str, dict[str, list[np.ndarray]]] = {m: {"now": [], "hat": []} for m in names}
+    req = column(data.jobs, "req_time").astype(np.float64)
+    req = np.where(req > 0, req, np.nan)
+    phys = physics_from_matrix(X, list(names))
+    names_all = ("model", "model_ionic", *BASELINES)
+    implied: dict[str, list[np.ndarray]] = {m: [] for m in names_all}
     for f in fractions:
         now = f * y
-        hats = {"rnn_scf": model.predict(X, progress, now, prerun=prerun,
-                                         scf_done=scf_done_at(progress, now)),
-                "rnn": model.predict(X, progress, now, prerun=prerun),
-                "prerun": np.maximum(prerun - now, floor)}
-        for m, rem_hat in hats.items():
-            blocks = {"total": _errors(y, now + rem_hat, multi),
-                      "remaining": _errors(y - now, rem_hat, multi)}
-            for kind, block in blocks.items():
-                for part, metrics in block.items():
-                    per[m][kind][part].append(metrics)
-            pooled[m]["now"].append(now)
-            pooled[m]["hat"].append(rem_hat)
-    table: dict[str, Any] = {"fractions": list(fractions), "floor": floor,
-                             "models": {"rnn_scf": "in-run model given completed ionic steps "
-                                        "and the SCF steps of the step under way",
-                                        "rnn": "in-run model given completed ionic steps only",
-                                        "prerun": "max(pre-run prediction - elapsed, floor)"}}
-    yy, mm = np.tile(y, len(fractions)), np.tile(multi, len(fractions))
-    for m in names:
-        now, hat = np.concatenate(pooled[m]["now"]), np.concatenate(pooled[m]["hat"])
-        table[m] = {"pooled": {"total": _errors(yy, now + hat, mm),
-                               "remaining": _errors(yy - now, hat, mm)},
-                    "by_fraction": per[m]}
+        obs = observe(progress, now, None, startup)
+        inputs = ProgressInputs(
+            values=progress.values, starts=progress.offsets[:-1], k=obs.k, now=now,
+            scf=obs.scf_done, trace=progress.lines if progress.lines is not None else np.zeros(0),
+            trace_starts=obs.lines_start, trace_len=obs.lines_len, prerun=prerun, physics=phys,
+            startup=obs.startup)
+        steps_left = progress_features(inputs)[:, FEATURE_NAMES.index("steps_left")].astype(
+            np.float64)
+        expected = expected_ionic_steps(phys, obs.k, steps_left)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            extrap = np.where((obs.k >= 1) & np.isfinite(expected), now * expected / obs.k, np.nan)
+        pre_total = np.maximum(prerun, now)
+        hats = {
+            "model": now + model.predict_at(X, progress, now, prerun=prerun, startup=startup),
+            "model_ionic": now + model.predict_at(X, progress, now, prerun=prerun,
+                                                  startup=startup, scf=False),
+            "zero": now,
+            "estimate": np.where(np.isfinite(req), np.maximum(req, now), np.nan),
+            "prerun": pre_total,
+            "extrapolation": np.where(np.isfinite(extrap), np.maximum(extrap, now), pre_total),
+        }
+        for m, total in hats.items():
+            implied[m].append(total)
+    table: dict[str, Any] = {
+        "unit": UNIT, "fractions": list(fractions), "floor": float(model.min_remaining),
+        "predictors": {"model": "in-run model: finished ionic steps, SCF lines of the step "
+                                "under way, start-up time",
+                       "model_ionic": "in-run model given finished ionic steps only",
+                       **BASELINES},
+        "by_fraction": {}, "pooled": {}, "by_kind": {}, "remaining_error": {}}
+    nf = len(fractions)
+    yy, mm, kk = np.tile(y, nf), np.tile(multi, nf), np.tile(kind, nf)
+    now_all = np.concatenate([f * y for f in fractions])
+    for m in names_all:
+        per = [_errors(y, t, multi) for t in implied[m]]
+        table["by_fraction"][m] = {part: [r[part]["mape"] for r in per]
+                                   for part in ("overall", "single", "multi")}
+        total = np.concatenate(implied[m])
+        pooled = _errors(yy, total, mm)
+        table["pooled"][m] = {part: pooled[part]["mape"] for part in ("overall", "single", "multi")}
+        table["pooled"][m]["n"] = pooled["overall"]["n"]
+        ok = np.isfinite(total)
+        table["by_kind"][m] = {
+            str(k): 100.0 * float(np.mean(np.abs(total[ok & (kk == k)] - yy[ok & (kk == k)])
+                                          / yy[ok & (kk == k)]))
+            for k in np.unique(kind) if (ok & (kk == k)).any()}
+        rem_true = yy - now_all
+        table["remaining_error"][m] = _errors(rem_true, total - now_all, mm)["overall"]["mape"]
     return table
 
 
@@ -246,41 +322,43 @@ def evaluate_dir(data_dir: str | Path, models_dir: str | Path) -> dict[str, Any]
     return result
 
 
-def _pct(v: float | None) -> str:
-    return "   -  " if v is None else f"{100 * v:6.1f}"
+def _p(v: float | None, width: int = 8) -> str:
+    return f"{'-':>{width}}" if v is None else f"{v:{width}.1f}"
 
 
 def format_table(result: Mapping[str, Any]) -> str:
-    """The evaluation as a plain-text table (percentages)."""
+    """The evaluation as a plain-text table; every error is a percentage."""
     lines = [f"{result['n_jobs']} jobs ({result['n_single']} single-ionic, "
-             f"{result['n_multi']} multi-ionic)", "",
-             "Run time before the job starts (MAPE %, accuracy %, underestimated %)",
+             f"{result['n_multi']} multi-ionic); all errors in percent", "",
+             "Run time before the job starts: MAPE, accuracy, share underestimated",
              f"{'predictor':<15}{'MAPE':>8}{'single':>8}{'multi':>8}{'acc':>8}{'under':>8}"]
     for name, r in result["runtime"].items():
-        lines.append(f"{name:<15}{_pct(r['overall']['mape']):>8}{_pct(r['single']['mape']):>8}"
-                     f"{_pct(r['multi']['mape']):>8}{_pct(r['overall']['accuracy']):>8}"
-                     f"{_pct(r['overall']['underestimation_rate']):>8}")
+        lines.append(f"{name:<15}{_p(r['overall']['mape'])}{_p(r['single']['mape'])}"
+                     f"{_p(r['multi']['mape'])}{_p(r['overall']['accuracy'])}"
+                     f"{_p(r['overall']['underestimation_rate'])}")
     rem = result.get("remaining")
     if rem:
-        lines += ["", "Remaining time by elapsed fraction: MAPE % of the implied run time "
-                  "(elapsed + predicted remaining);",
-                  "rnn+scf: in-run model with SCF progress, rnn: completed ionic steps only, "
-                  "pre: pre-run fallback; rem: MAPE % of the remaining time",
-                  f"{'elapsed':<9}{'rnn+scf':>9}{'single':>8}{'multi':>8}{'rnn':>8}"
-                  f"{'pre':>8}{'multi':>8}{'rem scf':>9}{'rem pre':>9}"]
-
-        def row(label: str, get) -> str:
-            a, b, c = rem["rnn_scf"], rem["rnn"], rem["prerun"]
-            return (f"{label:<9}{_pct(get(a, 'total', 'overall')):>9}"
-                    f"{_pct(get(a, 'total', 'single')):>8}{_pct(get(a, 'total', 'multi')):>8}"
-                    f"{_pct(get(b, 'total', 'overall')):>8}{_pct(get(c, 'total', 'overall')):>8}"
-                    f"{_pct(get(c, 'total', 'multi')):>8}"
-                    f"{_pct(get(a, 'remaining', 'overall')):>9}"
-                    f"{_pct(get(c, 'remaining', 'overall')):>9}")
-
+        cols = [("model", "overall", "model"), ("model", "single", "single"),
+                ("model", "multi", "multi"), ("model_ionic", "overall", "ionic"),
+                ("zero", "overall", "rem=0"), ("estimate", "overall", "request"),
+                ("prerun", "overall", "pre-run"), ("extrapolation", "overall", "extrap")]
+        lines += ["", "Remaining time by elapsed fraction: MAPE of the implied run time "
+                  "(elapsed + predicted remaining)",
+                  "model: in-run model (ionic steps, SCF lines, start-up); ionic: ionic steps "
+                  "only; baselines: rem=0,",
+                  "request - elapsed, pre-run - elapsed, progress extrapolation (pre-run where "
+                  "it has no steps)",
+                  f"{'elapsed':<9}" + "".join(f"{c[2]:>8}" for c in cols)]
+        bf = rem["by_fraction"]
         for i, f in enumerate(rem["fractions"]):
-            lines.append(row(f"{f:.0%}", lambda m, k, p, i=i: m["by_fraction"][k][p][i]["mape"]))
-        lines.append(row("all", lambda m, k, p: m["pooled"][k][p]["mape"]))
+            lines.append(f"{f:<9.0%}" + "".join(_p(bf[m][part][i]) for m, part, _ in cols))
+        lines.append(f"{'all':<9}" + "".join(_p(rem["pooled"][m][part]) for m, part, _ in cols))
+        kinds = sorted(rem["by_kind"]["model"])
+        lines += ["", "Pooled over the fractions, by job kind",
+                  f"{'kind':<15}" + "".join(f"{c[2]:>8}" for c in cols if c[1] == "overall")]
+        for k in kinds:
+            lines.append(f"{k:<15}" + "".join(_p(rem["by_kind"][m].get(k))
+                                              for m, part, _ in cols if part == "overall"))
     return "\n".join(lines)
 
 

@@ -1,35 +1,33 @@
-"""In-run remaining-time prediction: an RNN over the progress log plus an MLP over inputs.
+"""In-run remaining-time prediction from a running job's progress and its inputs.
 
-RLSchert (seed 001, section 3.2 and figure 2) encodes the running features
-of a job (energy change and force per ionic step) with a recurrent network,
-encodes the input parameters with a fully connected network, and combines
-both to predict the remaining run time; it reports 10.3 % MAPE (4.9 %
-single-ionic, 25.4 % multi-ionic), falling to 3.55 % / 17.9 % near the end
-of jobs. :class:`RemainingTimeRegressor` is that model in PyTorch:
+RLSchert (seed 001, section 3.2 and figure 2) predicts the remaining run
+time of a running VASP job from its input parameters and its "running
+features" (energy change and force per time step), and reports 10.3 % MAPE
+of the run time (4.9 % single-ionic, 25.4 % multi-ionic), falling with the
+share of the run that has passed. :class:`RemainingTimeRegressor` does the
+same with one of two learners behind one scikit-learn-style estimator:
 
-* sequence branch: a GRU (or LSTM) over the last ``window`` completed ionic
-  steps, each described by step duration, elapsed time, energy change, log
-  max force, SCF step count and step index (standardised);
-* static branch: an MLP over the pre-run features (numeric columns as
-  standardised value and log magnitude, categoricals one-hot);
-* summary features of the whole prefix (steps so far, time since the last
-  step, first and last force, the pre-run prediction) so a long run keeps
-  its history when the window only shows the recent steps;
-* head: an MLP over the three, predicting ``log1p(remaining)`` as a
-  correction to the pre-run baseline ``log1p(max(runtime_hat - elapsed,
-  floor))``.
+* ``model="gbm"`` (default): gradient-boosted trees (XGBoost) over the
+  pre-run features and the progress features of
+  :mod:`predictors.progress` (pace per SCF step and per ionic step, the SCF
+  convergence of the step under way, force and energy decay extrapolated to
+  EDIFFG, steps left to NSW, and the remaining time these imply);
+* ``model="gru"``: RLSchert's figure-2 network, a GRU (or LSTM) over the last
+  ``window`` finished ionic steps, an MLP over the pre-run features, and the
+  same progress features as a third input of the head.
 
-Training uses prefixes of every job: cut points at 10 %, 20 %, ..., 90 % of
-its run time plus ``random_cuts`` uniform ones (RLSchert section 4.2 splits
-the running features into ten parts the same way). A job with no completed
-ionic step yet, and no known SCF progress, falls back to the pre-run model
-(``no_progress="prerun"``).
+Both predict ``log(total / elapsed)`` of a job cut at a random point of its
+run, trained with an absolute (L1) loss: a relative error of the implied
+run time, which is what RLSchert's MAPE scores. ``docs/predictors.md`` says
+why the boosted trees are the default (measured, per elapsed decile).
 
-Optionally the caller passes the SCF steps finished in the ionic step under
-way (``scf_done``): the only in-run signal of a single-point job, which
-completes its one ionic step at the very end. Training reconstructs it from
-the logs (:func:`scf_done_at`) and hides it in ``scf_dropout`` of the
-samples, so the model serves callers with and without it.
+Training cuts every job at ``cuts`` uniformly random points of its run, the
+distribution a scheduler sees when it looks at running jobs at regular
+intervals, and reconstructs what was visible at each cut: the finished ionic
+steps, the SCF lines of the step under way (:attr:`Progress.lines`) and the
+start-up time once the first SCF line is out. A share ``scf_dropout`` of the
+cuts hides the SCF view, so the model also serves callers that only know
+finished ionic steps.
 
 Progress arrays have the columns of :data:`PROGRESS_COLUMNS`, one row per
 completed ionic step in order, as in ``progress.parquet``.
@@ -41,6 +39,7 @@ import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +50,27 @@ from sklearn.utils.validation import check_is_fitted
 
 from cosim.errors import InputError
 from predictors.persist import Persistable, first_line
+from predictors.progress import (
+    FEATURE_NAMES,
+    ProgressInputs,
+    physics_from_matrix,
+    progress_features,
+    quantize,
+    segment_rows,
+)
 from predictors.runtime import RuntimeRegressor, column, data_hash
 
-__all__ = ["PROGRESS_COLUMNS", "Progress", "RemainingTimeRegressor", "FRACTIONS", "scf_done_at"]
+__all__ = ["PROGRESS_COLUMNS", "Progress", "RemainingTimeRegressor", "FRACTIONS", "scf_done_at",
+           "Observation", "observe"]
 
 #: Columns of a progress array, one row per completed ionic step.
 PROGRESS_COLUMNS: tuple[str, ...] = ("elapsed", "denergy", "max_force", "scf_steps")
 
-#: Elapsed fractions of the run at which training and evaluation cut jobs.
+#: Elapsed fractions of the run at which evaluation cuts jobs (RLSchert's ten parts).
 FRACTIONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
-_N_STEP = 7      # per-step inputs, see _step_features
-_N_SUMMARY = 14  # per-sample summary inputs, see _summary_features
+_N_STEP = 7      # per-step inputs of the recurrent branch, see _step_features
+_MAX_LOG_RATIO = 12.0  # cap of log(total / elapsed) for cuts a few ms after the start
 
 
 @dataclass
@@ -75,6 +83,12 @@ class Progress:
     elapsed time, and gathering the last steps of 10k running jobs, a few
     vectorized numpy operations.
 
+    Complete logs (training and evaluation data) may also carry the SCF lines
+    of every step: ``lines`` holds the ``dE`` of every SCF line, and rows
+    ``r`` has lines ``line_offsets[r]:line_offsets[r+1]`` (a row whose lines
+    are unknown has none). They let training cut a step under way at any SCF
+    line, as a running job shows it.
+
     Examples:
         >>> p = Progress.from_arrays([np.zeros((0, 4)), [[10.0, -0.1, 0.5, 20], [15.0, -0.01, 0.2, 6]]])
         >>> p.lengths().tolist(), p[1][:, 0].tolist()
@@ -85,6 +99,8 @@ class Progress:
 
     values: np.ndarray
     offsets: np.ndarray
+    lines: np.ndarray | None = None
+    line_offsets: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.values = np.asarray(self.values, dtype=np.float64).reshape(-1, len(PROGRESS_COLUMNS))
@@ -92,14 +108,32 @@ class Progress:
         if self.offsets.ndim != 1 or len(self.offsets) == 0 or self.offsets[0] != 0 \
                 or self.offsets[-1] != len(self.values) or np.any(np.diff(self.offsets) < 0):
             raise ValueError(f"offsets must rise from 0 to {len(self.values)}; got {self.offsets}")
+        if (self.lines is None) != (self.line_offsets is None):
+            raise ValueError("lines and line_offsets come together")
+        if self.lines is not None:
+            self.lines = np.asarray(self.lines, dtype=np.float64).ravel()
+            self.line_offsets = np.asarray(self.line_offsets, dtype=np.int64)
+            lo = self.line_offsets
+            if lo.shape != (len(self.values) + 1,) or lo[0] != 0 or lo[-1] != len(self.lines) \
+                    or np.any(np.diff(lo) < 0):
+                raise ValueError(f"line_offsets must rise from 0 to {len(self.lines)} with one "
+                                 f"entry per row plus one")
 
     @classmethod
-    def from_arrays(cls, seqs: Sequence[Any]) -> Progress:
-        """Build from one ``(k_i, 4)`` array-like per job (``k_i`` may be 0)."""
+    def from_arrays(cls, seqs: Sequence[Any], lines: Sequence[Any] | None = None) -> Progress:
+        """Build from one ``(k_i, 4)`` array-like per job (``k_i`` may be 0).
+
+        ``lines``, if given, holds the ``dE`` of the SCF lines of every row, one
+        sequence per row, rows of all jobs in order.
+        """
         arrs = [np.asarray(s, dtype=np.float64).reshape(-1, len(PROGRESS_COLUMNS)) for s in seqs]
         lengths = np.fromiter((len(a) for a in arrs), dtype=np.int64, count=len(arrs))
         values = np.concatenate(arrs) if arrs else np.zeros((0, len(PROGRESS_COLUMNS)))
-        return cls(values, np.concatenate([[0], np.cumsum(lengths)]))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        if lines is None:
+            return cls(values, offsets)
+        flat, line_offsets = _ragged(lines, len(values), "lines")
+        return cls(values, offsets, flat, line_offsets)
 
     @classmethod
     def empty(cls, n_jobs: int) -> Progress:
@@ -122,6 +156,7 @@ class Progress:
         vals = np.column_stack([column(progress, c, where).astype(np.float64)
                                 for c in PROGRESS_COLUMNS]) if len(pid) else \
             np.zeros((0, len(PROGRESS_COLUMNS)))
+        lines, line_offsets = _lines_of(progress)
         order_ids = np.argsort(ids, kind="stable")
         pos = np.searchsorted(ids[order_ids], pid)
         pos = np.minimum(pos, max(len(ids) - 1, 0))
@@ -131,7 +166,13 @@ class Progress:
         vals, step = vals[known], step[known]
         order = np.lexsort((step, job_index))
         counts = np.bincount(job_index, minlength=len(ids))
-        return cls(vals[order], np.concatenate([[0], np.cumsum(counts)]))
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        if lines is None:
+            return cls(vals[order], offsets)
+        rows = np.flatnonzero(known)[order]
+        n_lines = np.diff(line_offsets)[rows]
+        new_lines = lines[segment_rows(line_offsets[:-1][rows], n_lines)]
+        return cls(vals[order], offsets, new_lines, np.concatenate([[0], np.cumsum(n_lines)]))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -153,7 +194,12 @@ class Progress:
         lengths = self.lengths()[index]
         starts = self.offsets[:-1][index]
         rows = _segment_rows(starts, lengths)
-        return Progress(self.values[rows], np.concatenate([[0], np.cumsum(lengths)]))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        if self.lines is None:
+            return Progress(self.values[rows], offsets)
+        n_lines = np.diff(self.line_offsets)[rows]
+        lines = self.lines[_segment_rows(self.line_offsets[:-1][rows], n_lines)]
+        return Progress(self.values[rows], offsets, lines, np.concatenate([[0], np.cumsum(n_lines)]))
 
     def prefix(self, elapsed: Any) -> Progress:
         """Only the steps each job had completed ``elapsed[i]`` seconds after its start."""
@@ -163,34 +209,51 @@ class Progress:
         return Progress(self.values[keep], np.concatenate([[0], np.cumsum(counts)]))
 
 
-def _segment_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(starts[i], starts[i] + lengths[i])`` without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    seg_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return np.repeat(starts - seg_start, lengths) + np.arange(total)
+_segment_rows = segment_rows
 
 
-def scf_done_at(progress: Progress, elapsed: Any, job: Any = None) -> np.ndarray:
+def _lines_of(progress: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The ``scf_de`` list column of a progress table as flat values and row offsets, if any."""
+    names = list(progress.column_names) if hasattr(progress, "column_names") else list(progress)
+    if "scf_de" not in names:
+        return None, None
+    col = progress["scf_de"]
+    if hasattr(col, "combine_chunks"):  # pyarrow: flatten() skips null (unknown) lists
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        n = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+        values = col.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
+        return values, np.concatenate([[0], np.cumsum(n.astype(np.int64))])
+    arrs = [np.asarray(x if x is not None else [], dtype=np.float64) for x in col]
+    n = np.fromiter((len(a) for a in arrs), dtype=np.int64, count=len(arrs))
+    return (np.concatenate(arrs) if arrs else np.zeros(0)), np.concatenate([[0], np.cumsum(n)])
+
+
+def scf_done_at(progress: Progress, elapsed: Any, job: Any = None, startup: Any = None
+                ) -> np.ndarray:
     """SCF steps finished in the ionic step under way, from complete progress logs.
 
     SCF steps are taken as evenly spaced within their ionic step, the first
-    ionic step starting at elapsed 0 (the logs do not record the start-up
-    time). While no ionic step is under way (all finished, final I/O) the
-    count is 0. A simulator that knows the true SCF progress of a running
-    job (``cosim.workloads.vasp.VaspJobs.progress_at``) should pass that
-    instead; this is how training and evaluation reconstruct it.
+    ionic step starting after the job's start-up (``startup``, one value per
+    job of ``progress``; 0 when not given or NaN). While no SCF step is under
+    way (start-up, final I/O) the count is 0. This is what
+    :meth:`cosim.workloads.vasp.VaspJobs.progress_at` reports for a generated
+    job, reconstructed from a data set.
 
     Args:
         progress: the complete logs (every ionic step of each job).
         elapsed: seconds since the job started, one per sample.
         job: the job of each sample (default: sample ``i`` is job ``i``).
+        startup: seconds before the first SCF line, per job of ``progress``.
 
     Examples:
         >>> p = Progress.from_arrays([[[100.0, -1.0, 0.5, 20], [130.0, -0.1, 0.2, 6]]])
         >>> scf_done_at(p, [0.0, 50.0, 99.0, 115.0, 200.0], job=[0, 0, 0, 0, 0]).tolist()
         [0, 10, 19, 3, 0]
+        >>> scf_done_at(p, [10.0, 55.0], job=[0, 0], startup=[20.0]).tolist()
+        [0, 8]
     """
     elapsed = np.asarray(elapsed, dtype=np.float64)
     job = np.arange(len(progress)) if job is None else np.asarray(job, dtype=np.int64)
@@ -198,8 +261,10 @@ def scf_done_at(progress: Progress, elapsed: Any, job: Any = None) -> np.ndarray
     starts = progress.offsets[:-1][job]
     running = k < progress.lengths()[job]
     v = progress.values if len(progress.values) else np.zeros((1, len(PROGRESS_COLUMNS)))
+    su = np.zeros(len(job)) if startup is None else \
+        np.nan_to_num(np.asarray(startup, dtype=np.float64)[job], nan=0.0)
     nxt = np.where(running, starts + k, 0)
-    t0 = np.where(k > 0, v[np.maximum(starts + k - 1, 0), 0], 0.0)
+    t0 = np.where(k > 0, v[np.maximum(starts + k - 1, 0), 0], su)
     t1 = v[nxt, 0]
     n = np.nan_to_num(v[nxt, 3], nan=0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -208,8 +273,96 @@ def scf_done_at(progress: Progress, elapsed: Any, job: Any = None) -> np.ndarray
     return np.where(running, np.clip(done, 0, np.maximum(n - 1, 0)), 0).astype(np.int64)
 
 
+@dataclass
+class Observation:
+    """What an observer sees of jobs cut at given elapsed times (see :func:`observe`).
+
+    Attributes:
+        job: per sample, its job (index into the complete logs).
+        elapsed: per sample, seconds since the job started.
+        k: finished ionic steps.
+        scf_done: SCF lines finished in the step under way (-1: not seen).
+        lines_start, lines_len: where those lines are in :attr:`Progress.lines`
+            (``lines_len`` 0 when the lines are not known or not seen).
+        startup: the start-up time once the first SCF line is out (NaN before,
+            or when unknown or not seen).
+    """
+
+    job: np.ndarray
+    elapsed: np.ndarray
+    k: np.ndarray
+    scf_done: np.ndarray
+    lines_start: np.ndarray
+    lines_len: np.ndarray
+    startup: np.ndarray
+
+
+def observe(progress: Progress, elapsed: Any, job: Any = None, startup: Any = None,
+            scf: Any = True) -> Observation:
+    """Cut complete logs at ``elapsed``: what a running job shows at that moment.
+
+    Args:
+        progress: complete logs; with :attr:`Progress.lines`, the SCF lines of
+            the step under way are seen too.
+        elapsed: per sample, seconds since its job started.
+        job: per sample, its job (default: sample ``i`` is job ``i``).
+        startup: per job of ``progress``, seconds before its first SCF line
+            (NaN or None: unknown).
+        scf: whether the SCF view (lines of the step under way, start-up) is
+            seen: a bool, or one bool per sample.
+
+    Examples:
+        >>> p = Progress.from_arrays([[[100.0, -1.0, 0.5, 20]]], lines=[np.full(20, -0.1)])
+        >>> o = observe(p, [5.0, 50.0], job=[0, 0], startup=[10.0])
+        >>> o.k.tolist(), o.scf_done.tolist(), o.lines_len.tolist(), o.startup.tolist()
+        ([0, 0], [0, 8], [0, 8], [nan, 10.0])
+    """
+    elapsed = np.asarray(elapsed, dtype=np.float64)
+    job = np.arange(len(progress)) if job is None else np.asarray(job, dtype=np.int64)
+    elapsed = np.broadcast_to(elapsed, job.shape).astype(np.float64)
+    k = RemainingTimeRegressor._steps_done(progress, job, elapsed)
+    d = scf_done_at(progress, elapsed, job, startup)
+    seen = np.broadcast_to(np.asarray(scf, dtype=bool), job.shape)
+    row = progress.offsets[:-1][job] + k
+    running = k < progress.lengths()[job]
+    if progress.lines is not None:
+        nrow = np.where(running, row, 0)
+        have = running & (np.diff(progress.line_offsets)[nrow] >= d) if len(progress.values) \
+            else np.zeros(len(job), bool)
+        lines_start = np.where(have, progress.line_offsets[:-1][nrow] if len(progress.values)
+                               else 0, 0)
+        lines_len = np.where(have & seen, d, 0)
+    else:
+        lines_start = np.zeros(len(job), dtype=np.int64)
+        lines_len = np.zeros(len(job), dtype=np.int64)
+    su = np.full(len(job), np.nan) if startup is None else \
+        np.asarray(startup, dtype=np.float64)[job]
+    su = np.where(seen & ((k > 0) | (d > 0)), su, np.nan)
+    return Observation(job, elapsed, k, np.where(seen, d, -1), lines_start.astype(np.int64),
+                       lines_len.astype(np.int64), su)
+
+
 def _as_progress(progress: Progress | Sequence[Any]) -> Progress:
     return progress if isinstance(progress, Progress) else Progress.from_arrays(progress)
+
+
+def _ragged(values: Any, n: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-job lists of numbers (or None) as flat values and offsets."""
+    if values is None:
+        return np.zeros(0), np.zeros(n + 1, dtype=np.int64)
+    if len(values) != n:
+        raise ValueError(f"{where} has {len(values)} entries, X has {n} rows")
+    kinds = set(map(type, values))
+    if kinds <= {list}:   # JSON-parsed: one C-level pass over all numbers
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        flat = np.fromiter(chain.from_iterable(values), dtype=np.float64,
+                           count=int(lengths.sum()))
+    else:
+        arrs = [np.zeros(0) if v is None else np.asarray(v, dtype=np.float64).ravel()
+                for v in values]
+        lengths = np.fromiter(map(len, arrs), dtype=np.int64, count=n)
+        flat = np.concatenate(arrs) if n and lengths.sum() else np.zeros(0)
+    return flat, np.concatenate([[0], np.cumsum(lengths)])
 
 
 def _step_features(values: np.ndarray, rows: np.ndarray, row_start: np.ndarray) -> np.ndarray:
@@ -241,46 +394,6 @@ def _step_features(values: np.ndarray, rows: np.ndarray, row_start: np.ndarray) 
         known.astype(np.float64),
         np.log1p(np.nan_to_num(v[:, 3], nan=0.0).clip(min=0)),
         np.log1p(rows - row_start + 1),
-    ])
-
-
-def _summary_features(values: np.ndarray, starts: np.ndarray, k: np.ndarray,
-                      elapsed: np.ndarray, prerun: np.ndarray, floor: float,
-                      scf: np.ndarray) -> np.ndarray:
-    """Inputs describing a whole prefix, shape ``(n_samples, _N_SUMMARY)``.
-
-    Sample ``i`` is the ``k[i]`` rows of ``values`` from ``starts[i]``, seen
-    ``elapsed[i]`` seconds after the job started; ``prerun`` is the pre-run
-    run-time prediction; ``scf`` the SCF steps finished in the ionic step under
-    way (< 0: unknown). Column 9 is the pre-run baseline the network corrects.
-    """
-    has = k > 0
-    v = values if len(values) else np.zeros((1, len(PROGRESS_COLUMNS)))
-    first = np.where(has, starts, 0)
-    last = np.where(has, starts + k - 1, 0)
-    t_last = np.where(has, v[last, 0], 0.0)
-    t_first = np.where(has, v[first, 0], 0.0)
-    f_last, f_first = v[last, 2], v[first, 2]
-    fknown = has & np.isfinite(f_last) & np.isfinite(f_first) & (f_last > 0) & (f_first > 0)
-    ratio = np.log10(np.where(fknown, f_last, 1.0) / np.where(fknown, f_first, 1.0))
-    now = np.maximum(elapsed, t_last)
-    pre = np.maximum(prerun, 0.0)
-    return np.column_stack([
-        np.log1p(k),
-        np.log1p(t_last),
-        np.log1p(now - t_last),
-        np.log1p(now),
-        has.astype(np.float64),
-        np.log1p(t_last / np.maximum(k, 1)),
-        ratio,
-        np.log1p(pre),
-        np.log1p(now) - np.log1p(pre),
-        np.log1p(np.maximum(pre - now, floor)),
-        np.log1p(t_first),
-        # the step under way: SCF steps done and the time each took so far
-        (scf >= 0).astype(np.float64),
-        np.log1p(np.maximum(scf, 0)),
-        np.where(scf > 0, np.log1p((now - t_last) / np.maximum(scf, 1)), 0.0),
     ])
 
 
@@ -369,7 +482,8 @@ def _f32(a: np.ndarray) -> Any:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
 
 
-def _build_net(n_static: int, n_static_raw: int, rnn: str, hidden_size: int,
+
+def _build_net(n_static: int, n_static_raw: int, n_summary: int, rnn: str, hidden_size: int,
                mlp_hidden: int, num_layers: int) -> Any:
     """The figure-2 network; normalisation statistics live in its buffers (one state_dict)."""
     import torch
@@ -384,16 +498,14 @@ def _build_net(n_static: int, n_static_raw: int, rnn: str, hidden_size: int,
             rnn_cls = nn.GRU if rnn == "gru" else nn.LSTM
             self.rnn = rnn_cls(_N_STEP, hidden_size, num_layers=num_layers, batch_first=True)
             self.head = nn.Sequential(
-                nn.Linear(mlp_hidden + hidden_size + _N_SUMMARY, mlp_hidden), nn.ReLU(),
+                nn.Linear(mlp_hidden + hidden_size + 2 * n_summary, mlp_hidden), nn.ReLU(),
+                nn.Linear(mlp_hidden, mlp_hidden), nn.ReLU(),
                 nn.Linear(mlp_hidden, 1))
-            # last layer starts at zero: an untrained net predicts the pre-run baseline
-            nn.init.zeros_(self.head[-1].weight)
-            nn.init.zeros_(self.head[-1].bias)
             n_num = n_static_raw
             for name, size in [("shift", n_num), ("m1", n_num), ("s1", n_num), ("m2", n_num),
                                ("s2", n_num), ("step_mean", _N_STEP), ("step_std", _N_STEP),
-                               ("summary_mean", _N_SUMMARY), ("summary_std", _N_SUMMARY)]:
-                # float64: statistics are applied in numpy before the float32 network
+                               ("summary_mean", n_summary), ("summary_std", n_summary)]:
+                # float64: statistics are applied in numpy before the network
                 self.register_buffer(name, torch.zeros(size, dtype=torch.float64))
 
         def forward(self, static, steps, lengths, summary):
@@ -407,14 +519,13 @@ def _build_net(n_static: int, n_static_raw: int, rnn: str, hidden_size: int,
                 if isinstance(hn, tuple):  # LSTM returns (h, c)
                     hn = hn[0]
                 h = h.index_put((has.nonzero().squeeze(1),), hn[-1])
-            out = self.head(torch.cat([s, h, summary], dim=1)).squeeze(1)
-            return out
+            return self.head(torch.cat([s, h, summary], dim=1)).squeeze(1)
 
     return RemainingNet()
 
 
 class RemainingTimeRegressor(Persistable, BaseEstimator):
-    """Remaining run time of running jobs from their progress log and pre-run features.
+    """Remaining run time of running jobs from their progress and pre-run features.
 
     A scikit-learn estimator in its parameter handling (``get_params``,
     ``clone``, fitted attributes ending in ``_``) but not a plain regressor:
@@ -424,48 +535,53 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
     Inputs are a pre-run feature matrix ``X`` (rows as
     :meth:`predictors.runtime.FeatureSpec.matrix` builds them), the progress
     so far (a :class:`Progress` or one ``(k_i, 4)`` array per job with
-    columns :data:`PROGRESS_COLUMNS`) and the elapsed time of each job.
+    columns :data:`PROGRESS_COLUMNS`), the elapsed time of each job and, when
+    the caller sees them, the SCF view of the step under way: SCF lines done,
+    their ``dE`` and the start-up time.
 
     Args:
-        rnn: ``"gru"`` or ``"lstm"``.
+        model: ``"gbm"`` (boosted trees over progress features) or ``"gru"``
+            (a recurrent network over the last ionic steps plus the same
+            features); see the module docstring.
+        n_estimators, max_depth, learning_rate, subsample, colsample_bytree,
+            min_child_weight: the boosted trees (``model="gbm"``).
+        rnn: ``"gru"`` or ``"lstm"`` (``model="gru"``).
         hidden_size: RNN state size.
         num_layers: stacked RNN layers.
         mlp_hidden: width of the static MLP and of the head.
-        window: last completed steps the RNN reads (older ones enter through
-            the summary features), which bounds inference cost for MD runs
-            with thousands of steps.
-        epochs: passes over the training prefixes.
-        batch_size: prefixes per gradient step.
+        window: last completed steps the RNN reads.
+        epochs: passes over the training cuts (``model="gru"``).
+        batch_size: cuts per gradient step.
         lr: Adam learning rate (cosine-decayed to 5 % over training).
         weight_decay: Adam L2 penalty.
-        random_cuts: uniform cut points per job, on top of :data:`FRACTIONS`.
-        scf_dropout: share of training prefixes whose SCF progress is hidden,
-            so predictions stay calibrated when a caller passes no ``scf_done``.
-        no_progress: ``"prerun"``: a job without a completed ionic step (and
-            without known SCF progress) gets
-            ``max(runtime_hat - elapsed, min_remaining)`` from the pre-run
-            model; ``"network"``: the network also answers those (trained on
-            such prefixes too).
+        cuts: uniformly random cut points per training job.
+        scf_dropout: share of training cuts whose SCF view is hidden.
         min_remaining: floor of every prediction, seconds.
         runtime_model: a :class:`~predictors.runtime.RuntimeRegressor`, fitted
             or not; None trains a default one. Its out-of-fold predictions on
-            the training jobs are an input of the network (stacking).
+            the training jobs are an input (stacking).
         stack_folds: folds for those out-of-fold predictions (0: in-sample).
         categorical_columns: column index -> number of codes, for one-hot
-            encoding (``FeatureSpec.categorical_columns``); other columns are numeric.
-        num_threads: torch threads during ``fit`` and ``predict`` (None: leave as is).
-        random_state: seed of weights, cut points and batch order.
+            encoding in the network (``FeatureSpec.categorical_columns``).
+        feature_names: names of the columns of ``X`` (``FeatureSpec.names``),
+            so the progress features find ``NSW``, ``EDIFFG``, ``EDIFF``, ...
+            (:data:`predictors.progress.PHYSICS_COLUMNS`); None: no such
+            projections.
+        num_threads: threads during ``fit`` and ``predict`` (XGBoost and torch).
+        random_state: seed of cut points, trees and weights.
 
     Attributes:
         runtime_model_: the fitted pre-run model.
-        net_: the fitted ``torch.nn.Module`` (normalisation in its buffers).
+        booster_: the fitted ``xgboost.Booster`` (``model="gbm"``).
+        net_: the fitted ``torch.nn.Module`` (``model="gru"``).
         n_features_in_: number of pre-run features.
         training_hash_: SHA-256 of the training inputs.
-        loss_curve_: mean training loss per epoch.
+        loss_curve_: training loss (mean absolute error of log(total / elapsed))
+            per epoch or per boosting round.
 
-    ``save(path)`` / ``load(path)`` keep it as a folder with ``state_dict.pt``
-    (tensors only) and the pre-run model in ``runtime/`` (see
-    :mod:`predictors.persist`).
+    ``save(path)`` / ``load(path)`` keep it as a folder with ``remaining.ubj``
+    (XGBoost's own format) or ``state_dict.pt`` (tensors only), and the pre-run
+    model in ``runtime/`` (see :mod:`predictors.persist`).
 
     Examples:
         >>> rng = np.random.default_rng(0)
@@ -473,24 +589,33 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         >>> logs = [np.column_stack([np.arange(1, 6) * 60 * x, np.full(5, -0.1),
         ...                          np.full(5, 0.5), np.full(5, 6)]) for x in X[:, 0]]
         >>> runtime = 300 * X[:, 0] + 10
-        >>> m = RemainingTimeRegressor(epochs=2, runtime_model=RuntimeRegressor(n_estimators=10))
+        >>> m = RemainingTimeRegressor(n_estimators=20, runtime_model=RuntimeRegressor(n_estimators=10))
         >>> m = m.fit(X, logs, runtime)
         >>> rem = m.predict(X[:2], [logs[0][:2], logs[1][:0]], elapsed=[130.0, 10.0])
         >>> rem.shape, bool(np.all(rem >= 1.0))
         ((2,), True)
     """
 
-    _payload_files = ("state_dict.pt",)
-    _libraries = ("torch", "xgboost")
+    _libraries = ("xgboost", "torch")
 
-    def __init__(self, rnn: str = "gru", hidden_size: int = 32, num_layers: int = 1,
+    def __init__(self, model: str = "gbm", n_estimators: int = 50, max_depth: int = 8,
+                 learning_rate: float = 0.25, subsample: float = 0.8,
+                 colsample_bytree: float = 0.8, min_child_weight: float = 20.0,
+                 rnn: str = "gru", hidden_size: int = 32, num_layers: int = 1,
                  mlp_hidden: int = 64, window: int = 16, epochs: int = 12,
                  batch_size: int = 512, lr: float = 3e-3, weight_decay: float = 1e-5,
-                 random_cuts: int = 3, scf_dropout: float = 0.3, no_progress: str = "prerun",
-                 min_remaining: float = 1.0,
+                 cuts: int = 12, scf_dropout: float = 0.15, min_remaining: float = 1.0,
                  runtime_model: RuntimeRegressor | None = None, stack_folds: int = 3,
                  categorical_columns: Mapping[int, int] | None = None,
+                 feature_names: Sequence[str] | None = None,
                  num_threads: int | None = 1, random_state: int = 0):
+        self.model = model
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.min_child_weight = min_child_weight
         self.rnn = rnn
         self.hidden_size = hidden_size
         self.num_layers = num_layers
@@ -500,31 +625,35 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         self.batch_size = batch_size
         self.lr = lr
         self.weight_decay = weight_decay
-        self.random_cuts = random_cuts
+        self.cuts = cuts
         self.scf_dropout = scf_dropout
-        self.no_progress = no_progress
         self.min_remaining = min_remaining
         self.runtime_model = runtime_model
         self.stack_folds = stack_folds
         self.categorical_columns = categorical_columns
+        self.feature_names = feature_names
         self.num_threads = num_threads
         self.random_state = random_state
+
+    @property
+    def _payload_files(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("remaining.ubj",) if self.model == "gbm" else ("state_dict.pt",)
 
     # ------------------------------------------------------------------ checks
 
     def _check_params(self) -> None:
+        if self.model not in ("gbm", "gru"):
+            raise ValueError(f"model must be 'gbm' or 'gru'; got {self.model!r}")
         if self.rnn not in ("gru", "lstm"):
             raise ValueError(f"rnn must be 'gru' or 'lstm'; got {self.rnn!r}")
         if not 0.0 <= self.scf_dropout <= 1.0:
             raise ValueError(f"scf_dropout must be in [0, 1]; got {self.scf_dropout}")
-        if self.no_progress not in ("prerun", "network"):
-            raise ValueError(f"no_progress must be 'prerun' or 'network'; got {self.no_progress!r}")
-        for name in ("hidden_size", "num_layers", "mlp_hidden", "window", "batch_size"):
+        for name in ("hidden_size", "num_layers", "mlp_hidden", "window", "batch_size",
+                     "n_estimators", "max_depth", "cuts"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
-        if self.epochs < 0 or self.random_cuts < 0 or self.stack_folds < 0 \
-                or self.stack_folds == 1:
-            raise ValueError("epochs and random_cuts must be >= 0, stack_folds 0 or >= 2")
+        if self.epochs < 0 or self.stack_folds < 0 or self.stack_folds == 1:
+            raise ValueError("epochs must be >= 0, stack_folds 0 or >= 2")
 
     @staticmethod
     def _check_inputs(X: Any, progress: Any, elapsed: Any | None, n_features: int | None
@@ -546,22 +675,44 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
                 raise ValueError("elapsed must be finite and >= 0")
         return X, p, elapsed
 
+    # ------------------------------------------------------------ the design
+
+    def _physics(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        return physics_from_matrix(X, self.feature_names)
+
+    def _design(self, X: np.ndarray, inputs: ProgressInputs) -> np.ndarray:
+        """Rows ``[X, progress features]`` for the boosted trees, in float32 as XGBoost reads them."""
+        return np.concatenate([X.astype(np.float32), progress_features(inputs)], axis=1)
+
+    def _inputs_at(self, X: np.ndarray, p: Progress, obs: Observation,
+                   prerun: np.ndarray) -> ProgressInputs:
+        """Progress inputs of cuts of complete logs (training and evaluation)."""
+        phys = self._physics(X)
+        job = obs.job
+        return ProgressInputs(
+            values=p.values, starts=p.offsets[:-1][job], k=obs.k, now=obs.elapsed,
+            scf=obs.scf_done, trace=p.lines if p.lines is not None else np.zeros(0),
+            trace_starts=obs.lines_start, trace_len=obs.lines_len, prerun=prerun[job],
+            physics={c: a[job] for c, a in phys.items()}, startup=obs.startup)
+
     # --------------------------------------------------------------------- fit
 
-    def fit(self, X: Any, progress: Progress | Sequence[Any], runtime: Any
-            ) -> RemainingTimeRegressor:
+    def fit(self, X: Any, progress: Progress | Sequence[Any], runtime: Any,
+            startup: Any = None) -> RemainingTimeRegressor:
         """Fit on complete jobs: features, full progress logs and actual run times.
 
         Args:
             X: ``(n_jobs, n_features)`` pre-run features (NaN allowed).
-            progress: every completed ionic step of each job.
+            progress: every completed ionic step of each job; with
+                :attr:`Progress.lines`, the SCF lines of every step too.
             runtime: actual run time of each job, seconds (> 0).
+            startup: seconds before each job's first SCF line (None or NaN:
+                unknown; SCF steps of the first ionic step are then taken to
+                start at 0).
 
         Returns:
             self.
         """
-        import torch
-
         self._check_params()
         X, p, _ = self._check_inputs(X, progress, None, None)
         y = np.asarray(runtime, dtype=np.float64).ravel()
@@ -569,51 +720,71 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
             raise ValueError("runtime must be one finite value > 0 per job")
         if len(X) < 2:
             raise ValueError(f"need at least 2 jobs to fit; got {len(X)}")
+        if startup is not None:
+            startup = np.asarray(startup, dtype=np.float64).ravel()
+            if startup.shape != (len(X),):
+                raise ValueError(f"startup has {startup.size} values, X has {len(X)} rows")
         rng = np.random.default_rng(self.random_state)
-
         self.runtime_model_, prerun = self._fit_prerun(X, y)
 
-        # training prefixes: fixed fractions plus random cut points of every job
-        fr = np.concatenate([np.tile(FRACTIONS, (len(X), 1)),
-                             rng.uniform(0.0, 1.0, (len(X), self.random_cuts))], axis=1)
-        job = np.repeat(np.arange(len(X)), fr.shape[1])
-        now = fr.ravel() * y[job]
-        k = self._steps_done(p, job, now)
-        # SCF progress of the step under way, hidden in a share of the samples so the
-        # model also serves callers that only know completed ionic steps
-        scf = scf_done_at(p, now, job)
-        scf = np.where(rng.random(len(job)) < self.scf_dropout, -1, scf)
-        if self.no_progress == "prerun":
-            keep = (k > 0) | (scf > 0)
-            job, now, k, scf = job[keep], now[keep], k[keep], scf[keep]
-        target = np.log1p(np.maximum(y[job] - now, 0.0))
+        # training cuts: uniformly random points of every job's run
+        job = np.repeat(np.arange(len(X)), self.cuts)
+        now = rng.uniform(0.0, 1.0, len(job)) * y[job]
+        seen = rng.random(len(job)) >= self.scf_dropout
+        obs = observe(p, now, job, startup, scf=seen)
+        inputs = self._inputs_at(X, p, obs, prerun)
+        target = quantize(np.minimum(np.log(y[job] / np.maximum(obs.elapsed, 1.0)),
+                                     _MAX_LOG_RATIO))
+        self.n_features_in_ = X.shape[1]
+        self.training_hash_ = data_hash(X, p.values, p.offsets, y)
+        if self.model == "gbm":
+            self._fit_gbm(self._design(X[job], inputs), target)
+        else:
+            self._fit_gru(X, p, job, inputs, target)
+        return self
+
+    def _booster_params(self) -> dict[str, Any]:
+        return {"objective": "reg:absoluteerror", "max_depth": int(self.max_depth),
+                "eta": float(self.learning_rate), "subsample": float(self.subsample),
+                "colsample_bytree": float(self.colsample_bytree),
+                "min_child_weight": float(self.min_child_weight), "tree_method": "hist",
+                "max_bin": 256, "nthread": int(self.num_threads or 1),
+                "seed": int(self.random_state), "eval_metric": "mae"}
+
+    def _fit_gbm(self, D: np.ndarray, target: np.ndarray) -> None:
+        import xgboost as xgb
+
+        dm = xgb.DMatrix(D, label=target, nthread=int(self.num_threads or 1))
+        hist: dict[str, Any] = {}
+        self.booster_ = xgb.train(self._booster_params(), dm, int(self.n_estimators),
+                                  evals=[(dm, "train")], evals_result=hist, verbose_eval=False)
+        self.loss_curve_ = [float(v) for v in hist["train"]["mae"]]
+
+    def _fit_gru(self, X: np.ndarray, p: Progress, job: np.ndarray, inputs: ProgressInputs,
+                 target: np.ndarray) -> None:
+        import torch
 
         enc = _StaticEncoder(X.shape[1], self.categorical_columns or {})
         st = enc.stats(X)
         step_raw = _step_features(p.values, np.arange(len(p.values)),
                                   np.repeat(p.offsets[:-1], p.lengths()))
-        summ = _summary_features(p.values, p.offsets[:-1][job], k, now, prerun[job],
-                                 self.min_remaining, scf)
+        summ = progress_features(inputs).astype(np.float64)
         self._encoder = enc
-        self.n_features_in_ = X.shape[1]
-        self.training_hash_ = data_hash(X, p.values, p.offsets, y)
-        self.loss_curve_: list[float] = []
-
+        self.loss_curve_ = []
         with _torch_threads(self.num_threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.random_state)
-            net = _build_net(enc.n_out, len(enc.num), self.rnn, self.hidden_size,
+            net = _build_net(enc.n_out, len(enc.num), summ.shape[1], self.rnn, self.hidden_size,
                              self.mlp_hidden, self.num_layers)
             self._set_buffers(net, st, step_raw, summ)
             self.net_ = net
-            if len(job) == 0 or self.epochs == 0:
+            if self.epochs == 0:
                 net.eval()
-                return self
+                return
             static = _f32(enc.encode(X, st))
             steps = _f32((step_raw - net.step_mean.numpy()) / net.step_std.numpy())
-            summ_t = _f32((summ - net.summary_mean.numpy()) / net.summary_std.numpy())
-            base = _f32(summ[:, 9])
+            summ_t = _f32(self._summary(net, summ))
             tgt = _f32(target)
-            job_t, k_t = torch.from_numpy(job), torch.from_numpy(k)
+            job_t, k_t = torch.from_numpy(job), torch.from_numpy(inputs.k.astype(np.int64))
             starts_t = torch.from_numpy(p.offsets[:-1])
             opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
             n_batches = math.ceil(len(job) / self.batch_size)
@@ -628,9 +799,8 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
                     idx = perm[b * self.batch_size:(b + 1) * self.batch_size]
                     j, kk = job_t[idx], k_t[idx]
                     window, lengths = self._gather(steps, starts_t[j], kk)
-                    pred = base[idx] + net(static[j], window, lengths, summ_t[idx])
-                    # L1-like in log space: a relative error of the remaining time
-                    loss = torch.nn.functional.smooth_l1_loss(pred, tgt[idx], beta=0.1)
+                    pred = net(static[j], window, lengths, summ_t[idx])
+                    loss = torch.nn.functional.l1_loss(pred, tgt[idx])
                     opt.zero_grad()
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
@@ -639,13 +809,19 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
                     total += float(loss.detach()) * len(idx)
                 self.loss_curve_.append(total / len(job))
             net.eval()
-        return self
+
+    @staticmethod
+    def _summary(net: Any, summ: np.ndarray) -> np.ndarray:
+        """Standardised progress features with NaN as 0, plus one 'unknown' flag per column."""
+        miss = ~np.isfinite(summ)
+        z = (summ - net.summary_mean.numpy()) / net.summary_std.numpy()
+        return np.concatenate([np.clip(np.where(miss, 0.0, z), -10, 10), miss], axis=1)
 
     def _fit_prerun(self, X: np.ndarray, y: np.ndarray) -> tuple[RuntimeRegressor, np.ndarray]:
         """The fitted pre-run model and its out-of-fold predictions on the training jobs."""
         given = self.runtime_model
         template = given if given is not None else RuntimeRegressor(
-            random_state=self.random_state)
+            n_jobs=int(self.num_threads or 1), random_state=self.random_state)
         try:
             check_is_fitted(template, "model_")
             model = template
@@ -654,7 +830,7 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         if self.stack_folds == 0 or len(X) < 2 * self.stack_folds:
             return model, model.predict(X)
         # Out-of-fold predictions: in-sample boosting predictions are too good,
-        # and the network would learn to trust them more than it should.
+        # and the model would learn to trust them more than it should.
         rng = np.random.default_rng(self.random_state + 1)
         fold = rng.permutation(len(X)) % self.stack_folds
         oof = np.empty(len(X))
@@ -691,10 +867,8 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
                                              else np.zeros(_N_STEP)))
         net.step_std.copy_(torch.from_numpy(_nanstd(step_raw) if len(step_raw)
                                             else np.ones(_N_STEP)))
-        net.summary_mean.copy_(torch.from_numpy(_nanmean(summ) if len(summ)
-                                                else np.zeros(_N_SUMMARY)))
-        net.summary_std.copy_(torch.from_numpy(_nanstd(summ) if len(summ)
-                                               else np.ones(_N_SUMMARY)))
+        net.summary_mean.copy_(torch.from_numpy(_nanmean(summ)))
+        net.summary_std.copy_(torch.from_numpy(_nanstd(summ)))
 
     def _gather(self, steps: Any, starts: Any, k: Any) -> tuple[Any, Any]:
         """Right-padded windows of the last ``window`` steps before ``k`` for each sample."""
@@ -715,68 +889,108 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
     # ----------------------------------------------------------------- predict
 
     def predict(self, X: Any, progress: Progress | Sequence[Any], elapsed: Any,
-                prerun: Any | None = None, scf_done: Any | None = None) -> np.ndarray:
+                prerun: Any | None = None, scf_done: Any | None = None,
+                scf_lines: Sequence[Any] | None = None, startup: Any | None = None
+                ) -> np.ndarray:
         """Remaining seconds of running jobs, batched.
 
         Args:
             X: ``(n_jobs, n_features)`` pre-run features.
-            progress: the steps each job has completed so far (a :class:`Progress`
-                or one ``(k_i, 4)`` array per job); steps later than
-                ``elapsed`` are ignored.
+            progress: the ionic steps each job has completed so far (a
+                :class:`Progress` or one ``(k_i, 4)`` array per job); steps
+                later than ``elapsed`` are ignored.
             elapsed: seconds since each job started (scalar or ``(n_jobs,)``).
-            prerun: the pre-run model's run-time predictions for these jobs, if
-                the caller cached them at submit time (they do not change while
-                a job runs); None computes them, which is most of the cost of
-                a call for 10k jobs.
-            scf_done: SCF (electronic) steps finished in the ionic step under way,
-                per job (< 0 or None: unknown). This is what tells a running
-                single-point job apart: it has no completed ionic step until
-                its very end. See :func:`scf_done_at`.
+            prerun: the pre-run model's predictions for these jobs, if the
+                caller cached them at submit time (they do not change while a
+                job runs); None computes them.
+            scf_done: SCF lines finished in the ionic step under way, per job
+                (< 0 or None: not seen). The only in-run signal of a
+                single-point job, which finishes its one ionic step at the end.
+            scf_lines: per job, the ``dE`` of those SCF lines (a list of
+                numbers, empty or None when not seen): how close the SCF is
+                to converging.
+            startup: per job, seconds from its start to its first SCF line
+                (NaN or None: not known yet).
 
         Returns:
             ``(n_jobs,)`` predicted remaining seconds, each >= ``min_remaining``.
         """
-        import torch
-
-        check_is_fitted(self, "net_")
+        check_is_fitted(self, "loss_curve_")
         X, p, now = self._check_inputs(X, progress, elapsed, self.n_features_in_)
         assert now is not None
+        n = len(X)
         k = p.lengths()
         last = p.values[np.maximum(p.offsets[1:] - 1, 0), 0] if len(p.values) else now
         if np.any((k > 0) & (last > now)):  # the caller passed steps from the future
             p = p.prefix(now)
             k = p.lengths()
-        if prerun is None:
-            prerun = self.runtime_model_.predict(X)
+        prerun = self.runtime_model_.predict(X) if prerun is None else \
+            np.broadcast_to(np.asarray(prerun, dtype=np.float64), (n,)).copy()
+        scf = np.full(n, -1, dtype=np.int64) if scf_done is None else \
+            np.broadcast_to(np.asarray(scf_done, dtype=np.int64), (n,))
+        trace, toff = _ragged(scf_lines, n, "scf_lines")
+        su = np.full(n, np.nan) if startup is None else \
+            np.broadcast_to(np.asarray(startup, dtype=np.float64), (n,))
+        inputs = ProgressInputs(values=p.values, starts=p.offsets[:-1], k=k, now=now, scf=scf,
+                                trace=trace, trace_starts=toff[:-1], trace_len=np.diff(toff),
+                                prerun=prerun, physics=self._physics(X), startup=su)
+        return self._predict_inputs(X, p, np.arange(n), inputs)
+
+    def predict_at(self, X: Any, progress: Progress, elapsed: Any, prerun: Any | None = None,
+                   startup: Any | None = None, scf: bool = True) -> np.ndarray:
+        """Remaining seconds of jobs cut at ``elapsed``, from their complete logs.
+
+        What :meth:`predict` answers for the same jobs given what each showed at
+        ``elapsed`` (:func:`observe`); evaluation and benchmarks use it.
+
+        Args:
+            X: pre-run features of the jobs.
+            progress: their complete logs (with SCF lines when known).
+            elapsed: per job, the cut.
+            prerun: cached pre-run predictions (None computes them).
+            startup: per job, seconds before its first SCF line.
+            scf: False hides the SCF view (ionic steps only).
+        """
+        check_is_fitted(self, "loss_curve_")
+        X, p, now = self._check_inputs(X, progress, elapsed, self.n_features_in_)
+        prerun = self.runtime_model_.predict(X) if prerun is None else \
+            np.asarray(prerun, dtype=np.float64)
+        obs = observe(p, now, None, startup, scf=scf)
+        return self._predict_inputs(X, p, obs.job, self._inputs_at(X, p, obs, prerun))
+
+    def _predict_inputs(self, X: np.ndarray, p: Progress, job: np.ndarray,
+                        inputs: ProgressInputs) -> np.ndarray:
+        now = np.asarray(inputs.now, dtype=np.float64)
+        if self.model == "gbm":
+            D = self._design(X[job], inputs)
+            z = self.booster_.inplace_predict(D)
         else:
-            prerun = np.broadcast_to(np.asarray(prerun, dtype=np.float64), (len(X),))
-        floor = self.min_remaining
-        out = np.maximum(prerun - now, floor)
-        scf = np.full(len(X), -1, dtype=np.int64) if scf_done is None else \
-            np.broadcast_to(np.asarray(scf_done, dtype=np.int64), (len(X),))
-        use = (k > 0) | (scf > 0) if self.no_progress == "prerun" else np.ones(len(X), bool)
-        if not use.any() or not self.loss_curve_:
-            return out
+            z = self._net_predict(X[job], p, inputs)
+        # the model predicts log(total / max(elapsed, 1 s)) >= 0
+        total = np.maximum(now, 1.0) * np.exp(np.clip(np.asarray(z, dtype=np.float64), 0.0,
+                                                      _MAX_LOG_RATIO))
+        rem = total - now
+        # float32: last-bit differences between machines stay out of schedules
+        return quantize(np.maximum(rem, self.min_remaining))
+
+    def _net_predict(self, X: np.ndarray, p: Progress, inputs: ProgressInputs) -> np.ndarray:
+        import torch
+
         net, enc = self.net_, self._encoder
-        sel = np.flatnonzero(use)
-        summ = _summary_features(p.values, p.offsets[:-1][sel], k[sel], now[sel], prerun[sel],
-                                 floor, scf[sel])
+        k = np.asarray(inputs.k, dtype=np.int64)
+        starts = np.asarray(inputs.starts, dtype=np.int64)
+        summ = progress_features(inputs).astype(np.float64)
         st = {key: getattr(net, key).numpy() for key in ("shift", "m1", "s1", "m2", "s2")}
         with _torch_threads(self.num_threads), torch.inference_mode():
-            static = _f32(enc.encode(X[sel], st))
-            # only the rows inside each job's RNN window are featurised
-            starts = p.offsets[:-1][sel]
-            wl = np.minimum(k[sel], self.window)
-            rows = _segment_rows(starts + k[sel] - wl, wl)
+            static = _f32(enc.encode(X, st))
+            wl = np.minimum(k, self.window)
+            rows = segment_rows(starts + k - wl, wl)
             raw = _step_features(p.values, rows, np.repeat(starts, wl))
             steps = _f32((raw - net.step_mean.numpy()) / net.step_std.numpy())
-            summ_t = _f32((summ - net.summary_mean.numpy()) / net.summary_std.numpy())
             window, lengths = self._gather(steps, torch.from_numpy(np.cumsum(wl) - wl),
                                            torch.from_numpy(wl))
-            z = summ[:, 9] + net(static, window, lengths, summ_t).numpy().astype(np.float64)
-            rem = np.expm1(z)
-        out[sel] = np.maximum(rem, floor)
-        return out
+            out = net(static, window, lengths, _f32(self._summary(net, summ)))
+        return out.numpy().astype(np.float64)
 
     def predict_runtime(self, X: Any) -> np.ndarray:
         """The pre-run model's run-time prediction (seconds) for ``X``."""
@@ -786,35 +1000,26 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
     # ------------------------------------------------------------------ persist
 
     def _arch(self) -> dict[str, Any]:
-        """What :meth:`_read_payload` needs to rebuild the network."""
-        return {"n_features": int(self.n_features_in_),
-                "categorical_columns": {str(k): int(v) for k, v in self._encoder.cat.items()},
-                "trained": bool(self.loss_curve_)}
-
-    def _restore(self, arch: Mapping[str, Any], state: Mapping[str, Any],
-                 runtime_model: RuntimeRegressor, training_hash: str) -> None:
-        """Rebuild the fitted state from :meth:`_arch` output and a state_dict."""
-        cat = {int(k): int(v) for k, v in arch["categorical_columns"].items()}
-        enc = _StaticEncoder(int(arch["n_features"]), cat)
-        net = _build_net(enc.n_out, len(enc.num), self.rnn, self.hidden_size, self.mlp_hidden,
-                         self.num_layers)
-        net.load_state_dict(state, strict=True)
-        net.eval()
-        self._encoder = enc
-        self.net_ = net
-        self.runtime_model_ = runtime_model
-        self.n_features_in_ = int(arch["n_features"])
-        self.training_hash_ = training_hash
-        self.loss_curve_ = [math.nan] if arch.get("trained", True) else []
+        """What :meth:`_read_payload` needs to rebuild the fitted model."""
+        arch: dict[str, Any] = {"n_features": int(self.n_features_in_),
+                                "n_progress_features": len(FEATURE_NAMES),
+                                "progress_features": list(FEATURE_NAMES),
+                                "loss_curve": [float(v) for v in self.loss_curve_]}
+        if self.model == "gru":
+            arch["categorical_columns"] = {str(k): int(v) for k, v in self._encoder.cat.items()}
+        return arch
 
     def _write_payload(self, folder: Path, feature_spec: Any) -> dict[str, Any]:
-        """Write ``state_dict.pt`` and the pre-run model in ``runtime/``."""
-        import torch
+        """Write ``remaining.ubj`` or ``state_dict.pt``, and the pre-run model in ``runtime/``."""
+        check_is_fitted(self, "loss_curve_")
+        if self.model == "gbm":
+            self.booster_.save_model(str(folder / "remaining.ubj"))
+        else:
+            import torch
 
-        check_is_fitted(self, "net_")
-        # tensors only: torch.save of a plain dict of tensors is loadable with weights_only=True
-        state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
-        torch.save(state, folder / "state_dict.pt")
+            # tensors only: a plain dict of tensors is loadable with weights_only=True
+            state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
+            torch.save(state, folder / "state_dict.pt")
         (folder / "runtime").mkdir()
         self.runtime_model_._write_folder(folder / "runtime", feature_spec)
         return {"arch": self._arch(), "n_features": int(self.n_features_in_)}
@@ -822,12 +1027,44 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
     @classmethod
     def _read_payload(cls, folder: Path, meta: Mapping[str, Any], params: dict[str, Any]
                       ) -> RemainingTimeRegressor:
-        """Rebuild from ``state_dict.pt`` (read with ``weights_only=True``) and ``runtime/``."""
+        """Rebuild from ``remaining.ubj`` or ``state_dict.pt`` (``weights_only=True``) and ``runtime/``."""
+        runtime_model = RuntimeRegressor.load(folder / "runtime")
+        params["runtime_model"] = None
+        if params.get("categorical_columns") is not None:
+            params["categorical_columns"] = {int(k): int(v)
+                                             for k, v in params["categorical_columns"].items()}
+        model = cls(**params)
+        arch = meta["arch"]
+        if list(arch.get("progress_features", [])) != list(FEATURE_NAMES):
+            raise InputError(str(folder / "meta.json"), "a model on other progress features",
+                             "a model trained by this version (retrain it)")
+        model.runtime_model_ = runtime_model
+        model.n_features_in_ = int(arch["n_features"])
+        model.training_hash_ = str(meta.get("training_hash", ""))
+        model.loss_curve_ = [float(v) for v in arch["loss_curve"]]
+        if model.model == "gbm":
+            model._read_booster(folder / "remaining.ubj")
+        else:
+            model._read_net(folder / "state_dict.pt", arch)
+        return model
+
+    def _read_booster(self, f: Path) -> None:
+        import xgboost as xgb
+        from xgboost.core import XGBoostError
+
+        try:
+            booster = xgb.Booster(params={"nthread": int(self.num_threads or 1)})
+            booster.load_model(str(f))
+        except XGBoostError as exc:
+            raise InputError(str(f), f"a file XGBoost cannot read ({first_line(exc)})",
+                             "an XGBoost UBJ model") from None
+        self.booster_ = booster
+
+    def _read_net(self, f: Path, arch: Mapping[str, Any]) -> None:
         import pickle
 
         import torch
 
-        f = folder / "state_dict.pt"
         try:
             state = torch.load(f, map_location="cpu", weights_only=True)
         except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as exc:
@@ -836,16 +1073,16 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
                                                   for v in state.values()):
             raise InputError(str(f), type(state).__name__, "a state_dict of tensors")
-        runtime_model = RuntimeRegressor.load(folder / "runtime")
-        params["runtime_model"] = None
-        if params.get("categorical_columns") is not None:
-            params["categorical_columns"] = {int(k): int(v)
-                                             for k, v in params["categorical_columns"].items()}
-        model = cls(**params)
+        cat = {int(k): int(v) for k, v in arch["categorical_columns"].items()}
+        enc = _StaticEncoder(int(arch["n_features"]), cat)
+        net = _build_net(enc.n_out, len(enc.num), int(arch["n_progress_features"]), self.rnn,
+                         self.hidden_size, self.mlp_hidden, self.num_layers)
         try:
-            model._restore(meta["arch"], state, runtime_model, str(meta.get("training_hash", "")))
-        except RuntimeError as exc:  # load_state_dict: missing keys or wrong shapes
+            net.load_state_dict(state, strict=True)
+        except RuntimeError as exc:  # missing keys or wrong shapes
             raise InputError(str(f), f"tensors that do not fit the saved architecture "
                              f"({first_line(exc)})", "the state_dict saved with this meta.json"
                              ) from None
-        return model
+        net.eval()
+        self._encoder = enc
+        self.net_ = net

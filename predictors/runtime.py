@@ -50,8 +50,12 @@ def log1p_target(y: np.ndarray) -> np.ndarray:
 
 
 def expm1_nonneg(z: np.ndarray) -> np.ndarray:
-    """Inverse target transform: ``exp(z) - 1`` clipped at 0 (a run time is never negative)."""
-    return np.maximum(np.expm1(z), 0.0)
+    """Inverse target transform: ``exp(z) - 1`` clipped at 0 (a run time is never negative).
+
+    In float64: XGBoost answers in float32, and numpy's float32 ``expm1``
+    differs by a float32 unit between CPU instruction sets.
+    """
+    return np.maximum(np.expm1(np.asarray(z, dtype=np.float64)), 0.0)
 
 
 def column(jobs: Any, name: str, where: str = "jobs") -> np.ndarray:
@@ -338,10 +342,17 @@ class RuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted run times (seconds, >= 0 when ``log_target``) for ``X``."""
+        """Predicted run times (seconds, >= 0 when ``log_target``) for ``X``.
+
+        Rounded to float32 (:func:`predictors.progress.quantize`): the inverse
+        target transform (``expm1``) differs in the last bits between CPU
+        instruction sets, and a schedule ordered by these numbers must not.
+        """
+        from predictors.progress import quantize
+
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-        return np.asarray(self.model_.predict(X), dtype=np.float64)
+        return quantize(np.asarray(self.model_.predict(X), dtype=np.float64))
 
     def get_booster(self) -> Any:
         """The fitted ``xgboost.Booster`` (for saving in its own format)."""

@@ -56,7 +56,7 @@ class TrainedModel:
 
 def train_model(kind: str, data_dir: str | Path, models_dir: str | Path, *, seed: int = 0,
                 threads: int = 1, epochs: int | None = None, rnn: str = "gru",
-                no_progress: str = "prerun") -> TrainedModel:
+                model: str = "gbm") -> TrainedModel:
     """Train one model kind on a dataset folder and save it as ``models_dir/kind/``.
 
     ``remaining`` reuses ``models_dir/runtime/`` as its pre-run model when
@@ -69,10 +69,10 @@ def train_model(kind: str, data_dir: str | Path, models_dir: str | Path, *, seed
         models_dir: the models folder (MODELDIR); ``kind/`` in it is replaced.
         seed: random seed of the model.
         threads: CPU threads for XGBoost / torch.
-        epochs: remaining: training epochs (None: the model's default).
-        rnn: remaining: ``"gru"`` or ``"lstm"``.
-        no_progress: remaining: who answers for jobs without a completed
-            ionic step, ``"prerun"`` or ``"network"``.
+        epochs: remaining, ``model="gru"``: training epochs (None: the model's default).
+        rnn: remaining, ``model="gru"``: ``"gru"`` or ``"lstm"``.
+        model: remaining: ``"gbm"`` (boosted trees over progress features, the
+            default) or ``"gru"`` (recurrent network); ``docs/predictors.md``.
 
     Returns:
         Where the model went, with the job count and training time.
@@ -87,23 +87,23 @@ def train_model(kind: str, data_dir: str | Path, models_dir: str | Path, *, seed
     data = read_data(data_dir)
     t0 = time.perf_counter()
     if kind == "runtime":
-        model: Any = RuntimeRegressor(n_jobs=threads, random_state=seed)
-        model.fit(data.matrix(), data.runtime)
+        fitted: Any = RuntimeRegressor(n_jobs=threads, random_state=seed)
+        fitted.fit(data.matrix(), data.runtime)
     elif kind == "remaining":
-        model = _fit_remaining(data, models_dir / "runtime", seed=seed, threads=threads,
-                               epochs=epochs, rnn=rnn, no_progress=no_progress)
+        fitted = _fit_remaining(data, models_dir / "runtime", seed=seed, threads=threads,
+                                epochs=epochs, rnn=rnn, model=model)
     else:
-        model = UserHistoryRegressor().fit(data.jobs)
+        fitted = UserHistoryRegressor().fit(data.jobs)
     seconds = time.perf_counter() - t0
     n_jobs = len(data.runtime)
-    folder = save(model, models_dir / kind, feature_spec=data.spec,
+    folder = save(fitted, models_dir / kind, feature_spec=data.spec,
                   extra={"data": str(data_dir), "n_jobs": n_jobs,
                          "train_seconds": round(seconds, 3)})
     return TrainedModel(kind, folder, n_jobs, seconds)
 
 
 def _fit_remaining(data: EvalData, prerun_dir: Path, *, seed: int, threads: int,
-                   epochs: int | None, rnn: str, no_progress: str) -> RemainingTimeRegressor:
+                   epochs: int | None, rnn: str, model: str) -> RemainingTimeRegressor:
     """The fitted remaining-time model, on the pre-run model of ``prerun_dir`` if there is one."""
     spec = data.spec
     runtime_model = None
@@ -115,11 +115,12 @@ def _fit_remaining(data: EvalData, prerun_dir: Path, *, seed: int, threads: int,
                              f"a pre-run model on features {list(FeatureSpec.from_dict(saved).names)}",
                              f"the features of {data.path} ({list(spec.names)}); "
                              "retrain it with 'train runtime'")
-    params: dict[str, Any] = dict(rnn=rnn, no_progress=no_progress, random_state=seed,
-                                  num_threads=threads, runtime_model=runtime_model,
-                                  categorical_columns=spec.categorical_columns)
+    params: dict[str, Any] = dict(model=model, rnn=rnn, random_state=seed, num_threads=threads,
+                                  runtime_model=runtime_model,
+                                  categorical_columns=spec.categorical_columns,
+                                  feature_names=list(spec.names))
     if epochs is not None:
         params["epochs"] = epochs
-    model = RemainingTimeRegressor(**params)
-    model.fit(data.matrix(), data.progress, data.runtime)
-    return model
+    fitted = RemainingTimeRegressor(**params)
+    fitted.fit(data.matrix(), data.progress, data.runtime, startup=data.startup)
+    return fitted

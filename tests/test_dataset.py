@@ -48,7 +48,7 @@ def test_schemas_are_exact(generated):
                                      "runtime", "cores"]
     assert JOBS_SCHEMA.field("cores").type == pa.int64()  # once, though it is a Table-1 feature too
     assert JOBS_SCHEMA.names.count("cores") == 1
-    assert set(JOBS_SCHEMA.names) == {*JOBS_SCHEMA.names[:8], *FEATURES, *CATEGORICAL}
+    assert set(JOBS_SCHEMA.names) == {*JOBS_SCHEMA.names[:8], *FEATURES, *CATEGORICAL, "startup"}
 
 
 def test_content_matches_the_generator(generated):
@@ -78,6 +78,31 @@ def test_content_matches_the_generator(generated):
         np.testing.assert_array_equal(prog["step"][sl], log["step"])
         for key in ("elapsed", "energy", "denergy", "max_force", "scf_steps"):
             np.testing.assert_array_equal(prog[key][sl], log[key])
+        # the SCF lines of each step: as many as its SCF steps, the generator's dE
+        for r in range(off[j], off[j + 1]):
+            lo, hi = vj.scf_offsets[r], vj.scf_offsets[r + 1]
+            assert len(prog["scf_de"][r]) == prog["scf_steps"][r] == hi - lo
+            np.testing.assert_array_equal(prog["scf_de"][r], vj.scf_de[lo:hi])
+    np.testing.assert_array_equal(cols["startup"], vj.render["startup"])
+
+
+def test_files_without_the_later_columns_still_load(generated, tmp_path):
+    # startup and scf_de came later in version 1: older files read them as unknown
+    ds = load_dataset(generated)
+    old = tmp_path / "old"
+    old.mkdir()
+    pq.write_table(ds.jobs.drop_columns(["startup"]), old / "jobs.parquet")
+    pq.write_table(ds.progress.drop_columns(["scf_de"]), old / "progress.parquet")
+    (old / "dataset.json").write_text((generated / "dataset.json").read_text())
+    back = load_dataset(old)
+    assert back.jobs.schema.remove_metadata() == JOBS_SCHEMA
+    assert np.isnan(back.jobs["startup"].to_numpy()).all()
+    assert back.progress["scf_de"].to_pylist()[:2] == [[], []]
+    # and a writer that leaves them out (a reader of other files) gets them as unknown
+    cols = {k: v for k, v in ds.job_columns().items() if k != "startup"}
+    prog = {k: v for k, v in ds.progress_columns().items() if k != "scf_de"}
+    again = load_dataset(write_dataset(cols, prog, tmp_path / "w", source="test"))
+    assert np.isnan(again.jobs["startup"].to_numpy()).all()
 
 
 def test_deterministic_bytes_and_no_temp_files(generated, tmp_path):

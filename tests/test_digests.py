@@ -168,6 +168,8 @@ def _record(keys: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    # record with this checkout's code, not an installed copy elsewhere
+    sys.path.insert(0, str(ROOT))
     if sys.argv[1:2] != ["--record"]:
         sys.exit("usage: python tests/test_digests.py --record [KEY ...]")
     _record(sys.argv[2:])

@@ -33,13 +33,16 @@ def _data(n=80, seed=0):
 def models():
     X, p, y = _data()
     rt = RuntimeRegressor(n_estimators=20).fit(X, y)
-    rem = RemainingTimeRegressor(epochs=2, hidden_size=8, mlp_hidden=8, runtime_model=rt,
-                                 categorical_columns={2: 3}, stack_folds=2).fit(X, p, y)
+    rem = RemainingTimeRegressor(n_estimators=20, runtime_model=rt, categorical_columns={2: 3},
+                                 stack_folds=2).fit(X, p, y)
+    gru = RemainingTimeRegressor(model="gru", epochs=2, hidden_size=8, mlp_hidden=8,
+                                 runtime_model=rt, categorical_columns={2: 3},
+                                 stack_folds=2).fit(X, p, y)
     jobs = {"user": ["u", "v", "u", "u"], "submit": [0.0, 1, 2, 3],
             "runtime": [10.0, 20, 30, 40], "req_time": [50.0, 50, 50, 50]}
     hist = UserHistoryRegressor().fit(jobs)
-    return {"runtime": rt, "remaining": rem, "history": hist, "X": X, "p": p, "y": y,
-            "jobs": jobs}
+    return {"runtime": rt, "remaining": rem, "remaining_gru": gru, "history": hist, "X": X,
+            "p": p, "y": y, "jobs": jobs}
 
 
 def test_round_trips_give_identical_predictions(models, tmp_path):
@@ -47,11 +50,13 @@ def test_round_trips_give_identical_predictions(models, tmp_path):
     rt = load(save(models["runtime"], tmp_path / "runtime", feature_spec=SPEC))
     np.testing.assert_array_equal(rt.predict(X), models["runtime"].predict(X))
     assert rt.get_params() == models["runtime"].get_params()
-    rem = RemainingTimeRegressor.load(models["remaining"].save(tmp_path / "remaining"))
-    for f in (0.2, 0.6):
-        np.testing.assert_array_equal(rem.predict(X, p, f * y),
-                                      models["remaining"].predict(X, p, f * y))
-    assert rem.categorical_columns == {2: 3}
+    for kind in ("remaining", "remaining_gru"):
+        rem = RemainingTimeRegressor.load(models[kind].save(tmp_path / kind))
+        for f in (0.2, 0.6):
+            np.testing.assert_array_equal(rem.predict(X, p, f * y),
+                                          models[kind].predict(X, p, f * y))
+        assert rem.categorical_columns == {2: 3}
+        assert rem.loss_curve_ == models[kind].loss_curve_
     hist = load(save(models["history"], tmp_path / "history"), UserHistoryRegressor)
     np.testing.assert_array_equal(hist.predict(models["jobs"]),
                                   models["history"].predict(models["jobs"]))
@@ -59,7 +64,11 @@ def test_round_trips_give_identical_predictions(models, tmp_path):
 
 
 def test_layout_and_meta(models, tmp_path):
-    folder = save(models["remaining"], tmp_path / "m", feature_spec=SPEC, extra={"note": 1})
+    folder = save(models["remaining"], tmp_path / "b", feature_spec=SPEC)
+    assert sorted(f.name for f in folder.iterdir()) == ["meta.json", "remaining.ubj", "runtime"]
+    assert list(read_meta(folder)["files"]) == ["remaining.ubj"]
+    assert read_meta(folder)["params"]["model"] == "gbm"
+    folder = save(models["remaining_gru"], tmp_path / "m", feature_spec=SPEC, extra={"note": 1})
     assert sorted(f.name for f in folder.iterdir()) == ["meta.json", "runtime", "state_dict.pt"]
     assert sorted(f.name for f in (folder / "runtime").iterdir()) == ["meta.json", "model.ubj"]
     meta = read_meta(folder)
@@ -109,7 +118,8 @@ def _rewrite_meta(folder: Path, **changes):
 
 
 @pytest.mark.parametrize("kind, payload", [("runtime", "model.ubj"),
-                                           ("remaining", "state_dict.pt"),
+                                           ("remaining", "remaining.ubj"),
+                                           ("remaining_gru", "state_dict.pt"),
                                            ("history", "history.json")])
 def test_corrupt_files(models, tmp_path, kind, payload):
     folder = save(models[kind], tmp_path / kind)
@@ -144,7 +154,7 @@ def test_corrupt_meta(models, tmp_path):
 
 
 def test_pickled_objects_are_refused(models, tmp_path):
-    folder = save(models["remaining"], tmp_path / "rem")
+    folder = save(models["remaining_gru"], tmp_path / "rem")
     f = folder / "state_dict.pt"
     # a pickle that would build an arbitrary object; weights_only loading must refuse it
     torch.save({"w": torch.zeros(1), "evil": _NotATensor()}, f)

@@ -9,7 +9,7 @@ import simpy
 from cosim.config import scenario_from_dict
 from cosim.model import build, load_workload
 from cosim.policies import make_policy
-from cosim.prediction import PredictionHub
+from cosim.prediction import KillRule, PredictionHub
 from cosim.runner import attach_predictions, prediction_backend, prepare_models, run_policy
 from cosim.workloads.base import Workload
 
@@ -178,3 +178,134 @@ def test_killed_job_is_requeued_with_its_lost_time(vasp_models):
     for job in killed:
         assert job.killed_seconds > 0 and job.outcome == "completed"
         assert job.killed_core_seconds == pytest.approx(job.killed_seconds * job.procs)
+
+
+# ------------------------------------------------------------------ the kill rule
+
+def test_rlschert_rule_thresholds_are_the_papers_in_five_minute_units():
+    rule = KillRule.named("rlschert")
+    assert (rule.short, rule.long, rule.error) == (3000.0, 3000.0, 300.0)
+    assert rule.max_kills == 1 and not rule.need_short_waiting
+    # every condition holds: elapsed < len_param < 10 units, run_hat > 10 units, |diff| > 1 unit
+    assert rule.should_kill(elapsed=600, len_param=1200, run_hat=3300)
+    assert not rule.should_kill(elapsed=1200, len_param=1200, run_hat=5000)   # ran too long
+    assert not rule.should_kill(elapsed=600, len_param=3000, run_hat=5000)    # not short
+    assert not rule.should_kill(elapsed=600, len_param=2800, run_hat=3000)    # not long
+    assert not rule.should_kill(elapsed=100, len_param=2800, run_hat=3050)    # |diff| 250 < 300
+    assert not rule.should_kill(elapsed=600, len_param=1200, run_hat=3300, kills=1)
+    # arrays in, arrays out (a learned kill agent can score every running job at once)
+    got = rule.should_kill([600, 1200], [1200, 1200], [3300, 3300])
+    assert got.tolist() == [True, False]
+    # another unit scales all three thresholds
+    assert KillRule.named("rlschert", unit=60.0).short == 600.0
+
+
+def test_guarded_rule_needs_a_short_job_waiting_and_overrides_apply():
+    rule = KillRule.named("guarded")
+    assert (rule.short, rule.long, rule.error, rule.need_short_waiting) == (1800, 7200, 600, True)
+    assert rule.should_kill(100, 1000, 8000, short_waiting=True)
+    assert not rule.should_kill(100, 1000, 8000, short_waiting=False)
+    assert KillRule.named("guarded", long=3600.0, max_kills=0).long == 3600.0
+    with pytest.raises(ValueError, match="unknown kill rule 'nope'"):
+        KillRule.named("nope")
+
+
+def test_scenario_chooses_the_rule():
+    from cosim.errors import ScenarioError
+
+    def rule_of(kill):
+        sc = scenario_from_dict({"workload": {"kind": "lublin", "jobs": 5},
+                                 "predictor": {"kill": kill}})
+        return KillRule.from_config(sc.predictor.kill)
+
+    assert rule_of({}) == KillRule.named("rlschert")
+    assert rule_of({"rule": "guarded"}) == KillRule.named("guarded")
+    assert rule_of({"unit": 60, "error": 30}).short == 600.0
+    assert rule_of({"unit": 60, "error": 30}).error == 30.0
+    with pytest.raises(ScenarioError, match="predictor.kill.rule"):
+        rule_of({"rule": "agressive"})
+
+
+class CountingBackend(FixedBackend):
+    """Runtime answers change from call to call: a fresh prediction is visible."""
+
+    def __init__(self, runtime_seq, remaining=None):
+        super().__init__(remaining=remaining)
+        self.runtime_seq = {k: list(v) for k, v in runtime_seq.items()}
+
+    def runtime(self, batch):
+        self.calls.append(("runtime", list(batch["job_id"])))
+        return np.array([self.runtime_seq[j].pop(0) for j in batch["job_id"]], float), self.version
+
+
+def test_rule_kills_a_misjudged_job_which_comes_back_re_estimated():
+    # 4 cores, SJF+EASY. Job 1 (4 cores, pre-run 1000 s, really 8000 s) starts at
+    # 0. Job 2 (4 cores, 100 s) arrives at 10 and waits. At the 300 s progress
+    # check the in-run model says 5000 s remain: run_hat 5300 > 3000, 1000 <
+    # 3000, |5300 - 1000| > 300, elapsed 300 < 1000: killed and requeued. Its
+    # re-estimate comes from the progress of the killed run (300 s + 5000 s =
+    # 5300 s), so SJF runs job 2 first (300-400), then job 1 (400-8400), which
+    # is not killed again (its len_param 5300 is not short).
+    rows = [(0, 4, 8000, 9000), (10, 4, 100, 9000)]
+    backend = FixedBackend(runtime={1: 1000.0, 2: 100.0}, remaining={1: 5000.0, 2: 50.0})
+    env, sim, hub = sim_with(rows, 4, backend, policy="sjf+easy", progress=StepLog(),
+                             remaining=True, interval=300.0, min_remaining=1.0,
+                             kill_rule=KillRule.named("rlschert"))
+    env.run(until=sim.finished)
+    j1, j2 = sim.scheduler.jobs
+    assert (j2.start, j2.end) == (300.0, 400.0)
+    assert (j1.start, j1.end, j1.attempts) == (400.0, 8400.0, 2)
+    assert j1.killed_seconds == 300.0
+    assert hub.stats.rule_kills == 1 and hub.kills(j1) == 1
+    # the re-estimation asked the in-run model about the killed run (elapsed 300)
+    assert backend.calls[:4] == [("runtime", [1]), ("runtime", [2]), ("remaining", [1]),
+                                 ("remaining", [1])]
+    pred = hub.prediction(j1)
+    assert pred.prerun == 5300.0 and pred.attempt == 2 and pred.model_prerun == 1000.0
+    assert j1.estimate == 5300.0
+    # its second run kept being predicted: run_hat = elapsed + 5000
+    assert pred.remaining == 5000.0 and pred.run_hat == pred.elapsed + 5000.0
+
+
+def test_requeued_job_without_in_run_model_gets_a_fresh_pre_run_prediction():
+    # Job 1 is killed from outside at t=50 (as an operator or a node failure
+    # would) and requeued. The backend now says 999 s: that is its estimate when
+    # it comes back, not the 40 s it was first queued with.
+    from cosim.policy import kill
+
+    rows = [(0, 1, 100, 500), (1, 1, 30, 500)]
+    backend = CountingBackend({1: [40.0, 999.0], 2: [30.0]})
+    env, sim, hub = sim_with(rows, 1, backend, policy="sjf")
+
+    def operator():
+        yield env.timeout(50)
+        sim.scheduler.apply(kill(sim.scheduler.jobs[0], "operator", requeue=True))
+
+    env.process(operator())
+    env.run(until=sim.finished)
+    j1, j2 = sim.scheduler.jobs
+    assert backend.calls == [("runtime", [1]), ("runtime", [2]), ("runtime", [1])]
+    assert j1.estimate == 999.0 and hub.prediction(j1).prerun == 999.0
+    assert hub.prediction(j1).attempt == 2
+    # SJF with the fresh estimate: job 2 (30 s) goes first after the kill
+    assert (j2.start, j1.start) == (50.0, 80.0)
+
+
+def test_running_predictions_are_readable_during_the_run():
+    rows = [(0, 2, 1000, 2000), (0, 2, 700, 2000)]
+    backend = FixedBackend(runtime={1: 900.0, 2: 600.0}, remaining={1: 400.0, 2: 100.0})
+    env, sim, hub = sim_with(rows, 4, backend, policy="fcfs+easy", progress=StepLog(),
+                             remaining=True, interval=300.0, min_remaining=1.0)
+    seen = {}
+
+    def reader():
+        yield env.timeout(301)
+        seen["running"] = [(j.id, p.as_dict()) for j, p in hub.running_predictions()]
+
+    env.process(reader())
+    env.run(until=sim.finished)
+    # at 300 s both were predicted; job 2 is expected to end first (400 s)
+    (id_a, a), (id_b, b) = seen["running"]
+    assert (id_a, id_b) == (2, 1)
+    assert a["remaining"] == 100.0 and a["elapsed"] == 300.0 and a["run_hat"] == 400.0
+    assert b["prerun"] == 900.0 and b["run_hat"] == 700.0 and b["remaining_at"] == 300.0

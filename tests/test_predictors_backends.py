@@ -30,12 +30,22 @@ class _RowSums:
 
 
 class _Remaining:
-    """Remaining-time stand-in: 1000 * cores + elapsed + prerun + scf_done + completed steps."""
+    """Remaining-time stand-in: 1000 * cores + elapsed + prerun + scf_done + completed steps.
 
-    def predict(self, X, progress, elapsed, prerun=None, scf_done=None):
+    With the SCF view it adds the number of SCF lines and the start-up time.
+    """
+
+    def predict(self, X, progress, elapsed, prerun=None, scf_done=None, scf_lines=None,
+                startup=None):
         assert elapsed.dtype == np.float64 and prerun.dtype == np.float64
         assert scf_done.dtype == np.int64
-        return 1000 * X[:, 0] + elapsed + prerun + scf_done + progress.lengths()
+        out = 1000 * X[:, 0] + elapsed + prerun + scf_done + progress.lengths()
+        if scf_lines is not None:
+            out = out + np.array([len(v) for v in scf_lines])
+        if startup is not None:
+            assert startup.dtype == np.float64
+            out = out + np.nan_to_num(startup)
+        return out
 
 
 def _columns() -> dict:
@@ -73,6 +83,9 @@ def test_precomputed_remaining_uses_the_rows_of_the_batch_jobs():
     assert values.tolist() == [8133.0, 4055.0] and version == "v2"
     full = {**_pick(_columns(), [1, 0]), **batch}
     assert bundle.remaining(full)[0].tolist() == [8133.0, 4055.0]
+    # the SCF view columns reach the model: + lines seen + start-up (null: unknown)
+    scf = {**batch, "scf_lines": [[0.5, -0.1, 0.01], []], "startup": [40.0, None]}
+    assert backend.remaining(scf)[0].tolist() == [8133.0 + 3 + 40, 4055.0]
 
 
 def test_precomputed_errors_are_input_errors():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from predictors.__main__ import main
@@ -43,6 +44,16 @@ def trained(tmp_path_factory):
             "result": json.loads((root / "eval.json").read_text())}
 
 
+def test_generate_draws_one_centre_unless_told(trained, tmp_path):
+    # --seed is a job stream of the default centre (42): a held-out seed is the
+    # same centre's future; --population-seed picks another centre
+    meta = json.loads((trained["data"] / "dataset.json").read_text())
+    assert meta["seed"] == 3 and meta["population_seed"] == 42
+    assert main(["generate", "--jobs", "5", "--seed", "4", "--population-seed", "7",
+                 "--out", str(tmp_path / "other")]) == 0
+    assert json.loads((tmp_path / "other" / "dataset.json").read_text())["population_seed"] == 7
+
+
 def test_train_writes_one_folder_per_model(trained):
     models = trained["models"]
     assert sorted(p.name for p in models.iterdir()) == ["history", "remaining", "runtime"]
@@ -54,21 +65,31 @@ def test_train_writes_one_folder_per_model(trained):
 
 def test_evaluate_table_and_json(trained):
     res = trained["result"]
+    assert res["unit"] == "percent"
     assert res["n_jobs"] == 150 and res["n_single"] + res["n_multi"] == 150
     assert set(res["runtime"]) == {"user_estimate", "user_history", "xgboost"}
     for block in res["runtime"].values():
         assert set(block) == {"overall", "single", "multi"}
         assert block["overall"]["n"] == 150 and block["overall"]["mape"] > 0
     rem = res["remaining"]
+    assert rem["unit"] == "percent"
     assert rem["fractions"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
-    assert set(rem["models"]) == {"rnn_scf", "rnn", "prerun"}
-    for model in ("rnn_scf", "rnn", "prerun"):
-        for kind in ("total", "remaining"):
-            rows = rem[model]["by_fraction"][kind]["overall"]
-            assert len(rows) == 9 and all(r["n"] == 150 for r in rows)
-        assert rem[model]["pooled"]["total"]["overall"]["n"] == 9 * 150
+    names = {"model", "model_ionic", "zero", "estimate", "prerun", "extrapolation"}
+    assert set(rem["predictors"]) == names and set(rem["by_fraction"]) == names
+    for name in names:
+        for part in ("overall", "single", "multi"):
+            assert len(rem["by_fraction"][name][part]) == 9
+        assert rem["pooled"][name]["n"] == 9 * 150
+    # remaining = 0 implies the elapsed time as the run time: its MAPE is 100 (1 - f) percent
+    np.testing.assert_allclose(rem["by_fraction"]["zero"]["overall"],
+                               [100 * (1 - f) for f in rem["fractions"]], rtol=1e-9)
+    assert rem["pooled"]["zero"]["overall"] == pytest.approx(50.0)
     out = trained["stdout"]
-    assert "xgboost" in out and "Remaining time by elapsed fraction" in out
+    assert "all errors in percent" in out and "Remaining time by elapsed fraction" in out
+    # the table prints the same numbers as the JSON (percent, one decimal)
+    row50 = next(line for line in out.splitlines() if line.startswith("50%"))
+    assert row50.split()[1] == f"{rem['by_fraction']['model']['overall'][4]:.1f}"
+    assert row50.split()[5] == "50.0"
     assert f"wrote {trained['root'] / 'eval.json'}" in out
 
 

@@ -42,11 +42,15 @@ def test_train_model_writes_what_the_cli_writes(data, tmp_path):
 def test_remaining_reuses_the_saved_prerun_model(data, tmp_path):
     train_model("runtime", data, tmp_path, seed=1)
     result = train_model("remaining", data, tmp_path, seed=1, epochs=1, rnn="lstm",
-                         no_progress="network")
+                         model="gru")
     assert (tmp_path / "remaining" / "runtime" / "model.ubj").read_bytes() == \
         (tmp_path / "runtime" / "model.ubj").read_bytes()
     params = json.loads((result.folder / "meta.json").read_text())["params"]
-    assert (params["epochs"], params["rnn"], params["no_progress"]) == (1, "lstm", "network")
+    assert (params["epochs"], params["rnn"], params["model"]) == (1, "lstm", "gru")
+    assert "NSW" in params["feature_names"]
+    # the default is the boosted trees
+    gbm = train_model("remaining", data, tmp_path / "gbm", seed=1)
+    assert (gbm.folder / "remaining.ubj").is_file()
     # without runtime/ it trains its own pre-run model
     alone = train_model("remaining", data, tmp_path / "alone", seed=1, epochs=0)
     assert (alone.folder / "runtime" / "model.ubj").is_file()

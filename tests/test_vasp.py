@@ -288,3 +288,69 @@ def test_zero_jobs_and_overrides():
 def test_bad_seed():
     with pytest.raises(WorkloadError, match=r"^vasp.seed: expected a non-negative integer, got 'x'"):
         generate_vasp(10, seed="x")
+
+
+# ------------------------------------------------------------ realism against real runs
+
+
+def _real_runs(shared):
+    """(INCAR tags, SCF lines per ionic step) of every real OSZICAR in ../shared/vasp/."""
+    import json
+
+    folder = shared / "vasp"
+    index = folder / "index.json"
+    if not index.is_file():
+        pytest.skip(f"no real VASP runs at {folder} (index.json missing)")
+    runs = []
+    for entry in json.loads(index.read_text()):
+        run = parse_oszicar(folder / entry["file"])
+        runs.append((entry["incar"], [len(s.electronic) for s in run.ionic]))
+    return runs
+
+
+def test_generated_ranges_cover_the_real_runs(jobs, shared):
+    # Electronic steps per ionic step (first and later steps) and ionic steps per
+    # relaxation of the real runs all fall inside the generator's 0.5-99.5 %
+    # range; docs/predictors.md has the comparison.
+    runs = _real_runs(shared)
+    first = [c[0] for _, c in runs if c]
+    later = [n for _, c in runs for n in c[1:]]
+    relax = [len(c) for inc, c in runs if int(inc.get("IBRION", -1)) in (1, 2, 3) and len(c) > 1]
+    assert len(first) == 9 and len(later) >= 90 and len(relax) == 5
+    f = jobs.workload.features
+    is_first = np.zeros(len(jobs.scf_steps), dtype=bool)
+    is_first[jobs.offsets[:-1]] = True
+    generated = {"first": jobs.scf_steps[is_first], "later": jobs.scf_steps[~is_first],
+                 "relax": jobs.n_ionic[f["kind"] == "relaxation"]}
+    for name, real in (("first", first), ("later", later), ("relax", relax)):
+        lo, hi = np.percentile(generated[name], [0.5, 99.5])
+        outside = [v for v in real if not lo <= v <= hi]
+        assert not outside, f"{name}: real {outside} outside generated [{lo}, {hi}]"
+    # and the middle of the real first steps is not far from the generated middle
+    assert 0.5 < np.median(first) / np.median(generated["first"]) < 2.0
+
+
+def test_generated_scf_convergence_is_as_noisy_as_the_real_one(jobs, shared):
+    # log10 |dE| changes from line to line by a similar spread in real and generated
+    # OSZICARs: the convergence of the step under way is a signal, not an oracle.
+    runs = _real_runs(shared)
+    folder = shared / "vasp"
+    import json
+
+    real = []
+    for entry in json.loads((folder / "index.json").read_text()):
+        for s in parse_oszicar(folder / entry["file"]).ionic:
+            v = np.log10([abs(e.denergy) for e in s.electronic if e.denergy])
+            if len(v) >= 6:
+                real.append(np.diff(v))
+    gen = []
+    for j in range(0, 600, 3):
+        for s in parse_oszicar(jobs.oszicar_text(j)).ionic[:5]:
+            v = np.log10([abs(e.denergy) for e in s.electronic if e.denergy])
+            if len(v) >= 6:
+                gen.append(np.diff(v))
+    assert runs
+    sd_real, sd_gen = np.std(np.concatenate(real)), np.std(np.concatenate(gen))
+    assert 0.6 < sd_gen / sd_real < 1.6, (sd_real, sd_gen)
+    # the median step falls, as in the real runs
+    assert np.median(np.concatenate(gen)) < 0 and np.median(np.concatenate(real)) < 0

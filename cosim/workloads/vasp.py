@@ -537,8 +537,72 @@ def _rows(rng: np.random.Generator, j: dict, n_ionic: np.ndarray, hit_nsw: np.nd
     # Wall time: start-up, then SCF steps with step-to-step jitter.
     dur = scf * j["t_scf"][r] * _lognormal_mean1(rng, p.step_cv, R)
     elapsed = j["startup"][r] + s.cumsum(dur)
+    # What the SCF lines of each step need (see _scf_lines): where the energy error
+    # starts, how many non-self-consistent steps lead, and whether it converged.
     return {"offsets": s.offsets, "elapsed": elapsed, "energy": energy, "denergy": denergy,
-            "max_force": force, "scf_steps": scf}
+            "max_force": force, "scf_steps": scf,
+            "scf_err0": np.where(first, err_first, err_later),
+            "scf_nelmdl": np.where(first, nelmdl, 0).astype(np.int16), "scf_stuck": stuck}
+
+
+def _scf_lines(rng: np.random.Generator, n: np.ndarray, nelmdl: np.ndarray, err0: np.ndarray,
+               stuck: np.ndarray, ediff: np.ndarray, energy: np.ndarray, first: np.ndarray
+               ) -> np.ndarray:
+    """``dE`` of every SCF line of every ionic step (flat, rows in order), float32.
+
+    Per ionic step with ``n`` lines: ``nelmdl`` non-self-consistent lines
+    whose ``|dE|`` falls about a decade per line from the energy of the
+    random start, then the self-consistent lines, whose ``log10 |dE|`` goes
+    from ``log10 err0`` to just below ``log10 EDIFF`` (converged) or stays
+    above it (a step that hit NELM) along a Brownian bridge plus per-line
+    noise: real OSZICARs (``../shared/vasp/``) show plateaus and jumps of a
+    decade, so a line through the first few lines does not tell exactly when
+    the step converges. The first line of each step is what the energies
+    make it: ``E_1 - F_prev``, with ``E_t = F - (dE_{t+1} + ... + dE_n)``, so
+    the last line's energy is the step's ``F`` as in VASP.
+
+    Args:
+        rng: the generator's own stream for SCF lines.
+        n: SCF lines per ionic step; nelmdl: leading non-SC lines;
+        err0: energy error (eV) where the self-consistent part starts;
+        stuck: the step hit NELM; ediff: EDIFF of each step's job;
+        energy: F of each step; first: the first step of its job.
+    """
+    R = len(n)
+    n = n.astype(np.int64)
+    nsc = np.minimum(nelmdl.astype(np.int64), np.maximum(n - 1, 0))  # at least one SC line
+    s = _Segments(n)
+    r, t = s.job, s.k
+    if len(r) == 0:
+        return np.zeros(0, dtype=np.float32)
+    m = (n - nsc)[r]
+    u = t - nsc[r]
+    sc = u >= 0
+    log_ediff = np.log10(ediff)
+    a = np.log10(np.maximum(err0, 1e-12))
+    b = np.where(stuck, log_ediff + rng.uniform(0.3, 1.5, R), log_ediff - rng.uniform(0.0, 1.5, R))
+    wander = 0.25 * rng.lognormal(0.0, 0.4, R)      # per-line sd of the bridge (decades)
+    # The second line's |dE| is 1.5-50 |F| in the real files (random start wavefunctions).
+    v0 = np.log10(np.abs(energy) + 1.0) + rng.uniform(0.2, 1.7, R)
+    drop = rng.uniform(0.6, 1.4, R)
+    z = rng.normal(0.0, 1.0, len(r))
+    eps = rng.normal(0.0, 0.2, len(r))
+    flip = rng.random(len(r))
+    walk = s.cumsum(np.where(sc & (u > 0), z * wander[r], 0.0))
+    walk_end = walk[s.offsets[1:] - 1]
+    frac = np.where(m > 1, np.maximum(u, 0) / np.maximum(m - 1, 1), 1.0)
+    last = s.last
+    v_sc = a[r] + (b - a)[r] * frac + walk - frac * walk_end[r] + np.where(last, 0.0, eps)
+    v_nsc = v0[r] - drop[r] * (t - 1) + eps
+    v = np.where(sc, v_sc, v_nsc)
+    sign = np.where(sc & (flip >= 0.6), 1.0, -1.0)
+    de = sign * 10.0 ** np.clip(v, -12.0, 6.0)
+    # First line of each step: E_1 - F_prev, where E_1 = F - (sum of the step's later dE).
+    start = s.offsets[:-1]
+    later = np.add.reduceat(np.where(t > 0, de, 0.0), start) if len(start) else np.zeros(0)
+    f_prev = np.where(first, 0.0, np.roll(energy, 1))
+    de[start] = energy - later - f_prev
+    return de.astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- result
@@ -564,8 +628,14 @@ class VaspJobs:
         hidden: per-job factors no feature reveals (``speed`` multiplies the
             time per SCF step, ``straggler`` marks stragglers) and
             ``t_scf``, the true mean time per SCF step (s).
-        render: per-job values used to synthesise OSZICAR lines.
+        render: per-job values used to synthesise OSZICAR lines (``startup``:
+            seconds from the job's start to its first SCF line).
         params: the parameters used; ``seed``: the seed.
+        scf_offsets: int64, ``n_rows + 1`` offsets of each ionic step's SCF
+            lines in :attr:`scf_de` (None when the lines were not generated).
+        scf_de: float32, ``dE`` of every SCF line as OSZICAR prints it (eV);
+            ``log10 |dE|`` is the convergence signal of the step under way
+            (:meth:`scf_trace`).
 
     Examples:
         >>> jobs = generate_vasp(50, seed=3)
@@ -584,6 +654,8 @@ class VaspJobs:
     render: dict[str, np.ndarray] = field(default_factory=dict)
     params: VaspParams = field(default_factory=VaspParams)
     seed: int | None = None
+    scf_offsets: np.ndarray | None = None
+    scf_de: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.workload)
@@ -640,6 +712,35 @@ class VaspJobs:
             "scf_steps": self.scf_steps[sl],
         }
 
+    def scf_trace(self, job_index: int, elapsed: float) -> np.ndarray:
+        """``dE`` (eV) of the SCF lines written so far in the ionic step under way.
+
+        What a reader of the OSZICAR sees after the last ``F=`` line: one value
+        per finished SCF step of the step under way (as many as
+        :meth:`progress_at` counts), empty when no step is under way.
+
+        Examples:
+            >>> jobs = generate_vasp(20, seed=3)
+            >>> run = float(jobs.workload.run[0])
+            >>> len(jobs.scf_trace(0, 0.5 * run)) == jobs.progress_at(0, 0.5 * run)[1]
+            True
+        """
+        done, partial = self.progress_at(job_index, elapsed)
+        if not partial or self.scf_offsets is None:
+            return np.zeros(0)
+        lo = int(self.scf_offsets[int(self.offsets[job_index]) + done])
+        return self.scf_de[lo:lo + partial].astype(np.float64)
+
+    def startup_at(self, job_index: int, elapsed: float) -> float:
+        """Seconds from the job's start to its first SCF line, once that line is out (NaN before).
+
+        VASP's initialisation (reading inputs, setting up grids and
+        wavefunctions) ends where the first SCF line is written; OUTCAR times
+        it, so an observer knows it from then on.
+        """
+        done, partial = self.progress_at(job_index, elapsed)
+        return float(self.render["startup"][job_index]) if done or partial else math.nan
+
     def oszicar(self, job_index: int, elapsed: float | None = None) -> OszicarRun:
         """The OSZICAR content written by ``elapsed`` (the whole run when None).
 
@@ -656,7 +757,12 @@ class VaspJobs:
 
 
 def _render(jobs: VaspJobs, j: int, done: int, partial: int) -> OszicarRun:
-    """Build the OSZICAR of job ``j`` with ``done`` ionic steps and ``partial`` SCF lines."""
+    """Build the OSZICAR of job ``j`` with ``done`` ionic steps and ``partial`` SCF lines.
+
+    The ``dE`` column is the stored :attr:`VaspJobs.scf_de`; energies follow
+    from it (``E_t = F - dE_{t+1} - ... - dE_n``); the other columns (d eps,
+    ncg, rms) are drawn from a per-job seed.
+    """
     rd = {k: v[j] for k, v in jobs.render.items()}
     lo = int(jobs.offsets[j])
     n_rows = done + (1 if partial else 0)
@@ -667,34 +773,29 @@ def _render(jobs: VaspJobs, j: int, done: int, partial: int) -> OszicarRun:
     ion_u = np.random.default_rng([int(rd["render_seed"]), 0]).random((n_rows, 3))
     el_u = np.random.default_rng([int(rd["render_seed"]), 1]).random((int(counts.sum()), 4))
     kind, algo, ispin = int(rd["kind"]), str(rd["ALGO"]), int(rd["ISPIN"])
-    ediff, nelm, atoms = float(rd["EDIFF"]), int(rd["NELM"]), int(rd["atoms"])
+    ediff, atoms = float(rd["EDIFF"]), int(rd["atoms"])
     nelmdl = 0 if rd["restart"] else (12 if algo == "VeryFast" and int(rd["ISTART"]) == 0 else 5)
     ionic: list[IonicStep] = []
     trailing: tuple[ElectronicStep, ...] = ()
     pos = 0
-    prev_f = 0.0
     for i in range(n_rows):
         f_i = float(jobs.energy[lo + i])
         n, c = int(scf[i]), int(counts[i])
         u = el_u[pos:pos + c]
         pos += c
         first = i == 0
-        converged = n < nelm
-        err_end = ediff * (0.05 + 0.9 * u[0, 0]) if converged else ediff * 30.0
-        if first:  # random wavefunctions start far above; a restart starts close
-            err_start = abs(f_i) * 5.0 + 10.0 if nelmdl else 0.05 * (1.0 + u[0, 1])
-        else:
-            err_start = max(abs(f_i - prev_f), ediff) * 1.5
+        a = int(jobs.scf_offsets[lo + i])
+        de_all = jobs.scf_de[a:a + n].astype(np.float64)
+        # E_t = F - (dE_{t+1} + ... + dE_n): the last line's energy is F
+        tail = np.concatenate([np.cumsum(de_all[::-1])[::-1][1:], [0.0]])
+        e = (f_i - tail)[:c]
+        de = de_all[:c]
         t = np.arange(c)
-        err = err_start * (err_end / err_start) ** (t / max(n - 1, 1))
-        sign = np.where((first & (t < nelmdl)) | (u[:, 1] < 0.6), 1.0, -1.0)
-        e = f_i + sign * err
-        if c == n:
-            e[-1] = f_i
-        de = np.diff(e, prepend=prev_f)
-        deps = -(np.abs(de) * (0.05 + u[:, 2]) + ediff * 0.01)
+        err = np.abs(de)
+        deps = -(err * (0.05 + u[:, 2]) + ediff * 0.01)
         ncg = (float(rd["ncg_base"]) * (0.7 + 0.6 * u[:, 3])).astype(np.int64)
-        rms = np.sqrt(err / err_start) * (100.0 if first else 1.0) * (0.5 + u[:, 3])
+        rms = np.sqrt(np.minimum(err / max(float(err[0]), 1e-12), 1.0)) \
+            * (100.0 if first else 1.0) * (0.5 + u[:, 3])
         if algo in ("Normal", "Other"):
             tags = ["DAV"] * c
         elif algo == "VeryFast":
@@ -724,7 +825,6 @@ def _render(jobs: VaspJobs, j: int, done: int, partial: int) -> OszicarRun:
             md = MdStep(ek / (1.5 * atoms * _KB), float(rd["e_tot"]), ek, 0.0, 0.0)
             denergy = None
         ionic.append(IonicStep(i + 1, f_i, e0, denergy, mag, elec, md))
-        prev_f = f_i
     return OszicarRun(tuple(ionic), trailing)
 
 
@@ -814,7 +914,8 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
     """
     p = _check_params(n_jobs, seed, n_users, mean_interarrival, params)
     ss = np.random.SeedSequence(seed)
-    r_users, r_jobs, r_traj, r_arr, r_req = (np.random.default_rng(s) for s in ss.spawn(5))
+    # The sixth stream (SCF lines) was added later: the first five keep their draws.
+    r_users, r_jobs, r_traj, r_arr, r_req, r_scf = (np.random.default_rng(s) for s in ss.spawn(6))
     if population_seed is not None:
         if not isinstance(population_seed, int | np.integer) or population_seed < 0:
             raise WorkloadError("vasp.population_seed", repr(population_seed),
@@ -867,13 +968,29 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
     counts_part = np.concatenate([pt[3]["n"] for pt in parts]) if parts else np.zeros(0, np.int64)
     row_job = np.repeat(order_parts, counts_part)
     row_order = np.argsort(row_job, kind="stable")
+    row_keys = ("elapsed", "energy", "denergy", "max_force", "scf_steps", "scf_err0",
+                "scf_nelmdl", "scf_stuck")
     flat = {k: np.concatenate([pt[3][k] for pt in parts])[row_order]
-            for k in ("elapsed", "energy", "denergy", "max_force", "scf_steps")} if parts else {
-        k: np.zeros(0) for k in ("elapsed", "energy", "denergy", "max_force", "scf_steps")}
+            for k in row_keys} if parts else {k: np.zeros(0) for k in row_keys}
     n_ionic = counts_part[inv] if parts else np.zeros(0, np.int64)
     offsets = np.concatenate([[0], np.cumsum(n_ionic)]).astype(np.int64)
+    first_row = np.zeros(int(offsets[-1]), dtype=bool)
+    first_row[offsets[:-1][n_ionic > 0]] = True
+    scf_n = flat["scf_steps"].astype(np.int64)
+    scf_de = _scf_lines(r_scf, scf_n, flat.pop("scf_nelmdl"), flat.pop("scf_err0"),
+                        flat.pop("scf_stuck").astype(bool),
+                        np.repeat(job["EDIFF"], n_ionic) if n_jobs else np.zeros(0),
+                        flat["energy"], first_row)
+    scf_offsets = np.concatenate([[0], np.cumsum(scf_n)]).astype(np.int64)
 
     submit = _arrivals(r_arr, n_jobs, float(mean_interarrival), p)
+    # Times to the millisecond, as accounting records keep them: numpy's exp/log
+    # differ in the last bits between CPU instruction sets (AVX-512 or AVX2
+    # kernels), and rounding keeps those differences out of the workload, so
+    # one seed is one workload on every machine.
+    submit = np.round(submit, 3)
+    run = np.round(run, 3)
+    flat["elapsed"] = np.minimum(np.round(flat["elapsed"], 3), np.repeat(run, n_ionic))
     req = _requests(r_req, users, job, run, p) if n_jobs else np.zeros(0)
     features = _features(job) if n_jobs else (
         {k: np.zeros(0) for k in FEATURES} | {k: np.zeros(0, dtype="<U1") for k in CATEGORICAL}
@@ -882,9 +999,8 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
         submit=submit, run=run, procs=job.get("cores", np.zeros(0, np.int64)), req_time=req,
         job_id=np.arange(1, n_jobs + 1), mem=np.zeros(n_jobs), user=job.get("user", np.zeros(0)),
         features=features, source=f"vasp(n_jobs={n_jobs}, seed={seed})")
-    for arr in flat.values():
+    for arr in (*flat.values(), offsets, scf_offsets, scf_de):
         arr.flags.writeable = False
-    offsets.flags.writeable = False
     hidden = {"speed": job.get("hidden", np.zeros(0)), "straggler": job.get("straggler", np.zeros(0, bool)),
               "t_scf": job.get("t_scf", np.zeros(0))}
     render_keys = ("render_seed", "kind", "ALGO", "ISPIN", "EDIFF", "NELM", "atoms", "restart",
@@ -894,7 +1010,8 @@ def generate_vasp(n_jobs: int, *, seed: int, n_users: int = 100, mean_interarriv
         render["mag"] = job["mag_per_atom"] * job["atoms"]
         render["e_tot"] = job["F_final"] + 3 * job["atoms"] * _KB * job["temp_md"]
     return VaspJobs(workload, offsets, flat["elapsed"], flat["energy"], flat["denergy"],
-                    flat["max_force"], flat["scf_steps"].astype(np.int32), hidden, render, p, seed)
+                    flat["max_force"], flat["scf_steps"].astype(np.int32), hidden, render, p, seed,
+                    scf_offsets=scf_offsets, scf_de=scf_de)
 
 
 def _requests(rng: np.random.Generator, users: dict, job: dict, run: np.ndarray,
