@@ -71,7 +71,7 @@ CURVE_FIELDS = ("update", "global_step", "episodes", "mean_return", "mean_length
                 *METRIC_KEYS, "policy_loss", "value_loss", "entropy", "approx_kl",
                 "clipfrac", "explained_variance", "mimic_loss", "mimic_coef",
                 "teacher_agreement", "lr", "epochs", "fps", "elapsed_s", "epsilon",
-                "episodes_started")
+                "q_mean", "episodes_started")
 
 
 # ---------------------------------------------------------------------------------------
