@@ -557,10 +557,25 @@ def _evaluate(ns) -> int:
     for name, row in rows.items():
         ret = f"{row['mean_return']:>13.4g}" if "mean_return" in row else f"{'-':>13}"
         print(f"{name:<{width}}" + "".join(f"{row[c]:>13.4g}" for c in cols) + ret)
-    print(f"({ns.episodes} episodes of {env.unwrapped.episode_jobs} jobs from seed {ns.seed}; "
-          f"heuristics run on the same jobs; checkpoint {policy.meta['_path']}, "
+    trained = _training_capacity(policy.env_config)
+    units = env.unwrapped.capacity
+    where = f"{units} units" + ("" if trained in (None, units) else f"; trained on {trained}")
+    print(f"({ns.episodes} episodes of {env.unwrapped.episode_jobs} jobs from seed {ns.seed} "
+          f"on {where}; heuristics run on the same jobs; checkpoint {policy.meta['_path']}, "
           f"update {policy.update})")
     return 0
+
+
+def _training_capacity(env_config: dict[str, Any]) -> int | None:
+    """Units of the machine an agent was trained on (None when its scenario is not at hand)."""
+    from cosim.config import load_scenario
+    from cosim.errors import CosimError
+
+    try:
+        c = load_scenario(env_config["scenario"], list(env_config.get("scenario_set") or [])).cluster
+    except (CosimError, KeyError, OSError):
+        return None
+    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -243,6 +243,11 @@ class SchedulingEnv(gym.Env):
         return eps.workloads if isinstance(eps, CurriculumEpisodes) else []
 
     @property
+    def capacity(self) -> int:
+        """Schedulable units of the machine (cores, or nodes on a node-granular cluster)."""
+        return self._capacity
+
+    @property
     def curriculum_position(self) -> int:
         """Episodes of the curriculum started so far (0 unless ``episode_source="curriculum"``)."""
         eps = self._episodes
