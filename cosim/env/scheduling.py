@@ -243,6 +243,11 @@ class SchedulingEnv(gym.Env):
         return eps.workloads if isinstance(eps, CurriculumEpisodes) else []
 
     @property
+    def level(self) -> int:
+        """The level being asked: 2 while the ``dras`` model picks backfill jobs, else 1."""
+        return self._agent.level if self._agent is not None else 1
+
+    @property
     def capacity(self) -> int:
         """Schedulable units of the machine (cores, or nodes on a node-granular cluster)."""
         return self._capacity
