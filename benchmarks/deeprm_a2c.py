@@ -115,7 +115,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--teacher", default="sjf")
+    ap.add_argument("--teacher", default="sjf+greedy")
     ap.add_argument("--bc-steps", type=int, default=20_000)
     ap.add_argument("--out", default="runs/repro/deeprm_a2c")
     ap.add_argument("--no-table", action="store_true")
@@ -179,7 +179,8 @@ def main() -> int:
                   for p in per_seed], "minutes": minutes, "budget_minutes": ns.minutes},
         indent=1))
     if not ns.no_table:
-        short = "" if ns.minutes >= 30 else f"*short budget: {ns.minutes:g} min*; "
+        short = (f"budget {ns.minutes:g} min, ran {minutes:.1f}; " if ns.minutes >= 30 else
+                 f"*short budget: {ns.minutes:g} min, ran {minutes:.1f}*; ")
         cells = "; ".join(
             f"{r}: {mean_ci([p['slowdown'][r] for p in per_seed])[0]:.2f} vs SJF "
             f"{base['sjf+greedy'][r]:.2f}, Tetris {base['tetris'][r]:.2f}, ratio to the better "

@@ -161,7 +161,8 @@ def main() -> int:
         "knapsack": {"mean_wait": knap_wait, "max_wait": knap_max}, "seeds": per_seed,
         "minutes": minutes, "budget_minutes": ns.minutes, "algo": ns.algo}, indent=1))
     if not ns.no_table:
-        short = "" if ns.minutes >= 30 else f"*short budget: {ns.minutes:g} min*; "
+        short = (f"budget {ns.minutes:g} min, ran {minutes:.1f}; " if ns.minutes >= 30 else
+                 f"*short budget: {ns.minutes:g} min, ran {minutes:.1f}*; ")
         write_row("004", [
             "004 DRAS", "DRAS lower mean wait than FCFS+EASY, max wait at most 1.2x; knapsack "
             "starves",

@@ -114,7 +114,8 @@ def main() -> int:
                   for p in per_seed], "minutes": minutes, "budget_minutes": ns.minutes},
         indent=1))
     if not ns.no_table:
-        short = "" if ns.minutes >= 30 else f"*short budget: {ns.minutes:g} min*; "
+        short = (f"budget {ns.minutes:g} min, ran {minutes:.1f}; " if ns.minutes >= 30 else
+                 f"*short budget: {ns.minutes:g} min, ran {minutes:.1f}*; ")
         cells = "; ".join(
             f"{c} cores{' (trained)' if c == 256 else ''}: bsld "
             f"{mean_ci([p['bsld'][c] for p in per_seed])[0]:.1f} vs FCFS+EASY "
