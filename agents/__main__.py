@@ -5,14 +5,22 @@ Examples::
     python -m agents train scenarios/lublin256.yaml --algo ppo --steps 200000 --envs 2
     python -m agents train scenarios/lublin256.yaml --teacher sjf --bc-steps 5000 --out runs/a
     python -m agents train scenarios/lublin256.yaml --out runs/a --resume      # after a crash
+    python -m agents train scenarios/lublin256.yaml --algo pg --actions dras \
+        --curriculum sampled=20,periods=20,synthetic=20 --reward capacity --out runs/dras
+    python -m agents train scenarios/lublin256.yaml --algo dql --actions dras --out runs/dql
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --episodes 10
+    python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --set cluster.nodes=1024
 
 ``train`` writes ``OUT/curve.csv`` (one row per update), checkpoints every
 ``--checkpoint-every`` seconds and at the end (see :mod:`agents.checkpoint`),
 and TensorBoard scalars under ``OUT/tb`` when TensorBoard is installed.
 ``--resume`` continues the run in ``OUT`` with the hyper-parameters and
-environment stored in its checkpoint; the result is the same as an
-uninterrupted run for the same seed. User errors print one line and exit 2.
+environment stored in its checkpoint (a curriculum's position included); the
+result is the same as an uninterrupted run for the same seed. The scales an
+agent's features depend on (time normalization, image slot length, node
+rows) are pinned in the saved environment at training, so ``evaluate`` may
+run it on another workload or cluster size. User errors print one line and
+exit 2.
 """
 
 from __future__ import annotations

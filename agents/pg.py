@@ -13,9 +13,10 @@ per position k of the update. The optimizer is Adam with learning rate
 0.001 (section IV-C). Here:
 
 - an update every :attr:`PGArgs.num_steps` decisions per environment (DRAS
-  updates every ten scheduling instances; a scheduling instance is one pass
-  of the scheduler and holds one or more decisions, so 32 decisions is about
-  ten instances on the Lublin-256 setting with the ``dras`` actions);
+  updates every ten scheduling instances; an instance is one pass of the
+  scheduler and holds one or more decisions: 1.17 on average on the
+  Lublin-256 setting with the ``dras`` actions, so the default of 12
+  decisions is about ten instances);
 - the return stops at an episode's end inside the update, and ``gamma``
   (1.0 by default, as in eq. 3) or the SMDP discount ``gamma ** (dt /
   time_scale)`` may weight later rewards;
@@ -64,7 +65,7 @@ class PGArgs(Args):
     """
 
     num_envs: int = 1
-    num_steps: int = 32
+    num_steps: int = 12
     lr: float = 1e-3
     anneal_lr: bool = False
     gamma: float = 1.0

@@ -23,7 +23,7 @@ Setting, per training seed (at least 5):
    backfill candidates at level 2, chosen because it lowers the mean wait
    while keeping FCFS's max wait on the validation windows.
 3. DRAS-PG (REINFORCE with DRAS's average-return baseline, an update every
-   32 decisions per environment) or DRAS-DQL (``--algo dql``), with
+   12 decisions per environment, about ten scheduling instances) or DRAS-DQL (``--algo dql``), with
    RLSchert's decaying imitation term for PG, for the seed's share of the
    budget. Model selection on 4 validation windows of the *training*
    workload: the lowest mean wait among snapshots whose max wait is at most
@@ -77,8 +77,8 @@ def learner_args(algo: str, seed: int):
     """DRAS-PG or DRAS-DQL hyper-parameters for a warm-started agent on 2 cores."""
     if algo == "pg":
         from agents.pg import PGArgs
-        return PGArgs(seed=seed, num_envs=2, async_envs=True, num_steps=32, lr=1e-4,
-                      norm_adv=True, mimic_coef=0.5, mimic_decay=1.0)
+        return PGArgs(seed=seed, num_envs=2, async_envs=True, lr=1e-4, norm_adv=True,
+                      mimic_coef=0.5, mimic_decay=1.0)
     from agents.dql import DQLArgs
     return DQLArgs(seed=seed, num_envs=2, async_envs=True, num_steps=8, lr=1e-4,
                    eps_start=0.3, learning_starts=1024, target_every=100)
