@@ -100,9 +100,9 @@ def main() -> int:
             return wait, f"validation mean wait {wait:.0f} s"
         return score
 
-    # Test time (about 20 s per agent) is kept out of the training shares.
+    # Test and validation time (about 40 s per agent) is kept out of the training shares.
     agents = len(configs) * ns.seeds
-    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 25.0 * agents
+    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 40.0 * agents
     share = max(30.0, left / agents)
     results: dict[str, list[dict]] = {k: [] for k in configs}
     for k in range(ns.seeds):

@@ -117,6 +117,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--teacher", default="sjf+greedy")
     ap.add_argument("--bc-steps", type=int, default=20_000)
+    ap.add_argument("--lr", type=float, default=7e-4, help="A2C learning rate (RMSprop)")
     ap.add_argument("--out", default="runs/repro/deeprm_a2c")
     ap.add_argument("--no-table", action="store_true")
     ns = ap.parse_args()
@@ -134,7 +135,7 @@ def main() -> int:
           f"{TEST_SEED * 10}+)", flush=True)
     for name in BASELINES:
         print(f"  {name}: " + ", ".join(f"{r}: {base[name][r]:.3f}" for r in RATES), flush=True)
-    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 15.0 * ns.seeds
+    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 25.0 * ns.seeds
     share = max(30.0, left / ns.seeds)
     per_seed = []
     for k in range(ns.seeds):
@@ -148,8 +149,8 @@ def main() -> int:
                                    for r in RATES for w in val[r]]))
             return value, f"validation mean slowdown {value:.3f}"
 
-        args = A2CArgs(seed=seed, num_envs=4, async_envs=True, mimic_coef=0.5, mimic_decay=0.6,
-                       ent_coef=0.01, gamma=0.99)
+        args = A2CArgs(seed=seed, num_envs=4, async_envs=True, lr=ns.lr, mimic_coef=0.5,
+                       mimic_decay=0.6, ent_coef=0.01, gamma=0.99)
         kept = train_selected("a2c", args, Factory(seed, ns.teacher), env_config(), share,
                               out / f"seed-{seed}", score, bc_steps=ns.bc_steps,
                               log=lambda s: print(s, flush=True), name=f"a2c seed {seed}")

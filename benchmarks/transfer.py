@@ -79,7 +79,7 @@ def main() -> int:
                                   for w in tests[c]])) for h in HEURISTICS} for c in SIZES}
     for c in SIZES:
         print(f"{c} cores: " + ", ".join(f"{h} {v:.1f}" for h, v in base[c].items()), flush=True)
-    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 45.0 * ns.seeds
+    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 100.0 * ns.seeds
     share = max(45.0, left / ns.seeds)
     config = CONFIGS["select"]
     config.bc_steps = ns.bc_steps
