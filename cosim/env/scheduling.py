@@ -105,7 +105,9 @@ class SchedulingEnv(gym.Env):
         node_rows: node rows R of the ``dras`` observation (default: the
             cluster's units, at most 256).
         time_scale: seconds that normalize integral rewards (and the SMDP discount).
-        smdp_gamma: discount per ``time_scale`` seconds between decisions, or None.
+        smdp_gamma: discount per ``time_scale`` seconds of integral rewards within
+            each step (thesis eq. 2.18), or None; the learner then discounts
+            between decisions by the same rule (``agents train --smdp-gamma``).
         reward_weights: w1, w2, w3 for ``dbf`` and ``capability``.
         tau: bounded-slowdown bound (s) of the slowdown rewards and episode
             metrics; default the scenario's ``metrics.tau`` (1 in the DeepRM
