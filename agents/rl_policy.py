@@ -84,8 +84,11 @@ def prediction_hubs(scenario, predictor: str, base_dir=None):
 
 
 class RLPolicy:
-    """A trained agent that picks its best legal action: the most probable (PPO, A2C, PG)
-    or the one with the highest Q-value (DQL).
+    """A trained agent acting greedily: its most probable legal action, or for DQL its best Q.
+
+    PPO, A2C and PG agents take the legal action of highest probability (the
+    argmax of the masked logits); a DQL agent the legal action of highest
+    Q-value (its network's outputs are Q-values).
 
     Args:
         net: the actor-critic network.
