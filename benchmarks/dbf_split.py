@@ -152,7 +152,9 @@ def main() -> int:
             f"{short}{h}+{t} vs {m}+0 mean wait ratio {fmt_ci(ratio, '{:.3f}')}, lower in {wins}/{ns.seeds} seeds; mean queue ratio "
             f"{fmt_ci(qratio, '{:.3f}')}; mean waits {fmt_ci([r['mean_wait'] for r in results['split']], '{:.0f}')}"
             f" s vs {fmt_ci([r['mean_wait'] for r in results['head']], '{:.0f}')} s "
-            f"(FCFS+EASY {ref_wait:.0f} s); {ns.seeds} seeds, 10 held-out windows of 1,024 jobs",
+            f"(FCFS+EASY {ref_wait:.0f} s); PPO improved on the cloned policy (validation) in "
+            f"{sum(r['kept_update'] > 0 for v in results.values() for r in v)}/{2 * ns.seeds} "
+            f"agents; {ns.seeds} seeds, 10 held-out windows of 1,024 jobs",
             command_cell("dbf_split.py", ns.minutes),
             "minutes per agent instead of 100,000 episodes, so each agent is warm-started by "
             "behaviour cloning of F1 through its own window; episodes of 256 placed jobs "

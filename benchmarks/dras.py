@@ -171,7 +171,9 @@ def main() -> int:
             "Optimization (knapsack) about 2x DRAS's",
             f"{short}DRAS-{ns.algo.upper()} mean wait / FCFS+EASY's {fmt_ci(ratio_w, '{:.3f}')}, "
             f"max wait / FCFS+EASY's {fmt_ci(ratio_m, '{:.2f}')}; "
-            f"target met by {met}/{ns.seeds} seeds; knapsack max wait "
+            f"target met by {met}/{ns.seeds} seeds; {ns.algo.upper()} improved on the cloned "
+            f"policy (validation) in {sum(p['kept_update'] > 0 for p in per_seed)}/{ns.seeds}; "
+            f"knapsack max wait "
             f"{knap_max / ref_max:.2f}x (mean wait {knap_wait / ref_wait:.2f}x); "
             f"{ns.seeds} seeds, 10 held-out windows of 1,024 jobs",
             command_cell("dras.py", ns.minutes),
