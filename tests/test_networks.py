@@ -72,7 +72,7 @@ def test_spec_round_trip_rebuilds_the_same_network():
 
 
 def test_bad_kinds_are_input_errors():
-    with pytest.raises(InputError, match="network: expected one of mlp, kernel, cnn, got 'rnn'"):
+    with pytest.raises(InputError, match="network: expected one of mlp, kernel, cnn, dras, got 'rnn'"):
         make_network(box(5), spaces.Discrete(3), kind="rnn")
     with pytest.raises(InputError, match="network: expected an observation of shape \\(C, H, W\\)"):
         make_network(box(5), spaces.Discrete(3), kind="cnn")
