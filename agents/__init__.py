@@ -1,4 +1,4 @@
-"""Learning agents: masked PPO, A2C, imitation, networks, checkpoints.
+"""Learning agents: masked PPO, A2C, DRAS's PG and DQL, imitation, networks, checkpoints.
 
 The heuristics, backfilling and knapsack policies are in :mod:`cosim.policies`.
 ``import agents`` is light: the learning parts (which need torch) are
@@ -19,6 +19,8 @@ _LAZY = {
     "make_network": "agents.networks",
     "Args": "agents.ppo",
     "A2CArgs": "agents.a2c",
+    "PGArgs": "agents.pg",
+    "DQLArgs": "agents.dql",
     "collect_demonstrations": "agents.imitation",
     "behaviour_cloning": "agents.imitation",
     "save_checkpoint": "agents.checkpoint",

@@ -5,14 +5,22 @@ Examples::
     python -m agents train scenarios/lublin256.yaml --algo ppo --steps 200000 --envs 2
     python -m agents train scenarios/lublin256.yaml --teacher sjf --bc-steps 5000 --out runs/a
     python -m agents train scenarios/lublin256.yaml --out runs/a --resume      # after a crash
+    python -m agents train scenarios/lublin256.yaml --algo pg --actions dras \
+        --curriculum sampled=20,periods=20,synthetic=20 --reward capacity --out runs/dras
+    python -m agents train scenarios/lublin256.yaml --algo dql --actions dras --out runs/dql
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --episodes 10
+    python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --set cluster.nodes=1024
 
 ``train`` writes ``OUT/curve.csv`` (one row per update), checkpoints every
 ``--checkpoint-every`` seconds and at the end (see :mod:`agents.checkpoint`),
 and TensorBoard scalars under ``OUT/tb`` when TensorBoard is installed.
 ``--resume`` continues the run in ``OUT`` with the hyper-parameters and
-environment stored in its checkpoint; the result is the same as an
-uninterrupted run for the same seed. User errors print one line and exit 2.
+environment stored in its checkpoint (a curriculum's position included); the
+result is the same as an uninterrupted run for the same seed. The scales an
+agent's features depend on (time normalization, image slot length, node
+rows) are pinned in the saved environment at training, so ``evaluate`` may
+run it on another workload or cluster size. User errors print one line and
+exit 2.
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from cosim.errors import InputError
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
 
+#: ``--algo`` choices.
+ALGOS = ("ppo", "a2c", "pg", "dql")
+
 #: Heuristics ``evaluate`` runs beside the agent unless told otherwise: the
 #: strongest classic orders, each with EASY backfilling.
 DEFAULT_BASELINES = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -40,9 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="python -m agents", description="Train and evaluate RL scheduling agents.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
-    t = sub.add_parser("train", help="train a PPO or A2C agent in the scheduling env")
+    t = sub.add_parser("train", help="train a PPO, A2C, PG or DQL agent in the scheduling env")
     t.add_argument("scenario", help="scenario YAML file")
-    t.add_argument("--algo", choices=("ppo", "a2c"), default="ppo")
+    t.add_argument("--algo", choices=ALGOS, default="ppo",
+                   help="ppo (masked PPO), a2c, pg (DRAS-PG: REINFORCE with DRAS's baseline), "
+                        "dql (DRAS-DQL: deep Q-learning with replay and a target network)")
     t.add_argument("--steps", type=int, default=None, help="agent decisions to train for")
     t.add_argument("--envs", type=int, default=None, help="environments stepped together")
     t.add_argument("--async", dest="async_envs", action="store_true",
@@ -80,13 +93,47 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--reward", default="slowdown")
     t.add_argument("--episode-jobs", type=int, default=256)
     t.add_argument("--episode-end", choices=("placed", "completed"), default="completed")
-    t.add_argument("--smdp-gamma", type=float, default=None,
-                   help="env-side discount of integral rewards per time scale")
+    t.add_argument("--smdp-gamma", type=float, default=None, metavar="GAMMA",
+                   help="SMDP discount per time scale (thesis eq. 2.18): the env discounts "
+                        "rewards within each step and the agent between decisions, by the "
+                        "same gamma (implies --smdp and sets the agent's gamma)")
     t.add_argument("--smdp", action="store_true",
                    help="agent-side discount gamma ** (dt / time_scale) per decision")
+    t.add_argument("--time-scale", type=float, default=None, metavar="SECONDS",
+                   help="seconds that normalize integral rewards and the SMDP discount "
+                        "(env and agent; default 3600)")
+    t.add_argument("--tau", type=float, default=None, metavar="SECONDS",
+                   help="bounded-slowdown bound of rewards and metrics (default: the "
+                        "scenario's metrics.tau)")
+    t.add_argument("--reward-weights", type=float, nargs=3, default=None,
+                   metavar=("W1", "W2", "W3"), help="weights of the dbf and capability rewards")
+    t.add_argument("--horizon", type=int, default=None,
+                   help="event-horizon length of the compact observation (default 8)")
+    t.add_argument("--image-slots", type=int, default=None,
+                   help="time rows of the image observation (default 20)")
+    t.add_argument("--image-slot-s", type=float, default=None, metavar="SECONDS",
+                   help="seconds per image row (default: the workload's longest request "
+                        "spans 3/4 of the rows)")
+    t.add_argument("--node-rows", type=int, default=None,
+                   help="node rows of the dras observation (default: cluster units, at most 256)")
+    t.add_argument("--queue-norm", type=float, default=None,
+                   help="job count that maps to 1.0 in the queue features (default 4096)")
+    t.add_argument("--backfill", choices=("easy", "none"), default=None,
+                   help="select: backfilling around the agent's reserved job (default easy)")
+    t.add_argument("--reserve", choices=("easy", "sticky"), default=None,
+                   help="select: easy (re-chosen at every decision point) or sticky")
+    t.add_argument("--episode-source", choices=("window", "jobsets", "curriculum"), default=None,
+                   help="episodes from random windows (default), DRAS jobsets, or a curriculum")
+    t.add_argument("--curriculum", default=None, metavar="SPEC",
+                   help="DRAS's three phases, e.g. sampled=20,periods=20,synthetic=20 "
+                        "(also load_range=LOW:HIGH, seed=N), or a JSON file with those keys; "
+                        "the position is saved in checkpoints")
+    t.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
+                   help="set any cosim.env.SchedulingEnv keyword, e.g. --env max_time=200000")
     t.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
     t.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                   help="set any hyper-parameter of agents.ppo.Args, e.g. --arg ent_coef=0.02")
+                   help="set any hyper-parameter of the algorithm's Args (agents.ppo.Args, "
+                        "agents.pg.PGArgs, agents.dql.DQLArgs), e.g. --arg ent_coef=0.02")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a scenario value, e.g. --set workload.jobs=2000")
     t.add_argument("--checkpoint-every", type=float, default=300.0, metavar="SECONDS")
@@ -129,8 +176,9 @@ def _apply_arg_overrides(args_obj, items: list[str]):
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            cls = type(args_obj)
             raise InputError(f"--arg {key}", "an unknown hyper-parameter",
-                             f"a field of agents.ppo.Args{hint}")
+                             f"a field of {cls.__module__}.{cls.__name__}{hint}")
         parsed = _parse_value(value)
         default = getattr(args_obj, key)
         if isinstance(default, bool) and not isinstance(parsed, bool):
@@ -196,12 +244,133 @@ class _TensorBoard:
             self.writer.close()
 
 
+def _algorithm(name: str):
+    """``(module with train(), Args class)`` of an ``--algo`` name."""
+    import importlib
+
+    module = importlib.import_module(f"agents.{name}")
+    args_cls = {"ppo": "Args", "a2c": "A2CArgs", "pg": "PGArgs", "dql": "DQLArgs"}[name]
+    return module, getattr(module, args_cls)
+
+
+#: ``SchedulingEnv`` keywords the command line sets itself (not through ``--env``).
+_ENV_RESERVED = ("scenario", "workload", "predictions", "base_dir")
+
+
+def _env_settings(items: list[str]) -> dict[str, Any]:
+    """``--env KEY=VALUE`` items as SchedulingEnv keyword arguments (names checked)."""
+    import inspect
+
+    from cosim.env import SchedulingEnv
+
+    names = [n for n in inspect.signature(SchedulingEnv.__init__).parameters
+             if n not in ("self", *_ENV_RESERVED)]
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise InputError("--env", repr(item), "KEY=VALUE")
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(f"--env {key}", "an unknown environment keyword",
+                             f"a keyword of cosim.env.SchedulingEnv{hint}")
+        out[key] = _parse_value(value)
+    return out
+
+
+_CURRICULUM_KEYS = ("sampled", "periods", "synthetic", "load_range", "seed")
+
+
+def _curriculum(spec: str) -> dict[str, Any]:
+    """``--curriculum``: ``sampled=N,periods=N,synthetic=N[,load_range=LO:HI][,seed=N]`` or a JSON file."""
+    path = Path(spec)
+    if spec.endswith(".json") or path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"--curriculum {spec}", "a file that cannot be read",
+                             "a JSON file or sampled=N,periods=N,synthetic=N") from exc
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{spec}:{exc.lineno}", "invalid JSON",
+                             f"an object with keys among {', '.join(_CURRICULUM_KEYS)}") from exc
+        if not isinstance(data, dict):
+            raise InputError(spec, type(data).__name__,
+                             f"an object with keys among {', '.join(_CURRICULUM_KEYS)}")
+        where = spec
+    else:
+        data = {}
+        for part in spec.split(","):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise InputError("--curriculum", repr(part),
+                                 "KEY=VALUE items such as sampled=20,periods=20,synthetic=20")
+            key = key.strip()
+            if key == "load_range":
+                try:
+                    lo, hi = (float(x) for x in value.split(":"))
+                except ValueError:
+                    raise InputError("--curriculum load_range", repr(value), "LOW:HIGH") from None
+                data[key] = [lo, hi]
+            else:
+                try:
+                    data[key] = int(value)
+                except ValueError:
+                    raise InputError(f"--curriculum {key}", repr(value), "an integer") from None
+        where = "--curriculum"
+    unknown = [k for k in data if k not in _CURRICULUM_KEYS]
+    if unknown:
+        raise InputError(f"{where}: {unknown[0]}", "an unknown key",
+                         f"one of {', '.join(_CURRICULUM_KEYS)}")
+    counts = [data.get(k, 0) for k in ("sampled", "periods", "synthetic")]
+    if any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in counts) or not sum(counts):
+        raise InputError(where, repr(data), "episode counts sampled, periods, synthetic >= 0 "
+                         "with at least one episode")
+    return {k: data.get(k, 0) for k in ("sampled", "periods", "synthetic")} | {
+        k: data[k] for k in ("load_range", "seed") if k in data}
+
+
+def _env_config(ns) -> dict[str, Any]:
+    """The environment description of a new run, from the command line."""
+    env_config: dict[str, Any] = {
+        "scenario": str(Path(ns.scenario)), "scenario_set": list(ns.overrides),
+        "actions": ns.actions, "observation": ns.observation,
+        "window": _window(ns.window, ns.actions), "kill_slots": ns.kill_slots,
+        "reward": ns.reward, "episode_jobs": ns.episode_jobs, "episode_end": ns.episode_end,
+        "smdp_gamma": ns.smdp_gamma, "teacher": ns.teacher, "guard_wait": ns.guard_wait}
+    if ns.actions == "select":
+        env_config["backfill_order"] = ns.backfill_order
+    if ns.predictor != "estimate":
+        env_config["predictor"] = ns.predictor
+    optional = {"time_scale": ns.time_scale, "tau": ns.tau, "horizon": ns.horizon,
+                "image_slots": ns.image_slots, "image_slot_s": ns.image_slot_s,
+                "node_rows": ns.node_rows, "queue_norm": ns.queue_norm, "backfill": ns.backfill,
+                "reserve": ns.reserve, "episode_source": ns.episode_source,
+                "reward_weights": list(ns.reward_weights) if ns.reward_weights else None}
+    env_config.update({k: v for k, v in optional.items() if v is not None})
+    if ns.curriculum is not None:
+        if ns.episode_source not in (None, "curriculum"):
+            raise InputError("--curriculum", ns.curriculum,
+                             f"no --episode-source {ns.episode_source} (a curriculum is its "
+                             "own episode source)")
+        env_config["episode_source"] = "curriculum"
+        env_config["curriculum"] = _curriculum(ns.curriculum)
+    elif env_config.get("episode_source") == "curriculum":
+        raise InputError("--episode-source curriculum", "no --curriculum",
+                         "--curriculum sampled=N,periods=N,synthetic=N")
+    extra = _env_settings(ns.env_set)
+    clash = sorted(k for k in extra if env_config.get(k) is not None)
+    if clash:
+        raise InputError(f"--env {clash[0]}", "set twice", "one of --env and its own flag")
+    env_config.update(extra)
+    return env_config
+
+
 def _train(ns) -> int:
-    from agents import a2c, ppo
     from agents.checkpoint import latest_checkpoint, read_meta
 
-    module = ppo if ns.algo == "ppo" else a2c
-    args_cls = ppo.Args if ns.algo == "ppo" else a2c.A2CArgs
+    module, args_cls = _algorithm(ns.algo)
     out = Path(ns.out) if ns.out else _default_out(ns.scenario, ns.algo, ns.seed)
     resuming = ns.resume and latest_checkpoint(out) is not None
     if ns.resume and not resuming:
@@ -222,17 +391,7 @@ def _train(ns) -> int:
     else:
         if ns.bc_steps and not ns.teacher:
             raise InputError("--bc-steps", str(ns.bc_steps), "a --teacher to clone")
-        env_config = {"scenario": str(Path(ns.scenario)), "scenario_set": list(ns.overrides),
-                      "actions": ns.actions, "observation": ns.observation,
-                      "window": _window(ns.window, ns.actions),
-                      "kill_slots": ns.kill_slots, "reward": ns.reward,
-                      "episode_jobs": ns.episode_jobs, "episode_end": ns.episode_end,
-                      "smdp_gamma": ns.smdp_gamma, "teacher": ns.teacher,
-                      "guard_wait": ns.guard_wait}
-        if ns.actions == "select":
-            env_config["backfill_order"] = ns.backfill_order
-        if ns.predictor != "estimate":
-            env_config["predictor"] = ns.predictor
+        env_config = _env_config(ns)
         args = args_cls(seed=ns.seed)
         if ns.steps is not None:
             args.total_steps = ns.steps
@@ -240,16 +399,32 @@ def _train(ns) -> int:
             args.num_envs = ns.envs
         args.async_envs = ns.async_envs
         args.smdp = ns.smdp
+        if ns.time_scale is not None:
+            args.time_scale = ns.time_scale
+        if ns.smdp_gamma is not None:
+            # One SMDP discount (thesis eq. 2.18): the env discounts within each
+            # step, the agent between decisions, by the same gamma and time scale.
+            args.smdp, args.gamma = True, float(ns.smdp_gamma)
         args.network = ns.network
-        args.mimic_coef = ns.mimic_coef if ns.mimic_coef is not None else (0.5 if ns.teacher else 0.0)
+        mimic_default = 0.5 if ns.teacher and ns.algo != "dql" else 0.0
+        args.mimic_coef = ns.mimic_coef if ns.mimic_coef is not None else mimic_default
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         _apply_arg_overrides(args, ns.arg)
     args.validate()
+    from agents.ppo import check_discounting
+
+    check_discounting(args, env_config)
     probe = _env_factory(env_config)()   # fail fast on a bad scenario or option, before any work
-    # Pin the time normalization to the training workload's, so that the saved
-    # policy sees the same feature scale on any other workload.
-    env_config.setdefault("max_time", float(probe.unwrapped.max_time))
+    # Pin the scales to the training workload's and machine's, so that the
+    # saved policy sees the same feature scales on any other workload or
+    # cluster size (transfer, seed 003).
+    base = probe.unwrapped
+    env_config.setdefault("max_time", float(base.max_time))
+    if base.observation_kind == "image":
+        env_config.setdefault("image_slot_s", float(base.image_slot_s))
+    if base.observation_kind == "dras":
+        env_config.setdefault("node_rows", int(base.node_rows))
     env_fn = _env_factory(env_config)
     init = None
     if not resuming and ns.bc_steps:
@@ -390,10 +565,25 @@ def _evaluate(ns) -> int:
     for name, row in rows.items():
         ret = f"{row['mean_return']:>13.4g}" if "mean_return" in row else f"{'-':>13}"
         print(f"{name:<{width}}" + "".join(f"{row[c]:>13.4g}" for c in cols) + ret)
-    print(f"({ns.episodes} episodes of {env.unwrapped.episode_jobs} jobs from seed {ns.seed}; "
-          f"heuristics run on the same jobs; checkpoint {policy.meta['_path']}, "
+    trained = _training_capacity(policy.env_config)
+    units = env.unwrapped.capacity
+    where = f"{units} units" + ("" if trained in (None, units) else f"; trained on {trained}")
+    print(f"({ns.episodes} episodes of {env.unwrapped.episode_jobs} jobs from seed {ns.seed} "
+          f"on {where}; heuristics run on the same jobs; checkpoint {policy.meta['_path']}, "
           f"update {policy.update})")
     return 0
+
+
+def _training_capacity(env_config: dict[str, Any]) -> int | None:
+    """Units of the machine an agent was trained on (None when its scenario is not at hand)."""
+    from cosim.config import load_scenario
+    from cosim.errors import CosimError
+
+    try:
+        c = load_scenario(env_config["scenario"], list(env_config.get("scenario_set") or [])).cluster
+    except (CosimError, KeyError, OSError):
+        return None
+    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,8 @@ The file has four parts:
    next-step autoreset no longer sends), and a resumed run can rebuild every
    env mid-episode by replaying its actions since the seeded reset.
 3. :func:`collect_rollout` and :func:`ppo_update`: the data and the loss.
-4. :func:`train` (and :func:`run`, the loop shared with :mod:`agents.a2c`):
+4. :func:`train` (and :func:`run`, the loop shared with :mod:`agents.a2c`, :mod:`agents.pg`
+   and :mod:`agents.dql` through :class:`Learner`):
    learning-rate decay, logging, checkpoints, exact resume.
 
 Examples:
@@ -58,8 +59,9 @@ from agents.networks import make_network, network_from_spec
 from cosim.errors import InputError
 from cosim.vector import ShardedVectorEnv
 
-__all__ = ["Args", "EnvRunner", "Rollout", "TrainResult", "collect_rollout", "ppo_update",
-           "train", "run", "CURVE_FIELDS", "METRIC_KEYS"]
+__all__ = ["Args", "EnvRunner", "Rollout", "TrainResult", "Learner", "collect_rollout",
+           "sample_policy", "ppo_update", "check_discounting", "train", "run", "CURVE_FIELDS",
+           "METRIC_KEYS"]
 
 #: Per-episode scheduling metrics read from ``info["episode_metrics"]``.
 METRIC_KEYS = ("mean_bsld", "mean_wait", "utilization", "max_wait", "mean_queue")
@@ -68,7 +70,8 @@ METRIC_KEYS = ("mean_bsld", "mean_wait", "utilization", "max_wait", "mean_queue"
 CURVE_FIELDS = ("update", "global_step", "episodes", "mean_return", "mean_length",
                 *METRIC_KEYS, "policy_loss", "value_loss", "entropy", "approx_kl",
                 "clipfrac", "explained_variance", "mimic_loss", "mimic_coef",
-                "teacher_agreement", "lr", "epochs", "fps", "elapsed_s")
+                "teacher_agreement", "lr", "epochs", "fps", "elapsed_s", "epsilon",
+                "q_mean", "episodes_started")
 
 
 # ---------------------------------------------------------------------------------------
@@ -204,20 +207,54 @@ _OPERATIONAL = {"checkpoint_every_s", "checkpoint_every_updates", "async_envs", 
 class _Replayed:
     """Env factory that rebuilds an env mid-episode: seeded reset, then the same actions."""
 
-    def __init__(self, env_fn: Callable[[], gym.Env], seed: int, actions: Sequence[int]):
+    def __init__(self, env_fn: Callable[[], gym.Env], seed: int, actions: Sequence[int],
+                 episode: int | None = None):
         self.env_fn = env_fn
         self.seed = int(seed)
         self.actions = [int(a) for a in actions]
+        self.episode = episode
 
     def __call__(self) -> gym.Env:
         env = self.env_fn()
-        env.reset(seed=self.seed)
+        env.reset(seed=self.seed,
+                  options=None if self.episode is None else {"episode": int(self.episode)})
         for a in self.actions:
             _, _, terminated, truncated, _ = env.step(a)
             if terminated or truncated:
                 raise RuntimeError("replaying an episode ended it early: the environment is "
                                    "not deterministic given its reset seed and actions")
         return env
+
+
+class _EpisodeIndexed(gym.Wrapper):
+    """Passes env ``index`` its own entry of ``options["episodes"]`` as ``options["episode"]``.
+
+    A vector env hands every sub-env the same options; this is how the runner
+    tells each env the index of the episode it starts (the curriculum position:
+    a ``SchedulingEnv`` with ``episode_source="curriculum"`` plays workload
+    ``index`` of its list; other envs ignore the option).
+    """
+
+    def __init__(self, env: gym.Env, index: int):
+        super().__init__(env)
+        self.index = index
+
+    def reset(self, *, seed=None, options=None):
+        """Reset with this env's episode index."""
+        if options and "episodes" in options:
+            options = dict(options)
+            options["episode"] = int(options.pop("episodes")[self.index])
+        return self.env.reset(seed=seed, options=options)
+
+
+class _IndexedFactory:
+    """Picklable factory of :class:`_EpisodeIndexed` envs (worker processes build their own)."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], index: int):
+        self.env_fn, self.index = env_fn, index
+
+    def __call__(self) -> gym.Env:
+        return _EpisodeIndexed(self.env_fn(), self.index)
 
 
 def _rows(info: dict[str, Any], key: str, n: int, default: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,6 +276,12 @@ class EnvRunner:
     its next episode); the returned dict holds the final observations of the
     episodes that just ended.
 
+    Episodes are numbered in the order they start (envs in index order at
+    each step): :attr:`next_episode` is the curriculum position, and each
+    env's reset gets ``options={"episode": k}`` (see :class:`_EpisodeIndexed`),
+    so a curriculum env plays its list in order across all envs, and a
+    resumed run continues the list where it stopped.
+
     Args:
         env_fns: one factory per environment.
         rng: generator that draws every episode's reset seed.
@@ -257,7 +300,11 @@ class EnvRunner:
             if len(seeds) != self.num_envs:
                 raise InputError("resume", f"{len(seeds)} environments",
                                  f"{self.num_envs} (the checkpoint's num_envs)")
-            fns = [_Replayed(fn, s, a) for fn, s, a in zip(fns, seeds, actions)]
+            # Checkpoints from before episode numbering replay without an index.
+            index = (np.asarray(resume["episode_index"]).tolist() if "episode_index" in resume
+                     else [None] * self.num_envs)
+            fns = [_Replayed(fn, s, a, k) for fn, s, a, k in zip(fns, seeds, actions, index)]
+        fns = [_IndexedFactory(fn, i) for i, fn in enumerate(fns)]
         if asynchronous:
             self.envs = ShardedVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
         else:
@@ -274,7 +321,10 @@ class EnvRunner:
         if resume is None:
             self.episode_seeds = self.rng.integers(0, 2**31 - 1, size=n)
             self.episode_actions: list[list[int]] = [[] for _ in range(n)]
-            obs, info = self.envs.reset(seed=[int(s) for s in self.episode_seeds])
+            self.episode_index = np.arange(n, dtype=np.int64)
+            self.next_episode = n
+            obs, info = self.envs.reset(seed=[int(s) for s in self.episode_seeds],
+                                        options={"episodes": self.episode_index.copy()})
             self.obs = np.asarray(obs, dtype=np.float32)
             self.mask, _ = _rows(info, "action_mask", n, np.ones(self.n_actions, np.int8))
             self.teacher, _ = _rows(info, "teacher_action", n, np.array(-1))
@@ -286,6 +336,9 @@ class EnvRunner:
             self.teacher = np.asarray(resume["teacher"], dtype=np.int64)
             self.episode_return = np.asarray(resume["episode_return"], dtype=np.float64)
             self.episode_length = np.asarray(resume["episode_length"], dtype=np.int64)
+            self.episode_index = np.asarray(resume.get("episode_index", np.arange(n)),
+                                            dtype=np.int64)
+            self.next_episode = int(resume.get("next_episode", n))
         self.mask = self.mask.astype(np.int8)
         self.teacher = self.teacher.astype(np.int64)
 
@@ -294,9 +347,10 @@ class EnvRunner:
 
         Returns:
             dict with ``reward``, ``terminated``, ``truncated``, ``dt`` (NaN when
-            the env gives none), ``final_obs`` (rows valid where an episode
-            ended) and ``episodes`` (a list of dicts: return, length and the
-            env's ``episode_metrics``).
+            the env gives none), ``final_obs`` and ``final_mask`` (the
+            observation and mask each env reached; for a finished env, before
+            its reset) and ``episodes`` (a list of dicts: return, length,
+            episode index and the env's ``episode_metrics``).
         """
         n = self.num_envs
         actions = np.asarray(actions, dtype=np.int64)
@@ -315,33 +369,40 @@ class EnvRunner:
         done = terminated | truncated
         episodes = []
         final_obs = obs.copy()
+        final_mask = mask.astype(np.int8)
         if done.any():
             metrics = info.get("episode_metrics", {})
             present = np.asarray(info.get("_episode_metrics", np.zeros(n, bool)), dtype=bool)
             for i in np.flatnonzero(done):
                 ep = {"return": float(self.episode_return[i]),
-                      "length": int(self.episode_length[i]), "env": int(i)}
+                      "length": int(self.episode_length[i]), "env": int(i),
+                      "index": int(self.episode_index[i])}
                 if present[i] and isinstance(metrics, dict):
                     for k, v in metrics.items():
                         if not k.startswith("_"):
                             ep[k] = float(np.asarray(v)[i])
                 episodes.append(ep)
             seeds = self.rng.integers(0, 2**31 - 1, size=n)
+            index = self.episode_index.copy()
+            ended = np.flatnonzero(done)
+            index[ended] = self.next_episode + np.arange(len(ended))
+            self.next_episode += len(ended)
             new_obs, new_info = self.envs.reset(seed=[int(s) for s in seeds],
-                                                options={"reset_mask": done})
+                                                options={"reset_mask": done, "episodes": index})
             obs = np.asarray(new_obs, dtype=np.float32)
             rmask, got = _rows(new_info, "action_mask", n, np.ones(self.n_actions, np.int8))
             mask[done] = np.where(got[done, None], rmask[done], 1)
             rteacher, _ = _rows(new_info, "teacher_action", n, np.array(-1))
             teacher[done] = rteacher[done]
-            for i in np.flatnonzero(done):
+            self.episode_index = index
+            for i in ended:
                 self.episode_seeds[i] = seeds[i]
                 self.episode_actions[i] = []
                 self.episode_return[i] = 0.0
                 self.episode_length[i] = 0
         self.obs, self.mask, self.teacher = obs, mask.astype(np.int8), teacher.astype(np.int64)
         return {"reward": reward, "terminated": terminated, "truncated": truncated, "dt": dt,
-                "final_obs": final_obs, "episodes": episodes}
+                "final_obs": final_obs, "final_mask": final_mask, "episodes": episodes}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to rebuild the envs where they are (plain values and tensors)."""
@@ -351,7 +412,9 @@ class EnvRunner:
                 "obs": torch.as_tensor(self.obs), "mask": torch.as_tensor(self.mask),
                 "teacher": torch.as_tensor(self.teacher),
                 "episode_return": torch.as_tensor(self.episode_return),
-                "episode_length": torch.as_tensor(self.episode_length)}
+                "episode_length": torch.as_tensor(self.episode_length),
+                "episode_index": torch.as_tensor(self.episode_index, dtype=torch.int64),
+                "next_episode": int(self.next_episode)}
 
     def close(self) -> None:
         """Close the vector env (and its subprocesses)."""
@@ -378,6 +441,14 @@ class Rollout:
     dt: np.ndarray
     last_values: np.ndarray
     episodes: list[dict[str, Any]] = field(default_factory=list)
+    final_obs: np.ndarray | None = None
+    """Where an episode ended at row ``t``: the observation it reached (off-policy learners)."""
+    final_masks: np.ndarray | None = None
+    """Where an episode ended at row ``t``: the mask it reached."""
+    next_obs: np.ndarray | None = None
+    """``(N, ...)``: the observations after the last row (the next rollout's first)."""
+    next_masks: np.ndarray | None = None
+    """``(N, n_actions)``: their masks."""
     advantages: np.ndarray | None = None
     returns: np.ndarray | None = None
 
@@ -407,13 +478,28 @@ class Rollout:
                 "returns": f(self.returns, torch.float32)}
 
 
+ActFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Generator],
+                 tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def sample_policy(net: nn.Module, obs: torch.Tensor, mask: torch.Tensor,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """On-policy acting: ``(action, log-probability, value)`` drawn from the masked policy."""
+    logits, value = net(obs)
+    dist = MaskedCategorical(logits, mask)
+    action = dist.sample(generator)
+    return action, dist.log_prob(action), value
+
+
 @torch.no_grad()
 def collect_rollout(runner: EnvRunner, net: nn.Module, num_steps: int,
-                    generator: torch.Generator) -> Rollout:
+                    generator: torch.Generator, act: ActFn = sample_policy) -> Rollout:
     """Act ``num_steps`` times in every env with the current (stochastic) policy.
 
-    The value of a truncated episode's final observation is computed here,
-    with the same network that produced the other values, for bootstrapping.
+    ``act(net, obs, mask, generator) -> (action, logprob, value)`` chooses
+    (default: sample the masked policy; DQL acts epsilon-greedily). The value
+    of a truncated episode's final observation is computed here, with the
+    same network that produced the other values, for bootstrapping.
     """
     n, shape = runner.num_envs, runner.obs.shape[1:]
     buf = {
@@ -428,31 +514,36 @@ def collect_rollout(runner: EnvRunner, net: nn.Module, num_steps: int,
         "truncated": np.zeros((num_steps, n), bool),
         "final_values": np.zeros((num_steps, n), np.float32),
         "dt": np.zeros((num_steps, n), np.float64),
+        "final_obs": np.zeros((num_steps, n, *shape), np.float32),
+        "final_masks": np.zeros((num_steps, n, runner.n_actions), np.int8),
     }
     episodes: list[dict[str, Any]] = []
     for t in range(num_steps):
         obs = torch.as_tensor(runner.obs)
-        logits, value = net(obs)
-        dist = MaskedCategorical(logits, torch.as_tensor(runner.mask))
-        action = dist.sample(generator)
+        action, logprob, value = act(net, obs, torch.as_tensor(runner.mask), generator)
         buf["obs"][t] = runner.obs
         buf["masks"][t] = runner.mask
         buf["teacher"][t] = runner.teacher
         buf["actions"][t] = action.numpy()
-        buf["logprobs"][t] = dist.log_prob(action).numpy()
+        buf["logprobs"][t] = logprob.numpy()
         buf["values"][t] = value.numpy()
         out = runner.step(action.numpy())
         buf["rewards"][t] = out["reward"]
         buf["terminated"][t] = out["terminated"]
         buf["truncated"][t] = out["truncated"]
         buf["dt"][t] = out["dt"]
+        ended = out["terminated"] | out["truncated"]
+        if ended.any():
+            buf["final_obs"][t, ended] = out["final_obs"][ended]
+            buf["final_masks"][t, ended] = out["final_mask"][ended]
         boot = out["truncated"] & ~out["terminated"]
         if boot.any():
             _, final_value = net(torch.as_tensor(out["final_obs"][boot]))
             buf["final_values"][t, boot] = final_value.numpy()
         episodes.extend(out["episodes"])
     _, last_values = net(torch.as_tensor(runner.obs))
-    return Rollout(**buf, last_values=last_values.numpy().astype(np.float64), episodes=episodes)
+    return Rollout(**buf, last_values=last_values.numpy().astype(np.float64), episodes=episodes,
+                   next_obs=runner.obs.copy(), next_masks=runner.mask.copy())
 
 
 def _mimic_loss(dist: MaskedCategorical, teacher: torch.Tensor,
@@ -530,7 +621,7 @@ def ppo_update(net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollou
 
 
 # ---------------------------------------------------------------------------------------
-# 4. The training loop (shared with A2C)
+# 4. The training loop (shared with A2C, PG and DQL)
 # ---------------------------------------------------------------------------------------
 @dataclass
 class TrainResult:
@@ -547,6 +638,75 @@ class TrainResult:
 
 UpdateFn = Callable[[nn.Module, torch.optim.Optimizer, Rollout, Args, float, np.random.Generator],
                     dict[str, float]]
+
+
+class Learner:
+    """An algorithm's part of :func:`run`: how it acts, how it learns, what it keeps.
+
+    The loop (rollouts, learning-rate decay, curve, checkpoints, exact
+    resume) is shared; a learner supplies the rest. The default is on-policy
+    actor-critic: sample the masked policy, update with ``update_fn`` (PPO,
+    A2C). :mod:`agents.pg` keeps its return baseline here, :mod:`agents.dql`
+    its target network, replay buffer and epsilon, all saved in checkpoints
+    through :meth:`state_dict` (tensors and plain values only).
+
+    Args:
+        update_fn: ``(net, optimizer, rollout, args, mimic_coef, rng) -> stats``.
+    """
+
+    def __init__(self, update_fn: UpdateFn | None = None):
+        self.update_fn = update_fn
+
+    def bind(self, net: nn.Module, args: Args) -> None:
+        """Called once the network exists (before any checkpoint is restored)."""
+
+    def act(self, net: nn.Module, obs: torch.Tensor, mask: torch.Tensor,
+            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(action, log-probability, value)`` for a batch of observations."""
+        return sample_policy(net, obs, mask, generator)
+
+    def update(self, net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollout,
+               args: Args, mimic_coef: float, rng: np.random.Generator) -> dict[str, float]:
+        """Learn from one rollout; returns statistics for the learning curve."""
+        return self.update_fn(net, optimizer, rollout, args, mimic_coef, rng)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What must survive a checkpoint besides the network and optimizer."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put back :meth:`state_dict`."""
+
+
+def check_discounting(args: Args, env_config: dict[str, Any] | None) -> None:
+    """Refuse a run that would discount rewards two different ways.
+
+    The environment's ``smdp_gamma`` discounts each step's integral reward by
+    simulated time within the step (thesis eq. 2.18: the option's reward).
+    The consistent learner then discounts *between* decisions by the same
+    rule, ``gamma ** (dt / time_scale)`` (``args.smdp``) with the same gamma
+    and time scale. A per-decision gamma on top of the env's time discount,
+    or two different time discounts, mixes two objectives.
+
+    Raises:
+        InputError: the env discounts by time and the learner does not discount
+            the same way.
+    """
+    env_gamma = (env_config or {}).get("smdp_gamma")
+    if env_gamma is None:
+        return
+    env_scale = float((env_config or {}).get("time_scale") or 3600.0)
+    if not args.smdp:
+        raise InputError("args.smdp", "false with the environment's smdp_gamma="
+                         f"{env_gamma} (a per-decision gamma on top of a time discount: "
+                         "discounting twice)",
+                         "args.smdp=true (--smdp) with gamma and time_scale equal to the "
+                         "env's, or no env smdp_gamma")
+    if not math.isclose(args.gamma, float(env_gamma)) or not math.isclose(args.time_scale,
+                                                                          env_scale):
+        raise InputError("args.gamma/time_scale", f"{args.gamma}/{args.time_scale}",
+                         f"the environment's smdp_gamma/time_scale {env_gamma}/{env_scale} "
+                         "(two different time discounts)")
 
 
 def _explained_variance(values: np.ndarray, returns: np.ndarray) -> float:
@@ -608,8 +768,9 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
     """The training loop: rollouts, ``update_fn``, curve, checkpoints, resume.
 
     Args:
-        algo: name stored in checkpoints (``ppo``, ``a2c``).
-        update_fn: ``(net, optimizer, rollout, args, mimic_coef, rng) -> stats``.
+        algo: name stored in checkpoints (``ppo``, ``a2c``, ``pg``, ``dql``).
+        update_fn: ``(net, optimizer, rollout, args, mimic_coef, rng) -> stats``, or a
+            :class:`Learner` (acting, update and state kept between updates).
         env_fn: an environment factory (called ``num_envs`` times) or one per env.
             Resuming needs environments that are deterministic given their
             reset seed and actions.
@@ -626,6 +787,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
             that look at it between updates, e.g. to keep the best snapshot).
     """
     args.validate()
+    check_discounting(args, env_config)
+    learner = update_fn if isinstance(update_fn, Learner) else Learner(update_fn)
     torch.set_num_threads(args.torch_threads)
     env_fns = list(env_fn) if isinstance(env_fn, Sequence) else [env_fn] * args.num_envs
     if len(env_fns) != args.num_envs:
@@ -655,6 +818,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
                                args.hidden)
     if init_state_dict is not None and state is None:
         net.load_state_dict(init_state_dict)
+    learner.bind(net, args)
     optimizer = _make_optimizer(net, args)
     if on_start is not None:
         on_start(net)
@@ -664,6 +828,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         restore_rng(state["rng"], rng, gen)
+        learner.load_state_dict(state.get("learner", {}))
         update, global_step = int(state["update"]), int(state["global_step"])
         curve = [dict(r) for r in state["curve"]]
     meta_out = {"algo": algo, "args": args.to_dict(), "network": net.spec,
@@ -680,7 +845,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
             return None
         st = {"model": net.state_dict(), "optimizer": optimizer.state_dict(),
               "update": update, "global_step": global_step,
-              "rng": capture_rng(rng, gen), "runner": runner.state_dict(), "curve": curve}
+              "rng": capture_rng(rng, gen), "runner": runner.state_dict(), "curve": curve,
+              "learner": learner.state_dict()}
         return save_checkpoint(out, st, {**meta_out, "update": update,
                                          "global_step": global_step})
 
@@ -718,8 +884,9 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
                 group["lr"] = lr
             mimic_coef = args.mimic_coef * max(0.0, 1.0 - frac / args.mimic_decay)
             t0 = time.monotonic()
-            rollout = collect_rollout(runner, net, args.num_steps, gen).finish(args)
-            stats = update_fn(net, optimizer, rollout, args, mimic_coef, rng)
+            rollout = collect_rollout(runner, net, args.num_steps, gen,
+                                      learner.act).finish(args)
+            stats = learner.update(net, optimizer, rollout, args, mimic_coef, rng)
             update += 1
             global_step += args.batch_size
             row = {"update": float(update), "global_step": float(global_step),
@@ -728,7 +895,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
                                                              rollout.returns.ravel()),
                    "mimic_coef": mimic_coef, "teacher_agreement": _teacher_agreement(rollout),
                    "lr": lr, "fps": args.batch_size / max(1e-9, time.monotonic() - t0),
-                   "elapsed_s": time.monotonic() - t_start}
+                   "elapsed_s": time.monotonic() - t_start,
+                   "episodes_started": runner.next_episode}
             row = {k: float(row.get(k, math.nan)) for k in CURVE_FIELDS}
             curve.append(row)
             if curve_path is not None:

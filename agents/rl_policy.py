@@ -84,14 +84,18 @@ def prediction_hubs(scenario, predictor: str, base_dir=None):
 
 
 class RLPolicy:
-    """A trained actor that picks the most probable legal action.
+    """A trained agent acting greedily: its most probable legal action, or for DQL its best Q.
+
+    PPO, A2C and PG agents take the legal action of highest probability (the
+    argmax of the masked logits); a DQL agent the legal action of highest
+    Q-value (its network's outputs are Q-values).
 
     Args:
         net: the actor-critic network.
         meta: the checkpoint's ``meta.json`` contents.
 
     Attributes:
-        algo: ``ppo`` or ``a2c``.
+        algo: ``ppo``, ``a2c``, ``pg`` or ``dql``.
         env_config: the saved environment description (may be None).
         update, global_step: training progress of the checkpoint.
 
@@ -134,7 +138,10 @@ class RLPolicy:
 
     @torch.no_grad()
     def action_probabilities(self, obs: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        """The policy's probabilities over actions for one observation (0 where masked)."""
+        """The policy's probabilities over actions for one observation (0 where masked).
+
+        For DQL, a softmax of the Q-values (its greedy action is the most probable).
+        """
         obs = np.asarray(obs, dtype=np.float32)
         self._check(obs, batched=False)
         logits, _ = self.net(torch.as_tensor(obs)[None])
@@ -156,11 +163,16 @@ class RLPolicy:
                                   None if mask is None else np.asarray(mask)[None])[0])
 
     @torch.no_grad()
-    def value(self, obs: np.ndarray) -> float:
-        """The critic's value of one observation."""
+    def value(self, obs: np.ndarray, mask: np.ndarray | None = None) -> float:
+        """The value of one observation: the critic's, or for DQL the best (legal) Q-value."""
         obs = np.asarray(obs, dtype=np.float32)
         self._check(obs, batched=False)
-        return float(self.net(torch.as_tensor(obs)[None])[1][0])
+        logits, value = self.net(torch.as_tensor(obs)[None])
+        if self.algo != "dql":
+            return float(value[0])
+        q = logits[0].numpy()
+        legal = q if mask is None else q[np.asarray(mask) > 0]
+        return float(legal.max())
 
 
 def load_rl_policy(path: str | Path) -> RLPolicy:

@@ -130,6 +130,15 @@ def test_resume_continues_to_the_same_result(tmp_path, capsys):
     (["train", SCENARIO, "--bc-steps", "10"], "--bc-steps: expected a --teacher"),
     (["train", SCENARIO, "--reward", "fast", "--quiet"], "reward: expected one of"),
     (["train", SCENARIO, "--teacher", "best", "--quiet"], "teacher: expected one of"),
+    (["train", SCENARIO, "--env", "imgae_slots=3", "--quiet"], "did you mean 'image_slots'"),
+    (["train", SCENARIO, "--env", "tau=5", "--tau", "4", "--quiet"], "--env tau: expected one of"),
+    (["train", SCENARIO, "--algo", "dql", "--arg", "eps_decay=1.5", "--quiet"],
+     "args.eps_start/eps_decay/eps_min"),
+    (["train", SCENARIO, "--env", "smdp_gamma=0.9", "--quiet"],
+     "args.smdp: expected args.smdp=true"),
+    (["train", SCENARIO, "--smdp-gamma", "0.9", "--arg", "gamma=0.99", "--quiet"],
+     "two different time discounts"),
+    (["train", SCENARIO, "--image-slot-s", "0", "--quiet"], "image_slot_s: expected seconds > 0"),
 ])
 def test_user_errors_print_one_line_and_exit_2(tmp_path, capsys, argv, message):
     if argv[0] == "train":
@@ -162,7 +171,7 @@ def test_trains_through_gymnasium_make():
     assert result.update == 2 and result.curve[-1]["global_step"] == 64
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "pg", "dql"])
 @pytest.mark.parametrize("actions,window", [("select", "16"), ("dras", "8")])
 def test_every_action_model_trains_and_runs_as_a_policy(tmp_path, algo, actions, window):
     out = tmp_path / "run"
@@ -170,10 +179,45 @@ def test_every_action_model_trains_and_runs_as_a_policy(tmp_path, algo, actions,
                  "--window", window, "--steps", "128", "--arg", "num_steps=64",
                  "--episode-jobs", "32", "--quiet"]) == 0
     policy = load_rl_policy(out)
-    assert policy.env_config["actions"] == actions
+    assert policy.env_config["actions"] == actions and policy.algo == algo
     env = make_env(policy.env_config, teacher=None)
     obs, info = env.reset(seed=0)
-    assert info["action_mask"][policy.act(obs, info["action_mask"])] == 1
+    action = policy.act(obs, info["action_mask"])
+    assert info["action_mask"][action] == 1
+    # Greedy: the best legal logit (or Q-value, for DQL).
+    logits = policy.net(torch.as_tensor(obs)[None])[0][0].detach().numpy()
+    assert logits[action] == logits[info["action_mask"] == 1].max()
+
+
+def test_the_discount_is_applied_once(tmp_path):
+    # --smdp-gamma: the env discounts within each step and the agent between
+    # decisions, by the same gamma per time scale (thesis eq. 2.18).
+    out = tmp_path / "run"
+    assert main(["train", SCENARIO, "--out", str(out), "--smdp-gamma", "0.9",
+                 "--time-scale", "600", *TINY]) == 0
+    _, meta = load_checkpoint(out)
+    assert meta["env"]["smdp_gamma"] == 0.9 and meta["env"]["time_scale"] == 600.0
+    assert meta["args"]["smdp"] is True and meta["args"]["gamma"] == 0.9
+    assert meta["args"]["time_scale"] == 600.0
+
+
+def test_every_env_parameter_can_be_set_and_is_saved(tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "scenarios/deeprm.yaml", "--out", str(out), "--algo", "a2c",
+                 "--observation", "image", "--window", "5", "0", "--image-slots", "12",
+                 "--tau", "2", "--time-scale", "1", "--horizon", "4",
+                 "--reward-weights", "0.5", "0.25", "0.25", "--queue-norm", "100",
+                 "--env", "max_time=500", *TINY]) == 0
+    _, meta = load_checkpoint(out)
+    env = meta["env"]
+    assert (env["image_slots"], env["tau"], env["time_scale"], env["horizon"]) == (12, 2.0, 1.0, 4)
+    assert env["reward_weights"] == [0.5, 0.25, 0.25] and env["queue_norm"] == 100.0
+    assert env["max_time"] == 500
+    # The image slot length was sized to the workload (longest request 15 s over
+    # 3/4 of 12 rows) and pinned, so evaluation elsewhere sees the same scale.
+    assert env["image_slot_s"] == pytest.approx(15 / 9)
+    built = make_env(env, teacher=None)
+    assert built.observation_space.shape == (2, 12, 7) and built.tau == 2.0
 
 
 def test_rl_policy_in_cosim_run_schedules_as_its_env_episode(trained, tmp_path):

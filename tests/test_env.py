@@ -411,3 +411,20 @@ def test_agents_can_see_predictions_instead_of_estimates():
     assert obs_plain[0, col] == pytest.approx(math.log1p(400) / math.log1p(1e5), rel=1e-6)
     assert obs_pred[0, col] == pytest.approx(math.log1p(200) / math.log1p(1e5), rel=1e-6)
     assert seeing.predictions_hub.stats.runtime_predictions == 3
+
+
+def test_event_horizon_pads_with_the_last_state_and_its_time():
+    # Two running jobs on 8 cores, ending at 100 and 300 s: with H = 4 the
+    # horizon is [t1, free after 1], [t2, free after 2], then [t2, free after 2]
+    # twice more (the thesis repeats the last state, time included, not 0).
+    w = Workload.from_columns(submit=[0, 0, 1], run=[100, 300, 50], procs=[3, 4, 8])
+    env = SchedulingEnv(small_scenario(8), workload=w, observation="compact", window=(2, 0),
+                        horizon=4, episode_jobs=3, max_time=1e4)
+    obs, info = env.reset(seed=0)
+    env.step(0)
+    obs, *_ = env.step(0)                 # both small jobs started; job 3 waits (t = 1)
+    assert env.simulation.env.now == 1.0
+    h = obs[2 * 6 + 7:2 * 6 + 7 + 8].reshape(4, 2)
+    t = np.log1p([99.0, 299.0]) / np.log1p(1e4)
+    assert h[0] == pytest.approx([t[0], 4 / 8]) and h[1] == pytest.approx([t[1], 1.0])
+    assert h[2] == pytest.approx(h[1]) and h[3] == pytest.approx(h[1])

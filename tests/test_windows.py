@@ -10,7 +10,16 @@ from hypothesis import strategies as st
 from cosim.errors import InputError, WorkloadError
 from cosim.workloads.base import Workload
 from cosim.workloads.lublin import lublin
-from cosim.workloads.windows import curriculum, jobsets, window
+from cosim.workloads.windows import (
+    DAY,
+    HOUR,
+    WEEK,
+    arrival_profile,
+    curriculum,
+    jobsets,
+    profiled_arrivals,
+    window,
+)
 
 
 @pytest.fixture
@@ -180,3 +189,65 @@ def test_curriculum_bad_arguments(kwargs, message):
     w = Workload.from_columns(submit=[0, 10, 20], run=[5] * 3, procs=[1] * 3)
     with pytest.raises(WorkloadError, match=message):
         curriculum(w, 2, **kwargs)
+
+
+def office_hours(weeks: int = 4, per_hour: int = 6, seed: int = 0) -> Workload:
+    """Arrivals only from 9:00 to 17:00, Monday (day 0) to Friday, for ``weeks`` weeks."""
+    rng = np.random.default_rng(seed)
+    t = [d * DAY + h * HOUR + rng.uniform(0, HOUR) for d in range(7 * weeks) if d % 7 < 5
+         for h in range(9, 17) for _ in range(per_hour)]
+    t = np.sort(t)
+    n = len(t)
+    return Workload.from_columns(submit=t, run=rng.integers(1, 1000, n).astype(float),
+                                 procs=rng.integers(1, 64, n))
+
+
+def test_arrival_profile_measures_hours_and_days():
+    hourly, daily = arrival_profile(office_hours())
+    assert np.all(hourly[:9] == 0) and np.all(hourly[17:] == 0)
+    # 8 busy hours of 24 at mean 1: each busy hour is 3 times the mean rate.
+    assert hourly[9:17] == pytest.approx(np.full(8, 3.0), rel=0.05)
+    # 5 busy days of 7: 1.4 each (the first and last day of the trace are partly
+    # observed, which makes their estimates a few per cent noisier).
+    assert np.all(daily[5:] == 0) and daily[:5] == pytest.approx(np.full(5, 1.4), rel=0.1)
+    assert hourly.mean() == pytest.approx(1.0) and daily.mean() == pytest.approx(1.0)
+
+
+def test_arrival_profile_is_flat_for_short_traces():
+    w = Workload.from_columns(submit=np.arange(0, DAY, 60.0), run=np.ones(1440),
+                              procs=np.ones(1440))
+    hourly, daily = arrival_profile(w)
+    assert np.all(hourly == 1.0) and np.all(daily == 1.0)
+
+
+def test_profiled_arrivals_follow_the_profile_and_the_mean_rate():
+    hourly, daily = arrival_profile(office_hours())
+    rng = np.random.default_rng(1)
+    t = profiled_arrivals(20_000, 0.002, hourly, daily, rng, start=3.5 * DAY)
+    assert np.all(np.diff(t) >= 0) and t[0] > 3.5 * DAY
+    hour, day = (t % DAY) // HOUR, (t % WEEK) // DAY
+    assert np.all((hour >= 9) & (hour < 17)) and np.all(day < 5)    # none off hours
+    # Mean rate over whole weeks: rate * mean(hourly * daily) = 0.002 per second.
+    weeks = np.floor((t[-1] - 3.5 * DAY) / WEEK)
+    inside = np.sum(t < 3.5 * DAY + weeks * WEEK)
+    assert inside / (weeks * WEEK) == pytest.approx(0.002, rel=0.03)
+    # A flat profile is a plain Poisson process: exponential gaps of mean 1/rate.
+    flat = profiled_arrivals(20_000, 0.01, np.ones(24), np.ones(7), rng)
+    assert np.mean(np.diff(flat)) == pytest.approx(100.0, rel=0.03)
+    with pytest.raises(WorkloadError, match="profiled_arrivals.rate"):
+        profiled_arrivals(5, 0.01, np.zeros(24), np.ones(7), rng)
+
+
+def test_synthetic_phase_keeps_the_trace_shape_sizes_and_run_times():
+    w = office_hours(weeks=3)
+    shaped = curriculum(w, 600, sampled=0, periods=0, synthetic=3, seed=2)
+    flat = curriculum(w, 600, sampled=0, periods=0, synthetic=3, seed=2, arrival_shape=False)
+    for s in shaped:
+        # 600 jobs at ~6 an office hour span days: nights and weekends leave gaps of 16 h or more.
+        assert np.diff(s.submit).max() >= 16 * HOUR - 1
+        assert "hourly/daily profile" in s.source and s.submit[0] == 0.0
+        # Every job is one of the trace's (size, run time, request) triples.
+        trace = set(zip(w.procs.tolist(), w.run.tolist(), w.req_time.tolist()))
+        assert set(zip(s.procs.tolist(), s.run.tolist(), s.req_time.tolist())) <= trace
+    for s in flat:
+        assert np.diff(s.submit).max() < 8 * HOUR and "Poisson" in s.source

@@ -28,8 +28,13 @@ __all__ = ["EpisodeSource", "WindowEpisodes", "JobsetEpisodes", "CurriculumEpiso
 class EpisodeSource:
     """Gives the workload of the next episode."""
 
-    def next(self, rng: np.random.Generator) -> Workload:
-        """The jobs of the next episode (``rng`` is the env's ``np_random``)."""
+    def next(self, rng: np.random.Generator, index: int | None = None) -> Workload:
+        """The jobs of the next episode (``rng`` is the env's ``np_random``).
+
+        ``index`` is the episode's number in a training run (the trainer's
+        count of episodes started, ``reset(options={"episode": k})``); only a
+        curriculum uses it, as its position.
+        """
         raise NotImplementedError
 
 
@@ -39,7 +44,7 @@ class WindowEpisodes(EpisodeSource):
     def __init__(self, workload: Workload, n: int):
         self.workload, self.n = workload, n
 
-    def next(self, rng: np.random.Generator) -> Workload:
+    def next(self, rng: np.random.Generator, index: int | None = None) -> Workload:
         """A window from a uniform random offset."""
         start_at = int(rng.integers(0, len(self.workload) - self.n + 1))
         return window(self.workload, self.n, start=start_at)
@@ -51,20 +56,29 @@ class JobsetEpisodes(EpisodeSource):
     def __init__(self, workload: Workload, n: int):
         self.workload, self.n = workload, n
 
-    def next(self, rng: np.random.Generator) -> Workload:
+    def next(self, rng: np.random.Generator, index: int | None = None) -> Workload:
         """A fresh jobset."""
         return jobsets(self.workload, 1, self.n, seed=int(rng.integers(2**31)))[0]
 
 
 class CurriculumEpisodes(EpisodeSource):
-    """The workloads of a list in order, cycling; :attr:`position` counts episodes played."""
+    """The workloads of a list in order, cycling; :attr:`position` counts episodes played.
+
+    A trainer that numbers its episodes passes the number as ``index``; the
+    position then follows the trainer (several envs share one sequence, and
+    a resumed run continues where it stopped) instead of this env's own count.
+    """
 
     def __init__(self, workloads: Sequence[Workload], position: int = 0):
         self.workloads = list(workloads)
         self.position = position
 
-    def next(self, rng: np.random.Generator) -> Workload:
-        """The next workload of the list."""
+    def next(self, rng: np.random.Generator, index: int | None = None) -> Workload:
+        """Workload ``index`` (default: the next one) of the list, cycling."""
+        if index is not None:
+            if int(index) < 0:
+                raise ScenarioError("reset options.episode", repr(index), "an index >= 0")
+            self.position = int(index)
         jobs = self.workloads[self.position % len(self.workloads)]
         self.position += 1
         return jobs

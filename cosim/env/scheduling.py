@@ -42,7 +42,7 @@ from cosim.model import build
 from cosim.policies import make_policy
 from cosim.workloads.loading import load_workload
 
-__all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register"]
+__all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register", "default_image_slot"]
 
 ENV_ID = "cosim/Scheduling-v0"
 
@@ -99,12 +99,19 @@ class SchedulingEnv(gym.Env):
             workload with ``set_size=episode_jobs``.
         horizon: event-horizon length H of the compact observation.
         image_slots, image_slot_s: rows and slot length (s) of the image observation.
+            The default slot length is sized to the workload: its longest request
+            spans 3/4 of the rows (DeepRM: jobs of up to 15 time units in a
+            20-row image), so 1 s for the DeepRM jobs and hours for Lublin's.
         node_rows: node rows R of the ``dras`` observation (default: the
             cluster's units, at most 256).
         time_scale: seconds that normalize integral rewards (and the SMDP discount).
-        smdp_gamma: discount per ``time_scale`` seconds between decisions, or None.
+        smdp_gamma: discount per ``time_scale`` seconds of integral rewards within
+            each step (thesis eq. 2.18), or None; the learner then discounts
+            between decisions by the same rule (``agents train --smdp-gamma``).
         reward_weights: w1, w2, w3 for ``dbf`` and ``capability``.
-        tau: bounded-slowdown bound (s).
+        tau: bounded-slowdown bound (s) of the slowdown rewards and episode
+            metrics; default the scenario's ``metrics.tau`` (1 in the DeepRM
+            setting, so a job's weight is 1/T as in DeepRM's reward).
         teacher: a heuristic policy name; ``info["teacher_action"]`` then holds
             the action it would take now.
         max_time: the time that maps to 1.0 in time features (default: from the workload).
@@ -136,9 +143,9 @@ class SchedulingEnv(gym.Env):
                  reward: str = "slowdown",
                  episode_jobs: int = 256, episode_end: str = "completed",
                  episode_source: str = "window", horizon: int = 8, image_slots: int = 20,
-                 image_slot_s: float = 1800.0, node_rows: int | None = None,
+                 image_slot_s: float | None = None, node_rows: int | None = None,
                  time_scale: float = 3600.0, smdp_gamma: float | None = None,
-                 reward_weights=(1 / 3, 1 / 3, 1 / 3), tau: float = 10.0,
+                 reward_weights=(1 / 3, 1 / 3, 1 / 3), tau: float | None = None,
                  teacher: str | None = None, max_time: float | None = None,
                  queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
                  predictions: Callable | None = None, workload=None,
@@ -184,11 +191,26 @@ class SchedulingEnv(gym.Env):
         self.episode_source = episode_source
         self.horizon = int(horizon)
         self.image_slots = int(image_slots)
+        if self.horizon < 0 or self.image_slots < 1:
+            raise ScenarioError("horizon/image_slots", f"{horizon}/{image_slots}",
+                                "horizon >= 0 and image_slots >= 1")
+        if image_slot_s is None:
+            image_slot_s = default_image_slot(self.workload, self.image_slots)
+        if not image_slot_s > 0:
+            raise ScenarioError("image_slot_s", repr(image_slot_s), "seconds > 0")
         self.image_slot_s = float(image_slot_s)
+        if not time_scale > 0:
+            raise ScenarioError("time_scale", repr(time_scale), "seconds > 0")
         self.time_scale = float(time_scale)
+        if smdp_gamma is not None and not 0 < smdp_gamma <= 1:
+            raise ScenarioError("smdp_gamma", repr(smdp_gamma), "a discount in (0, 1]")
         self.smdp_gamma = smdp_gamma
         self.weights = tuple(float(w) for w in reward_weights)
-        self.tau = float(tau)
+        if len(self.weights) != 3:
+            raise ScenarioError("reward_weights", repr(reward_weights), "three weights w1, w2, w3")
+        self.tau = float(scenario.metrics.tau if tau is None else tau)
+        if not self.tau > 0:
+            raise ScenarioError("tau", repr(tau), "seconds > 0")
         self.max_time = float(max_time or max(1e5, 2.0 * float(self.workload.req_time.max())))
         if not queue_norm >= 1:
             raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
@@ -222,17 +244,37 @@ class SchedulingEnv(gym.Env):
         eps = self._episodes
         return eps.workloads if isinstance(eps, CurriculumEpisodes) else []
 
+    @property
+    def level(self) -> int:
+        """The level being asked: 2 while the ``dras`` model picks backfill jobs, else 1."""
+        return self._agent.level if self._agent is not None else 1
+
+    @property
+    def capacity(self) -> int:
+        """Schedulable units of the machine (cores, or nodes on a node-granular cluster)."""
+        return self._capacity
+
+    @property
+    def curriculum_position(self) -> int:
+        """Episodes of the curriculum started so far (0 unless ``episode_source="curriculum"``)."""
+        eps = self._episodes
+        return eps.position if isinstance(eps, CurriculumEpisodes) else 0
+
     # -- Gymnasium API -----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start an episode on a fresh window of jobs; returns ``(obs, info)``.
 
         ``options={"jobs": workload}`` plays that workload instead (any
-        curriculum a trainer drives itself).
+        curriculum a trainer drives itself). ``options={"episode": k}`` says
+        this is the trainer's k-th episode: with ``episode_source="curriculum"``
+        it plays workload k of the curriculum (the trainer's position, saved in
+        its checkpoints); other sources ignore it.
         """
         super().reset(seed=seed)
-        jobs = (options or {}).get("jobs")
+        options = options or {}
+        jobs = options.get("jobs")
         if jobs is None:
-            jobs = self._episodes.next(self.np_random)
+            jobs = self._episodes.next(self.np_random, options.get("episode"))
         self._sim_env = simpy.Environment()
         self._agent = make_action_model(self.actions, on_post=self._on_post, **self._model_args)
         self._reward = make_reward(self.reward_kind, self._reward_params)
@@ -356,6 +398,18 @@ _QUEUE_LEN = records.EVENT_COLUMNS.index("queue_len")
 #: Job columns :func:`cosim.metrics.headline` reads.
 _EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",
                     "killed_core_seconds")
+
+
+def default_image_slot(workload, image_slots: int) -> float:
+    """Image slot length (s) that lets the workload's longest request span 3/4 of the rows.
+
+    DeepRM's image has 20 rows for jobs of up to 15 time units; keeping that
+    proportion sizes the image to any workload (1 s for the DeepRM jobs, whose
+    requests are 1-15 s, instead of a fixed half hour that put every job in the
+    first row).
+    """
+    longest = float(workload.req_time.max()) if len(workload) else 1.0
+    return max(longest / (0.75 * image_slots), 1e-9)
 
 
 def register() -> None:

@@ -8,7 +8,11 @@
   arrival rate follows the average inter-arrival time of the original trace.
 * :func:`curriculum` chains DRAS's three training phases: sampled jobsets,
   periods of the real trace, then synthetic jobsets (job shapes drawn with
-  replacement, arrival rates varied around the trace's).
+  replacement, arrivals following the trace's hourly and daily pattern at
+  rates varied around the trace's).
+* :func:`arrival_profile` measures that pattern (relative arrival rate by
+  hour of day and by day of week) and :func:`profiled_arrivals` draws
+  arrival times from it (a Poisson process whose rate changes every hour).
 
 Dependencies between jobs (``prev_job`` / ``think``) only survive when the
 preceding job is in the same episode; otherwise both are reset to -1 and the
@@ -33,7 +37,13 @@ import numpy as np
 from cosim.errors import WorkloadError
 from cosim.workloads.base import Workload
 
-__all__ = ["window", "jobsets", "curriculum"]
+__all__ = ["window", "jobsets", "curriculum", "arrival_profile", "profiled_arrivals",
+           "HOUR", "DAY", "WEEK"]
+
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+WEEK = 7 * DAY
 
 
 def _check_count(where: str, value, low: int, high: int) -> int:
@@ -163,6 +173,7 @@ def curriculum(
     synthetic: int = 10,
     load_range: tuple[float, float] = (0.75, 1.5),
     seed: int = 0,
+    arrival_shape: bool = True,
 ) -> list[Workload]:
     """DRAS's three-phase training sequence (seed 004, section III-C), in order.
 
@@ -170,10 +181,15 @@ def curriculum(
        the trace's average rate: the easiest setting);
     2. ``periods`` windows of consecutive jobs from random offsets (the real
        arrival patterns, bursts included);
-    3. ``synthetic`` jobsets whose jobs are drawn with replacement from the
-       trace (sizes, run times and requests kept together, renumbered
-       ``1..set_size``) and whose Poisson arrival rate is the trace's times a
-       factor uniform in ``load_range``: states the trace may not contain.
+    3. ``synthetic`` jobsets that mimic the trace's patterns (DRAS section
+       IV-C: "hourly and daily job arrivals, and distributions of job sizes
+       and runtimes"): jobs drawn with replacement from the trace (each job's
+       size, run time and request kept together, so the size and run-time
+       distributions and their correlation are the trace's; renumbered
+       ``1..set_size``), arriving by :func:`profiled_arrivals` with the
+       trace's :func:`arrival_profile` from a random hour of the week, at the
+       trace's average rate times a factor uniform in ``load_range``: states
+       the trace may not contain.
 
     Args:
         workload: the source trace.
@@ -181,6 +197,8 @@ def curriculum(
         sampled, periods, synthetic: episodes in each phase (>= 0, total >= 1).
         load_range: arrival-rate factors of the synthetic phase.
         seed: seed of every draw.
+        arrival_shape: False gives the synthetic phase plain Poisson arrivals
+            (no hourly or daily pattern).
 
     Returns:
         The episodes' workloads, phase 1 first; a trainer plays them in order
@@ -211,20 +229,130 @@ def curriculum(
     out += [window(workload, size, rng_or_seed=rng) for _ in range(counts[1])]
     span = float(workload.submit[-1] - workload.submit[0]) if total else 0.0
     rate = (total - 1) / span if total > 1 and span > 0 else 1.0 / 60.0
+    hourly, daily = arrival_profile(workload) if arrival_shape else (np.ones(24), np.ones(7))
+    shaped = bool(np.ptp(hourly) or np.ptp(daily))
     for i, child in enumerate(seq_phase3.spawn(counts[2])):
         rng = np.random.default_rng(child)
         index = rng.choice(total, size=size, replace=True)
         factor = float(rng.uniform(lo, hi))
-        gaps = rng.exponential(1.0 / (rate * factor), size=size)
-        gaps[0] = 0.0
+        if shaped:
+            start = float(rng.uniform(0.0, WEEK))
+            submit = profiled_arrivals(size, rate * factor, hourly, daily, rng, start=start)
+            submit -= submit[0]
+            how = f"hourly/daily profile from hour {start / HOUR:.0f} of the week"
+        else:
+            gaps = rng.exponential(1.0 / (rate * factor), size=size)
+            gaps[0] = 0.0
+            submit = np.cumsum(gaps)
+            how = "Poisson"
         w = workload.take(index)
-        w = replace(w, job_id=np.arange(1, size + 1, dtype=np.int64), submit=np.cumsum(gaps),
+        w = replace(w, job_id=np.arange(1, size + 1, dtype=np.int64), submit=submit,
                     prev_job=np.full(size, -1, dtype=np.int64), think=np.full(size, -1.0),
                     cleaning=dict(w.cleaning))
         w.source = (f"{workload.source} [synthetic {i}: {size} jobs drawn with replacement, "
-                    f"Poisson {rate * factor:.6g}/s]").lstrip()
+                    f"{how}, mean {rate * factor:.6g}/s]").lstrip()
         out.append(w)
     return out
+
+
+def _exposure(t0: float, t1: float, period: float, bins: int) -> np.ndarray:
+    """Seconds of ``[t0, t1]`` that fall in each of ``bins`` equal parts of a ``period`` cycle."""
+    width = period / bins
+    cycles = math.floor((t1 - t0) / period)
+    out = np.full(bins, cycles * width)
+    a, b = t0 + cycles * period, t1          # less than one period left
+    first = math.floor(a / width)
+    for k in range(first, first + 2 * bins + 1):
+        lo = k * width
+        overlap = min(lo + width, b) - max(lo, a)
+        if overlap > 0:
+            out[k % bins] += overlap
+    return out
+
+
+def _relative_rate(times: np.ndarray, t0: float, t1: float, period: float, bins: int) -> np.ndarray:
+    """Arrivals per second of exposure in each bin of the cycle, scaled to mean 1."""
+    counts = np.bincount(((times % period) // (period / bins)).astype(np.int64) % bins,
+                         minlength=bins).astype(float)
+    exposure = _exposure(t0, t1, period, bins)
+    rate = np.where(exposure > 0, counts / np.maximum(exposure, 1e-12), np.nan)
+    if not np.isfinite(rate).any() or np.nanmean(rate) <= 0:
+        return np.ones(bins)
+    rate = np.where(np.isfinite(rate), rate, np.nanmean(rate))
+    return rate / rate.mean()
+
+
+def arrival_profile(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """The trace's relative arrival rate by hour of day (24 values) and day of week (7).
+
+    Each is arrivals per second of trace time spent in that hour (or day),
+    divided by its mean, so both average 1 and the product
+    ``hourly[h] * daily[d]`` scales the trace's average rate (hour and day are
+    taken as independent factors). Times are the trace's own clock (``submit
+    mod 86400``; a trace that starts at midnight has hour 0 at 0). A trace
+    spanning less than two days gets a flat hourly profile, less than two
+    weeks a flat daily one: too little to tell a pattern from noise.
+
+    Examples:
+        >>> t = np.arange(0, 30 * DAY, HOUR / 2)        # every half hour for 30 days
+        >>> w = Workload.from_columns(submit=t, run=np.ones(len(t)), procs=np.ones(len(t)))
+        >>> hourly, daily = arrival_profile(w)
+        >>> bool(np.allclose(hourly, 1, atol=0.02) and np.allclose(daily, 1, atol=0.02))
+        True
+    """
+    if len(workload) < 2:
+        return np.ones(24), np.ones(7)
+    times = np.asarray(workload.submit, dtype=np.float64)
+    t0, t1 = float(times[0]), float(times[-1])
+    hourly = _relative_rate(times, t0, t1, DAY, 24) if t1 - t0 >= 2 * DAY else np.ones(24)
+    daily = _relative_rate(times, t0, t1, WEEK, 7) if t1 - t0 >= 2 * WEEK else np.ones(7)
+    return hourly, daily
+
+
+def profiled_arrivals(n: int, rate: float, hourly: np.ndarray, daily: np.ndarray,
+                      rng: np.random.Generator, *, start: float = 0.0) -> np.ndarray:
+    """``n`` arrival times of a Poisson process whose rate changes every hour.
+
+    The rate in the hour beginning at clock time ``t`` is ``rate *
+    hourly[hour of day] * daily[day of week]`` (day 0 begins at clock 0).
+    Times come from the time-rescaling theorem: unit-rate exponential gaps
+    are mapped through the inverse of the cumulative rate, so an hour of rate
+    0 gets no arrival.
+
+    Args:
+        n: arrivals (>= 1).
+        rate: mean arrivals per second (profiles of mean 1 keep it the mean).
+        hourly, daily: relative rates (24 and 7 non-negative values, not all 0).
+        rng: the generator of the exponential gaps.
+        start: clock time (s) the process starts at.
+
+    Returns:
+        Sorted absolute times, all after ``start``.
+    """
+    hourly = np.asarray(hourly, dtype=np.float64)
+    daily = np.asarray(daily, dtype=np.float64)
+    if hourly.shape != (24,) or daily.shape != (7,) or (hourly < 0).any() or (daily < 0).any():
+        raise WorkloadError("profiled_arrivals.profile", f"{hourly.shape} x {daily.shape}",
+                            "24 hourly and 7 daily non-negative relative rates")
+    if not (np.outer(daily, hourly) > 0).any() or not rate > 0:
+        raise WorkloadError("profiled_arrivals.rate", repr(rate), "a positive rate in some hour")
+    targets = np.cumsum(rng.exponential(1.0, size=int(n)))   # cumulative rate at each arrival
+    first_hour = math.floor(start / HOUR)
+    # Hour-slot rates, one week at a time, until the cumulative rate passes the last target.
+    edges, cum, k = [start], [0.0], first_hour
+    week = int(WEEK // HOUR)
+    while cum[-1] < targets[-1]:
+        hours = np.arange(k, k + week)
+        r = rate * hourly[hours % 24] * daily[(hours // 24) % 7]
+        lo = np.maximum(hours * HOUR, start)
+        hi = (hours + 1) * HOUR
+        edges.extend(hi.tolist())
+        cum.extend((cum[-1] + np.cumsum(r * (hi - lo))).tolist())
+        k += week
+    edges_a, cum_a = np.asarray(edges), np.asarray(cum)
+    slot = np.searchsorted(cum_a, targets, side="left") - 1     # cum[slot] < target <= cum[slot+1]
+    slot_rate = (cum_a[slot + 1] - cum_a[slot]) / (edges_a[slot + 1] - edges_a[slot])
+    return edges_a[slot] + (targets - cum_a[slot]) / slot_rate
 
 
 def _rng(value, where: str) -> np.random.Generator:

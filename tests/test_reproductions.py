@@ -1,0 +1,55 @@
+"""The reproductions table and the benchmarks' shared helpers (``benchmarks/repro.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Loaded from its file: putting benchmarks/ on sys.path would shadow the
+# predictors package with benchmarks/predictors.py.
+_spec = importlib.util.spec_from_file_location("benchmarks_repro", ROOT / "benchmarks" / "repro.py")
+repro = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(repro)
+TABLE, command_cell, fmt_ci, mean_ci = repro.TABLE, repro.command_cell, repro.fmt_ci, repro.mean_ci
+row_cells, write_row = repro.row_cells, repro.write_row
+
+
+def test_mean_ci_by_hand():
+    # mean 3, sd 1.5811, t(4) = 2.776: half-width 2.776 * 1.5811 / sqrt(5) = 1.963
+    m, lo, hi = mean_ci([1, 2, 3, 4, 5])
+    assert m == 3.0 and lo == pytest.approx(1.037, abs=1e-3) and hi == pytest.approx(4.963, abs=1e-3)
+    assert fmt_ci([2.0, 2.0, 2.0]) == "2 [2, 2]"
+    assert fmt_ci([7.0]) == "7"
+
+
+def test_write_row_replaces_its_own_row_and_appends_new_ones(tmp_path):
+    table = tmp_path / "t.md"
+    table.write_text("# T\n\n| seed | figure |\n|---|---|\n| 000 A | old |\n| 004 B | keep |\n\ntail\n")
+    write_row("000", ["000 A", "new | piped"], table)
+    write_row("002", ["002 C", "added"], table)
+    lines = table.read_text().splitlines()
+    assert lines[4] == "| 000 A | new \\| piped |" and lines[5] == "| 004 B | keep |"
+    assert lines[6] == "| 002 C | added |" and lines[-1] == "tail"
+
+
+def test_command_cell_names_the_run_and_the_full_budget(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["x", "--minutes", "4", "--out", "/tmp/o", "--no-table"])
+    assert command_cell("dras.py", 4) == ("`python benchmarks/dras.py --minutes 4` "
+                                          "(full budget: `python benchmarks/dras.py`)")
+
+
+def test_the_table_has_a_row_with_a_command_for_every_seed():
+    rows = [row_cells(line) for line in TABLE.read_text().splitlines()
+            if line.startswith("| 0")]
+    assert [r[0].split()[0] for r in rows] == ["000", "001", "002", "003", "004"]
+    header = [c for c in row_cells(next(line for line in TABLE.read_text().splitlines()
+                                         if line.startswith("| seed")))]
+    command = header.index("command")
+    for r in rows:
+        assert len(r) == len(header)
+        script = "rlschert.py" if r[0].startswith("001") else None
+        assert "python benchmarks/" in r[command] and (script is None or script in r[command])
