@@ -71,11 +71,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
-    t.add_argument("--actions", choices=("start", "select", "dras"), default="start",
+    t.add_argument("--actions", choices=("start", "select", "dras", "kill"), default="start",
                    help="action model: start (DBF split window with Fwd), select (pick the "
                         "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
                         "levels)")
-    t.add_argument("--observation", choices=("compact", "kernel", "image", "dras"), default=None,
+    t.add_argument("--base-policy", default=None, metavar="NAME",
+                   help="kill: the policy that schedules while the agent decides kills "
+                        "(default sjf+easy; a heuristic or rl:DIR)")
+    t.add_argument("--observation", choices=("compact", "kernel", "image", "dras", "kill"),
+                   default=None,
                    help="default: compact for start, kernel for select, dras for dras")
     t.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
                    help="start: HEAD TAIL (DBF split window, default 10 0); select: N queued "
@@ -341,6 +345,13 @@ def _env_config(ns) -> dict[str, Any]:
         "smdp_gamma": ns.smdp_gamma, "teacher": ns.teacher, "guard_wait": ns.guard_wait}
     if ns.actions == "select":
         env_config["backfill_order"] = ns.backfill_order
+    if ns.actions == "kill":
+        if ns.predictor != "rnn":
+            raise InputError("--actions kill", f"--predictor {ns.predictor}",
+                             "--predictor rnn (kill decisions need in-run predictions)")
+        env_config["base_policy"] = ns.base_policy or "sjf+easy"
+    elif ns.base_policy is not None:
+        raise InputError("--base-policy", ns.base_policy, "--actions kill")
     if ns.predictor != "estimate":
         env_config["predictor"] = ns.predictor
     optional = {"time_scale": ns.time_scale, "tau": ns.tau, "horizon": ns.horizon,

@@ -64,7 +64,26 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
         kwargs["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
     if predictor not in (None, "estimate"):
         kwargs["predictions"] = prediction_hubs(scenario, predictor, kwargs.get("base_dir"))
+    base = kwargs.get("base_policy")
+    if isinstance(base, str) and base.startswith("rl:"):
+        kwargs["base_policy"] = _agent_factory(base, scenario, kwargs.get("base_dir"))
     return SchedulingEnv(scenario, **kwargs)
+
+
+def _agent_factory(name: str, scenario, base_dir):
+    """Fresh plain policies of a trained agent ``rl:DIR`` (the base of a kill agent)."""
+    from cosim.policies import parse_policy
+    from cosim.runner import load_policy
+
+    spec = parse_policy(name, where="env.base_policy")
+
+    class _Factory:
+        def __call__(self, workload=None):
+            if workload is None:
+                raise InputError("env.base_policy", name, "a heuristic base policy for training "
+                                 "(an rl:DIR base needs the episode's workload)")
+            return load_policy(spec, scenario, workload, base_dir=base_dir)
+    return _Factory()
 
 
 def prediction_hubs(scenario, predictor: str, base_dir=None):

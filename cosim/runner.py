@@ -40,6 +40,7 @@ from cosim.workloads.base import Workload
 from cosim.workloads.loading import load_workload, streams
 
 __all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policies", "load_policy",
+           "load_kill_agent",
            "prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
            "policy_dir", "TABLE_COLUMNS", "PREDICTORS", "parse_policy_name"]
 
@@ -90,6 +91,9 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
         if spec.kind == "agent" and not Path(spec.checkpoint).is_dir():
             raise InputError(where, repr(name), "rl:DIR with DIR a checkpoint folder written by "
                              "'python -m agents train'")
+        if spec.kill_agent and not Path(spec.kill_agent).is_dir():
+            raise InputError(where, repr(name), "+kill=DIR with DIR a kill agent's checkpoint "
+                             "folder ('python -m agents train --actions kill')")
         specs.append(spec)
     return specs
 
@@ -133,6 +137,24 @@ def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
     env = SchedulingEnv(scenario, workload=workload, episode_jobs=len(workload),
                         base_dir=base_dir, **kwargs)
     return env.acting_policy(agent.act, name=spec.name)
+
+
+def load_kill_agent(folder: str, scenario: Scenario, workload: Workload, base, hub, *,
+                    name: str, base_dir: str | Path | None = None):
+    """A trained kill agent around ``base``: it decides kills from ``hub``'s predictions."""
+    from agents.rl_policy import load_rl_policy
+    from cosim.env import SchedulingEnv
+
+    agent = load_rl_policy(folder)
+    if (agent.env_config or {}).get("actions") != "kill":
+        raise InputError(f"+kill={folder}", "an agent that does not decide kills",
+                         "a checkpoint of 'python -m agents train --actions kill'")
+    kwargs = {k: v for k, v in agent.env_kwargs.items()
+              if k not in ("episode_jobs", "episode_end", "episode_source", "curriculum",
+                           "smdp_gamma", "predictor", "base_policy")}
+    env = SchedulingEnv(scenario, workload=workload, episode_jobs=len(workload),
+                        base_dir=base_dir, **kwargs)
+    return env.acting_policy(agent.act, name=name, base=base, hub=hub)
 
 
 # -- predictions ------------------------------------------------------------------------------
@@ -190,11 +212,15 @@ def prediction_backend(predictor: str, workload: Workload, bundle=None):
 
 def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload, backend, *,
                         feature_names: list[str] | None = None) -> PredictionHub | None:
-    """The hub that gives a policy its ``@PREDICTOR`` beliefs (None for ``@estimate``)."""
+    """The hub that gives a policy its ``@PREDICTOR`` beliefs (None for ``@estimate``).
+
+    With ``+kill`` the hub applies the scenario's kill rule; with ``+kill=DIR``
+    the kill agent decides instead (see :func:`load_kill_agent`).
+    """
     if spec.predictor == "estimate" and not spec.kill:
         return None
     pc = scenario.predictor
-    rule = KillRule.from_config(pc.kill) if spec.kill else None
+    rule = KillRule.from_config(pc.kill) if spec.kill and not spec.kill_agent else None
     return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
                          interval=pc.update_interval, min_remaining=pc.min_remaining,
                          kill_rule=rule, feature_names=feature_names or [])
@@ -212,7 +238,7 @@ def attach_predictions(sim: Simulation, scenario: Scenario, predictor: str, kill
 
 
 async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload: Workload, policy,
-                            bundle):
+                            bundle, compose=None):
     """Build and run the simulation under asyncio, predictions from the configured service."""
     from cosim.bridge import Bridge
     from predictors.service import make_service
@@ -234,6 +260,8 @@ async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload:
                         simulated_latency=cfg.simulated_latency,
                         rng=streams(scenario.seed)["agent"])
         hub = make_prediction_hub(spec, scenario, workload, bridge, feature_names=names)
+        if compose is not None:
+            policy = compose(policy, hub)
         sim = build(env, scenario, policy, workload=workload, hooks=[hub])
         await bridge.run(sim.finished, until=scenario.output.until)
     hub.stats.service_seconds = bridge.wall_seconds
@@ -269,15 +297,23 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
         bundle = prepare_models(scenario, [spec], base_dir, echo=None)
     policy = load_policy(spec, scenario, workload, rng=streams(scenario.seed)["policy"],
                          base_dir=base_dir)
+
+    def compose(policy, hub):
+        if not spec.kill_agent:
+            return policy
+        return load_kill_agent(spec.kill_agent, scenario, workload, policy, hub, name=spec.name,
+                               base_dir=base_dir)
     env = simpy.Environment()
     if via_service:
         import asyncio
 
-        sim, hub = asyncio.run(_run_with_service(env, spec, scenario, workload, policy, bundle))
+        sim, hub = asyncio.run(_run_with_service(env, spec, scenario, workload, policy, bundle,
+                                                 compose))
     else:
         backend = prediction_backend(spec.predictor, workload, bundle)
         hub = make_prediction_hub(spec, scenario, workload, backend,
                                   feature_names=bundle.feature_names if bundle is not None else None)
+        policy = compose(policy, hub)
         sim = build(env, scenario, policy, workload=workload,
                     hooks=[hub] if hub is not None else [])
         _advance(sim, scenario.output.until, progress, spec.name)

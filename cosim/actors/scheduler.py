@@ -153,6 +153,7 @@ class Scheduler:
         self.queue = JobQueue()
         self.ends: list[tuple[float, int, Job]] = []   # running jobs by expected end
         self._end_key: dict[Job, tuple[float, int, Job]] = {}
+        self._killing: set[Job] = set()     # kills applied, interrupts not yet processed
         self._seq = 0
         self.jobs: list[Job] = []          # every job ever submitted, in order
         self.counters = Counters()
@@ -270,6 +271,9 @@ class Scheduler:
         if action == KILL:
             if job.state != JobState.RUNNING or job.process is None or not job.process.is_alive:
                 return self._refuse(d, "job is not running")
+            if job in self._killing:
+                return self._refuse(d, "job is already being killed")
+            self._killing.add(job)
             self.counters.kills += 1
             job.process.interrupt(Killed(reason=d.reason, requeue=d.requeue))
             if self.record:
@@ -384,6 +388,7 @@ class Scheduler:
         ends = self.ends
         del ends[bisect_left(ends, key)]
         job.process = None
+        self._killing.discard(job)
         self.view.released = True
 
     def job_ended(self, job: Job, outcome: str) -> None:

@@ -56,7 +56,7 @@ from cosim.job import Job
 from cosim.policy import SchedulerView
 
 __all__ = ["ObservationConfig", "Encoder", "CompactEncoder", "KernelEncoder", "ImageEncoder",
-           "DrasEncoder", "OBSERVATIONS", "KERNEL_FEATURES", "make_encoder"]
+           "DrasEncoder", "KillEncoder", "OBSERVATIONS", "KERNEL_FEATURES", "make_encoder"]
 
 _JOB_F = 6
 _GLOBAL_F = 7
@@ -367,13 +367,63 @@ class DrasEncoder(Encoder):
         return obs.copy()
 
 
+class KillEncoder(Encoder):
+    """``kill``: one row for Keep and one per kill candidate (RLSchert's kill decision).
+
+    Shape ``(1 + K, 12)``. A candidate row: ``[is_keep, present, procs,
+    elapsed, pre-run prediction, predicted run time (elapsed + remaining),
+    remaining, log2 of predicted over pre-run (/ 8, clipped to [0, 1]),
+    whether the kill rule would kill it, killed before, queued short jobs
+    (log), queue length (log)]``; the Keep row has ``is_keep = present = 1``
+    and the queue features. Times as everywhere (log-scaled by ``max_time``).
+    """
+
+    def shape(self) -> tuple[int, ...]:
+        """``(1 + K, 12)``."""
+        return (self.amap.n, 12)
+
+    def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
+        """The keep row and the candidates' rows now."""
+        obs = self._obs
+        obs[...] = 0.0
+        now = float(view.env.now)
+        q = view.queue
+        rule = getattr(agent, "rule", None)
+        short = rule.short if rule is not None else 3000.0
+        n_short = int(np.count_nonzero(q.estimate[q.slots()] < short)) if q.count else 0
+        log_norm = self._log_queue_norm
+        queue_feats = (min(1.0, math.log1p(n_short) / log_norm),
+                       min(1.0, math.log1p(q.count) / log_norm))
+        obs[0, 0] = obs[0, 1] = 1.0
+        obs[0, 10:] = queue_feats
+        says = agent.rule_says(view) if hasattr(agent, "rule_says") else []
+        for k, (job, pred) in enumerate(zip(agent.kill_jobs, getattr(agent, "preds", []))):
+            if job is None:
+                continue
+            r = 1 + k
+            elapsed = now - job.start
+            run_hat = pred.run_hat
+            obs[r, 1] = 1.0
+            obs[r, 2] = min(1.0, job.procs / self._capacity)
+            obs[r, 3] = self._t(elapsed)
+            obs[r, 4] = self._t(pred.prerun)
+            obs[r, 5] = self._t(run_hat)
+            obs[r, 6] = self._t(pred.remaining)
+            ratio = run_hat / pred.prerun if pred.prerun > 0 else 1.0
+            obs[r, 7] = min(1.0, max(0.0, math.log2(max(ratio, 1e-9)) / 8.0))
+            obs[r, 8] = 1.0 if k < len(says) and says[k] else 0.0
+            obs[r, 9] = 1.0 if job.attempts > 1 else 0.0
+            obs[r, 10:] = queue_feats
+        return obs.copy()
+
+
 #: Encoders by the name the environment's ``observation=`` takes.
 OBSERVATIONS: dict[str, type[Encoder]] = {
     "compact": CompactEncoder, "kernel": KernelEncoder, "image": ImageEncoder,
-    "dras": DrasEncoder}
+    "dras": DrasEncoder, "kill": KillEncoder}
 
 #: The observation each action model uses unless told otherwise.
-DEFAULT_OBSERVATIONS = {"start": "compact", "select": "kernel", "dras": "dras"}
+DEFAULT_OBSERVATIONS = {"start": "compact", "select": "kernel", "dras": "dras", "kill": "kill"}
 
 
 def make_encoder(name: str, cfg: ObservationConfig) -> Encoder:

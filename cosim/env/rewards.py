@@ -126,6 +126,7 @@ class _IntegralReward(Reward):
         self.acc = 0.0
         self.last = 0.0
         self.t0 = 0.0
+        self._w: dict[Job, float] = {}   # each counted job's weight, as it was added
 
     def weight(self, job: Job) -> float:
         """A job's contribution to the rate while it counts."""
@@ -146,20 +147,22 @@ class _IntegralReward(Reward):
     def job_queued(self, job: Job) -> None:
         """A job joined the queue: it counts from now."""
         self._advance(self.scheduler.env.now)
-        self.rate += self.weight(job)
+        w = self._w[job] = self.weight(job)
+        self.rate += w
 
     def job_started(self, job: Job) -> None:
         """A job started: it stops counting if only queued jobs count."""
         self._advance(self.scheduler.env.now)
         if self.queued_only:
-            self.rate -= self.weight(job)
+            # The weight it was added with: estimates may change meanwhile (predictions).
+            self.rate -= self._w.pop(job)
 
     def job_left(self, job: Job, completed: bool) -> None:
         """A job left the machine: it stops counting if running jobs count."""
         super().job_left(job, completed)
         self._advance(self.scheduler.env.now)
         if not self.queued_only:
-            self.rate -= self.weight(job)
+            self.rate -= self._w.pop(job)
 
     def accrued(self, now: float) -> float:
         """Minus the integral since the previous decision point, in ``time_scale`` units."""

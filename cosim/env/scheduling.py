@@ -121,6 +121,8 @@ class SchedulingEnv(gym.Env):
         guard_wait: starvation guard (s): once the queue's oldest job has waited
             this long it is protected (see :mod:`cosim.env.actions`). None
             (default) leaves the agent free.
+        base_policy: ``kill``: the policy that schedules (a heuristic name, or a
+            factory of fresh policies), default ``sjf+easy``.
         predictions: ``predictions(workload) -> PredictionHub``, called for each
             episode: the agent then sees pre-run predictions instead of user
             estimates, and running jobs' expected ends follow remaining-time
@@ -148,7 +150,7 @@ class SchedulingEnv(gym.Env):
                  reward_weights=(1 / 3, 1 / 3, 1 / 3), tau: float | None = None,
                  teacher: str | None = None, max_time: float | None = None,
                  queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
-                 predictions: Callable | None = None, workload=None,
+                 predictions: Callable | None = None, base_policy=None, workload=None,
                  base_dir: str | Path | None = None):
         if scenario is None:
             scenario = scenario_from_dict(DEFAULT_SCENARIO, "the default scenario")
@@ -174,7 +176,15 @@ class SchedulingEnv(gym.Env):
         self._model_args = dict(window=window, kill_slots=int(kill_slots),
                                 guard_wait=self.guard_wait, backfill=backfill,
                                 backfill_order=backfill_order, reserve=reserve)
-        self.amap = make_action_model(actions, **self._model_args).amap   # validates the options
+        if actions == "kill":
+            self.base_policy = base_policy or "sjf+easy"
+            if isinstance(self.base_policy, str):
+                make_policy(self.base_policy, where="base_policy")   # validate the name now
+        else:
+            self.base_policy = None
+        self.scenario = scenario
+        # Validates the options (a callable base policy is only called per episode).
+        self.amap = self._new_model(None, base=make_policy("fcfs") if actions == "kill" else None).amap
         self.window = (self.amap.m_head, self.amap.m_tail) if actions == "start" else self.amap.window
         self.scenario = scenario
         self.base_dir = base_dir
@@ -216,7 +226,7 @@ class SchedulingEnv(gym.Env):
             raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
         self.queue_norm = float(queue_norm)
         self.teacher_name = teacher
-        if teacher is not None:
+        if teacher is not None and not (actions == "kill" and teacher == "rule"):
             make_policy(teacher, where="teacher")   # validate the name now
         self.predictions = predictions
         c = scenario.cluster
@@ -276,13 +286,18 @@ class SchedulingEnv(gym.Env):
         if jobs is None:
             jobs = self._episodes.next(self.np_random, options.get("episode"))
         self._sim_env = simpy.Environment()
-        self._agent = make_action_model(self.actions, on_post=self._on_post, **self._model_args)
+        self._agent = self._new_model(self._on_post, workload=jobs)
         self._reward = make_reward(self.reward_kind, self._reward_params)
         self._starts = _StartCounter()
         hooks = [self._reward, self._starts]
         self._hub = self.predictions(jobs) if self.predictions is not None else None
         if self._hub is not None:
             hooks.insert(0, self._hub)
+        if self.actions == "kill":
+            if self._hub is None:
+                raise ScenarioError("predictions", "nothing", "remaining-time predictions for "
+                                    "actions='kill' (e.g. --predictor rnn)")
+            self._agent.bind(self._hub)
         self._sim = build(self._sim_env, self.scenario, self._agent, workload=jobs, hooks=hooks)
         self._encoder.reset()
         self._last_decision_t = 0.0
@@ -320,18 +335,34 @@ class SchedulingEnv(gym.Env):
         return self._agent.mask.copy()
 
     def acting_policy(self, act: Callable[[np.ndarray, np.ndarray], int], *,
-                      name: str = "agent") -> AgentPolicy:
+                      name: str = "agent", base=None, hub=None) -> AgentPolicy:
         """A plain policy that answers decision points in process with ``act(obs, mask)``.
 
         It sees exactly what this environment's agent would (same action
         model, window, mask, guard and observation), so a trained agent runs
         in ``python -m cosim run`` like any heuristic. Each call gives a fresh
-        policy for one simulation.
+        policy for one simulation. For ``actions="kill"``, ``base`` is the
+        policy that schedules (default: the env's ``base_policy``) and ``hub``
+        the run's prediction hub.
         """
         encoder = make_encoder(self.observation_kind, self._encoder.cfg)
         encoder.reset()
-        return make_action_model(self.actions, **self._model_args).acting(encoder.encode, act,
-                                                                          name=name)
+        policy = self._new_model(None, base=base)
+        if hub is not None:
+            policy.bind(hub)
+        return policy.acting(encoder.encode, act, name=name)
+
+    def _new_model(self, on_post, base=None, workload=None) -> AgentPolicy:
+        """A fresh action model (for ``kill``, with a fresh base policy and the scenario's rule)."""
+        extra = {}
+        if self.actions == "kill":
+            from cosim.prediction import KillRule
+
+            if base is None:
+                base = self.base_policy
+                base = make_policy(base) if isinstance(base, str) else base(workload)
+            extra = {"base": base, "rule": KillRule.from_config(self.scenario.predictor.kill)}
+        return make_action_model(self.actions, on_post=on_post, **self._model_args, **extra)
 
     # -- the co-simulation handshake ----------------------------------------------------
     def _on_post(self, request: simpy.Event) -> None:

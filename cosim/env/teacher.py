@@ -26,6 +26,8 @@ def teacher_action(name: str, view: SchedulerView, agent: AgentPolicy) -> int:
     to wait. Wait when the teacher starts nothing (it would wait for an event)
     and the model has Wait; otherwise its best-ranked legal job.
     """
+    if agent.kind == "kill":    # the kill rule is the only teacher of kill decisions
+        return agent.rule_action(view)
     teacher = make_policy(name, rng=np.random.default_rng(0))
     q = view.queue
     saved = (view.released, view.surprise, q.key_monotone)

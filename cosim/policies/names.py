@@ -2,13 +2,14 @@
 
 ::
 
-    POLICY    = ORDER [ "@" PREDICTOR [ "+kill" ] ]
+    POLICY    = ORDER [ "@" PREDICTOR [ "+kill" [ "=" DIR ] ] ]
     ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR
     PREDICTOR = estimate | history | xgboost | rnn
 
 Examples: ``fcfs+easy``, ``f1`` (its default backfilling), ``sjf+easy@xgboost``
 (order by XGBoost's pre-run predictions), ``fcfs+easy@rnn+kill`` (remaining-time
-predictions from progress logs and RLSchert's kill rule), ``knapsack``,
+predictions from progress logs and RLSchert's kill rule), ``sjf+easy@rnn+kill=DIR``
+(kills decided by a trained kill agent instead of the rule), ``knapsack``,
 ``rl:runs/ppo`` (a trained agent's checkpoint folder). A name without
 ``@PREDICTOR`` takes the scenario's ``predictor.runtime`` (and its
 ``predictor.kill.enabled``).
@@ -73,7 +74,9 @@ class PolicySpec:
         checkpoint: for ``agent``: the checkpoint folder.
         predictor: ``@PREDICTOR``, or None when the name has none (the
             scenario's default applies; see :meth:`resolved`).
-        kill: ``+kill`` was given (RLSchert's rule; needs ``@rnn``).
+        kill: ``+kill`` was given (needs ``@rnn``).
+        kill_agent: with ``+kill=DIR``: the checkpoint folder of the trained
+            kill agent that decides kills instead of RLSchert's rule.
     """
 
     name: str
@@ -84,6 +87,7 @@ class PolicySpec:
     checkpoint: str = ""
     predictor: str | None = None
     kill: bool = False
+    kill_agent: str = ""
 
     @property
     def order(self) -> str:
@@ -149,18 +153,19 @@ def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
     elif text.startswith(_AGENT) and suffix.partition("+")[0] not in PREDICTORS:
         order, at, suffix = text, "", ""     # an '@' inside a checkpoint path
     parts = _parse_order(order, text, where)
-    predictor, kill = None, False
+    predictor, kill, kill_agent = None, False, ""
     if at:
         pred, plus, extra = suffix.partition("+")
         pred = pred.lower()
-        if pred not in PREDICTORS or (plus and extra.lower() != "kill"):
-            raise _fail(where, text, "POLICY[@PREDICTOR[+kill]] with PREDICTOR one of "
+        word, eq, folder = extra.partition("=")
+        if pred not in PREDICTORS or (plus and word.lower() != "kill") or (eq and not folder):
+            raise _fail(where, text, "POLICY[@PREDICTOR[+kill[=DIR]]] with PREDICTOR one of "
                                      f"{', '.join(PREDICTORS)}")
-        kill = bool(plus)
+        kill, kill_agent = bool(plus), folder
         if kill and pred != "rnn":
             raise _fail(where, text, "+kill only with @rnn (it needs in-run predictions)")
         predictor = pred
-    return PolicySpec(name=text, predictor=predictor, kill=kill, **parts)
+    return PolicySpec(name=text, predictor=predictor, kill=kill, kill_agent=kill_agent, **parts)
 
 
 def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = None,
@@ -202,6 +207,8 @@ def policy_names() -> list[tuple[str, str]]:
     rows += [(f"@{p}", doc) for p, doc in PREDICTORS.items()]
     rows += [("+kill", "after @rnn: RLSchert's rule kills and requeues a running job whose "
                        "in-run prediction says it is long although its pre-run one said short"),
+             ("+kill=DIR", "after @rnn: a trained kill agent (python -m agents train --actions "
+                           "kill) decides the kills instead of the rule"),
              ("rl:DIR", "a trained agent (a checkpoint folder of 'python -m agents train'), "
                         "acting greedily")]
     return rows
@@ -211,7 +218,7 @@ def grammar_help() -> str:
     """The grammar and every name, as ``python -m cosim policies`` prints it."""
     rows = policy_names()
     width = max(len(n) for n, _ in rows)
-    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill]], a SELECTOR, or rl:DIR",
+    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]], a SELECTOR, or rl:DIR",
              "(e.g. fcfs+easy, f1, sjf+easy@xgboost, fcfs+easy@rnn+kill, knapsack, rl:runs/ppo).",
              "Without @PREDICTOR a policy sees the scenario's predictor.runtime.", ""]
     lines += [f"  {n.ljust(width)}  {doc}" for n, doc in rows]
