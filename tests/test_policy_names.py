@@ -100,7 +100,7 @@ def test_policies_command_documents_the_whole_grammar():
     proc = subprocess.run([sys.executable, "-m", "cosim", "policies"], capture_output=True,
                           text=True, cwd=ROOT, check=True)
     out = proc.stdout
-    assert "HEURISTIC[+BACKFILL][@PREDICTOR[+kill]]" in out and "rl:DIR" in out
+    assert "HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]]" in out and "rl:DIR" in out
     for token in ["fcfs", "knapsack", "+easy", "+conservative", "+kill",
                   *(f"@{p}" for p in PREDICTORS)]:
         assert f"  {token} " in out, token
