@@ -112,7 +112,8 @@ def collect_demonstrations(env_fn: Callable[[], gym.Env], steps: int, *, seed: i
 
 
 def behaviour_cloning(net: nn.Module, demos: Demonstrations, *, epochs: int = 10,
-                      lr: float = 3e-3, batch_size: int = 64, seed: int = 0) -> list[float]:
+                      lr: float = 3e-3, batch_size: int = 64, seed: int = 0,
+                      balance: bool = False) -> list[float]:
     """Fit ``net``'s policy to the teacher by masked cross-entropy (in place).
 
     Only the policy output is trained; the value head is left for RL.
@@ -124,6 +125,8 @@ def behaviour_cloning(net: nn.Module, demos: Demonstrations, *, epochs: int = 10
         lr: Adam learning rate.
         batch_size: minibatch size.
         seed: seeds the minibatch order.
+        balance: weight each decision by the inverse frequency of its action
+            index, so rare choices (a kill among many keeps) are learned too.
 
     Returns:
         Mean loss per epoch.
@@ -137,6 +140,11 @@ def behaviour_cloning(net: nn.Module, demos: Demonstrations, *, epochs: int = 10
     obs = torch.as_tensor(demos.obs)
     masks = torch.as_tensor(demos.masks).bool()
     actions = torch.as_tensor(demos.actions)
+    weights = torch.ones(len(demos))
+    if balance:
+        counts = np.bincount(demos.actions)
+        w = len(demos) / (np.count_nonzero(counts) * counts[demos.actions])
+        weights = torch.as_tensor(w / w.mean(), dtype=torch.float32)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     history = []
     for _ in range(epochs):
@@ -145,7 +153,8 @@ def behaviour_cloning(net: nn.Module, demos: Demonstrations, *, epochs: int = 10
         for start in range(0, len(perm), batch_size):
             idx = torch.as_tensor(perm[start:start + batch_size])
             logits, _ = net(obs[idx])
-            loss = -MaskedCategorical(logits, masks[idx]).log_prob(actions[idx]).mean()
+            logp = MaskedCategorical(logits, masks[idx]).log_prob(actions[idx])
+            loss = -(weights[idx] * logp).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

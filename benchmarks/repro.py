@@ -138,7 +138,7 @@ class LevelTeacher(gym.Wrapper):
 
 def train_selected(algo: str, args, env_fn, env_config: dict, budget_s: float, out: Path,
                    score, *, bc_steps: int = 0, bc_epochs: int = 8, validate_every_s: float = 30.0,
-                   log=print, name: str = "agent") -> dict:
+                   log=print, name: str = "agent", bc_balance: bool = False) -> dict:
     """Behaviour cloning (optional), then ``algo`` for ``budget_s``; keeps the best snapshot.
 
     Every ``validate_every_s`` seconds of training (and at the start and the
@@ -174,7 +174,8 @@ def train_selected(algo: str, args, env_fn, env_config: dict, budget_s: float, o
     probe.close()
     if bc_steps:
         demos = collect_demonstrations(env_fn, bc_steps, seed=args.seed)
-        behaviour_cloning(net, demos, epochs=bc_epochs, batch_size=256, seed=args.seed)
+        behaviour_cloning(net, demos, epochs=bc_epochs, batch_size=256, seed=args.seed,
+                          balance=bc_balance)
         log(f"  {name}: cloned {len(demos)} teacher decisions, agreement "
             f"{agreement(net, demos):.3f} ({time.monotonic() - t0:.0f} s)")
         del demos

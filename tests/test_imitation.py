@@ -69,3 +69,24 @@ def test_errors():
                            np.zeros(0, np.int64))
     with pytest.raises(InputError, match="demonstrations"):
         behaviour_cloning(make_network(PickEnv().observation_space, PickEnv().action_space), empty)
+
+
+def test_balanced_cloning_learns_a_rare_choice():
+    # 2 actions; the teacher picks 1 only when feature 0 is set (2 % of the
+    # decisions). Plain cloning may ignore it; balanced cloning learns it.
+    import torch
+
+    from agents.imitation import Demonstrations, agreement, behaviour_cloning
+    from agents.networks import MLPPolicy
+
+    rng = np.random.default_rng(0)
+    x = rng.random((2000, 3)).astype(np.float32)
+    x[:, 0] = (rng.random(2000) < 0.02).astype(np.float32)
+    actions = x[:, 0].astype(np.int64)
+    demos = Demonstrations(obs=x, masks=np.ones((2000, 2), np.int8), actions=actions)
+    torch.manual_seed(0)
+    net = MLPPolicy(3, 2)
+    behaviour_cloning(net, demos, epochs=15, batch_size=128, balance=True)
+    rare = Demonstrations(obs=x[actions == 1], masks=np.ones((int(actions.sum()), 2), np.int8),
+                          actions=actions[actions == 1])
+    assert agreement(net, rare) > 0.9 and agreement(net, demos) > 0.9
