@@ -25,7 +25,7 @@ class Outcome:
     """Final outcome strings, as written to ``jobs.parquet``."""
 
     COMPLETED = "completed"
-    TIMEOUT = "timeout"        # killed at its walltime; its work counts as done
+    TIMEOUT = "timeout"        # killed at its walltime: finished, its last attempt wasted
     FAILED = "failed"          # dropped after a kill or node failure
     REJECTED = "rejected"      # could never fit the cluster
     UNFINISHED = "unfinished"  # still queued or running when the run stopped

@@ -356,7 +356,10 @@ _MAIN_KEYS = (
     "jobs_total", "jobs_finished", "jobs_completed", "jobs_timeout", "jobs_failed",
     "jobs_rejected", "jobs_unfinished", "wait_mean", "wait_median", "wait_p95", "wait_p99",
     "wait_max", "response_mean", "slowdown_mean", "bsld_mean", "bsld_max", "utilization",
-    "utilization_up", "wasted_core_seconds", "queue_len_mean", "queued_load_mean",
+    "utilization_busy", "utilization_up", "useful_core_seconds", "busy_core_seconds",
+    "wasted_core_seconds", "waste_timeout_core_seconds", "waste_kill_core_seconds",
+    "waste_failure_core_seconds", "fairness_jain", "fairness_users", "bsld_worst_user_mean",
+    "worst_user", "queue_len_mean", "queued_load_mean",
     "makespan", "resource_holes_core_seconds", "resource_holes_frac",
 )
 
@@ -379,7 +382,8 @@ def _html(runs: list[Run], images: list[tuple[str, str]], notes: list[str]) -> s
     rows = []
     for k in keys + rest:
         cells = "".join(f"<td>{_fmt(r.summary.get(k))}</td>" for r in runs)
-        rows.append(f"<tr><th>{html.escape(k)}</th>{cells}</tr>")
+        meaning = html.escape(metrics.definition(k))
+        rows.append(f"<tr><th>{html.escape(k)}</th>{cells}<td class=\"def\">{meaning}</td></tr>")
     head = "".join(f"<th>{html.escape(r.name)}</th>" for r in runs)
     figs = "\n".join(
         f'<figure><img src="{html.escape(src)}" alt="{html.escape(cap)}">'
@@ -393,6 +397,7 @@ body {{ font-family: sans-serif; margin: 2em; max-width: 1100px; }}
 table {{ border-collapse: collapse; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 2px 8px; text-align: right; }}
 tr th:first-child {{ text-align: left; font-weight: normal; font-family: monospace; }}
+td.def {{ text-align: left; color: #555; font-size: 0.85em; }}
 img {{ max-width: 100%; }}
 figcaption {{ font-size: 0.85em; color: #555; }}
 </style></head>
@@ -401,9 +406,11 @@ figcaption {{ font-size: 0.85em; color: #555; }}
 <h2>Notes</h2>
 <ul>{note_html}</ul>
 <h2>Metrics</h2>
-<p>Keys and definitions: docs/schemas.md (summary.json), after METRICS.md.</p>
+<p>Each metric is defined in the last column; the full definitions are in
+<code>docs/metrics.md</code> and the keys of <code>summary.json</code> in
+<code>docs/schemas.md</code>, in the hpc-cosim sources.</p>
 <table>
-<tr><th>metric</th>{head}</tr>
+<tr><th>metric</th>{head}<th>meaning</th></tr>
 {chr(10).join(rows)}
 </table>
 <h2>Figures</h2>
@@ -444,7 +451,8 @@ def write_report(results_dir: str | os.PathLike, *,
     images: list[tuple[str, str]] = []
     notes: list[str] = [
         "Averages, percentiles and maxima are over finished jobs (completed or "
-        "timed out); timed-out jobs' runs count as done work."]
+        "timed out). Useful work counts completed attempts only: a timed-out job's "
+        "last attempt is busy but wasted time, like killed and lost attempts."]
     for r in runs:
         unfinished = r.summary.get("jobs_unfinished") or 0
         if unfinished:

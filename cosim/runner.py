@@ -43,7 +43,10 @@ __all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policies", "
            "prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
            "policy_dir", "TABLE_COLUMNS", "PREDICTORS", "parse_policy_name"]
 
-#: (summary key, header, format) of the comparison table printed by ``run``.
+#: (summary key, header, format) of the comparison table printed by ``run``:
+#: ``util`` is useful utilization (completed attempts), ``busy`` counts every
+#: attempt, ``wasted core-h`` is their difference (timeouts, kills, failures),
+#: ``jain`` is Jain's fairness over users' mean bsld (``docs/metrics.md``).
 TABLE_COLUMNS = [
     ("jobs_finished", "jobs", "{:.0f}"),
     ("wait_mean", "mean wait s", "{:.0f}"),
@@ -52,8 +55,11 @@ TABLE_COLUMNS = [
     ("bsld_mean", "mean bsld", "{:.2f}"),
     ("response_mean", "mean resp s", "{:.0f}"),
     ("utilization", "util", "{:.3f}"),
+    ("utilization_busy", "busy", "{:.3f}"),
     ("queue_len_mean", "mean queue", "{:.1f}"),
     ("wasted_core_hours", "wasted core-h", "{:.1f}"),
+    ("fairness_jain", "jain", "{:.3f}"),
+    ("bsld_worst_user_mean", "worst user bsld", "{:.1f}"),
     ("jobs_per_second", "sim jobs/s", "{:.0f}"),
 ]
 
