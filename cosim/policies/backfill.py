@@ -9,8 +9,14 @@
   "ends before the shadow time" variant.
 - ``conservative``: every queued job holds a reservation in an availability
   profile; a job may start early only where it delays no reservation.
-  Reservations persist between passes and are compressed (moved earlier, in
-  the order of their promised times, never later) when a job ends early.
+  Reservations persist between passes. When something does not go as
+  planned (a job ends early, an estimate changes) the plan is compressed in
+  the heuristic's priority order: each job in turn gives back its
+  reservation and takes the earliest start the others leave it, so no
+  promise ever moves later and higher-priority jobs get first pick of the
+  room that opened (Mu'alem & Feitelson 2001 compress in arrival order, which
+  is ``fcfs+conservative``). A promise moves later only when running jobs
+  overrun their expected ends.
 
 EASY's backfill scan is vectorized over the queue columns, and an arrival
 that changes nothing else is checked alone (the earlier candidates were
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 import numpy as np
@@ -30,6 +37,9 @@ from cosim.job import Job, Mode
 from cosim.policy import START, Decision, SchedulerView, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
+#: Bound on conservative compression sweeps (each moves some job earlier;
+#: in practice the plan settles in two or three).
+_MAX_SWEEPS = 1000
 _NAN = math.nan
 
 
@@ -45,7 +55,8 @@ BACKFILLS: dict[str, str] = {
     "greedy": "start every job that fits now, in priority order (no reservation)",
     "easy": "EASY: reserve for the head job; backfill jobs that end before its shadow "
             "time or use only the extra cores",
-    "conservative": "every queued job holds a reservation; nobody may delay any of them",
+    "conservative": "every queued job holds a reservation nobody may delay; reservations are "
+                    "compressed in priority order (no promise moves later)",
 }
 
 
@@ -93,36 +104,54 @@ class Profile:
             del self.times[:k], self.units[:k], self.mem[:k]
         self.times[0] = now
 
-    def earliest(self, procs: int, mem: float, duration: float) -> float:
-        """Earliest start where ``procs`` and ``mem`` stay free for ``duration``."""
+    def earliest(self, procs: int, mem: float, duration: float,
+                 after: float | None = None, own: float | None = None) -> float:
+        """Earliest start (not before ``after``) where ``procs`` and ``mem`` stay free
+        for ``duration``; ``inf`` if there is none.
+
+        ``own``: the job already holds ``[own, own + duration)`` in this profile
+        (taken with the same size); the answer is then the earliest start with
+        that hold given back, at most ``own``, and the profile is not changed.
+        """
         times, units, mems = self.times, self.units, self.mem
         n = len(times)
         k = 0
+        if after is not None and after > times[0]:
+            k = bisect_right(times, after) - 1
+        else:
+            after = times[0]
+        if own is None:
+            own_end = own = math.inf
+        else:
+            own_end = own + duration
         while k < n:
-            if units[k] >= procs and mems[k] >= mem:
-                t_end = times[k] + duration
+            tk = times[k]
+            if tk >= own:
+                return own
+            extra = own <= tk < own_end
+            if units[k] + (procs if extra else 0) >= procs and \
+                    mems[k] + (mem if extra else 0.0) >= mem:
+                t0 = tk if tk > after else after
+                t_end = t0 + duration
                 m = k + 1
                 while m < n and times[m] < t_end:
-                    if units[m] < procs or mems[m] < mem:
+                    tm = times[m]
+                    extra = own <= tm < own_end
+                    if units[m] + (procs if extra else 0) < procs or \
+                            mems[m] + (mem if extra else 0.0) < mem:
                         break
                     m += 1
                 else:
-                    return times[k]
+                    return t0
                 k = m + 1
             else:
                 k += 1
-        return math.inf
+        return own
 
     def _split(self, t: float) -> int:
         """Index of the segment starting exactly at ``t`` (created if needed)."""
         times = self.times
-        lo, hi = 0, len(times)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if times[mid] < t:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = bisect_left(times, t)
         if lo < len(times) and times[lo] == t:
             return lo
         times.insert(lo, t)
@@ -132,14 +161,21 @@ class Profile:
 
     def take(self, t: float, duration: float, procs: int, mem: float) -> None:
         """Occupy ``procs`` and ``mem`` over ``[t, t + duration)``."""
+        self._add(t, duration, -procs, -mem)
+
+    def give_back(self, t: float, duration: float, procs: int, mem: float) -> None:
+        """Undo :meth:`take` (the same arguments free the same interval)."""
+        self._add(t, duration, procs, mem)
+
+    def _add(self, t: float, duration: float, procs: int, mem: float) -> None:
         if t == math.inf:
             return
         a = self._split(t)
         b = self._split(t + duration) if duration > 0 else a
         units, mems = self.units, self.mem
         for k in range(a, b):
-            units[k] -= procs
-            mems[k] -= mem
+            units[k] += procs
+            mems[k] += mem
 
 
 class QueuePolicy:
@@ -346,31 +382,33 @@ class QueuePolicy:
         order = self._ordered(q, q.slots())
         if self._replan:
             self._replan = False
-            # Rebuild: running jobs as now expected, then the promised jobs in
-            # the order of their promises (none moves later unless running
-            # jobs overran), then jobs without a promise in priority order.
             profile = Profile(now, cl.free, cl.free_mem, view.ends(), cl.node_granular)
-            promised = sorted((q.jobs[s] for s in order if q.jobs[s].promised == q.jobs[s].promised),
-                              key=lambda j: j.promised)
-            fresh = [q.jobs[s] for s in order if q.jobs[s].promised != q.jobs[s].promised]
-            self._planned = []
-            to_place = promised + fresh
+            jobs = [q.jobs[s] for s in order]
+            plan = self._plan(profile, jobs, now)
+            self._planned = [(t, i, job) for i, (job, t) in enumerate(plan.items())]
+            heapq.heapify(self._planned)
+            self._plan_seq = len(plan)
+            placed = jobs
         else:
             profile = self._profile
             profile.advance(now)
-            to_place = [job for job in view.new_jobs if job in q]
-            if self.static_key is not None and len(to_place) > 1:
-                to_place.sort(key=lambda j: q.key[j.queue_slot])
+            placed = [job for job in view.new_jobs if job in q]
+            if len(placed) > 1:
+                placed.sort(key=lambda j: q.key[j.queue_slot])
+            plan = {}
+            for job in placed:
+                t = profile.earliest(job.procs, job.mem, job.estimate)
+                profile.take(t, job.estimate, job.procs, job.mem)
+                plan[job] = t
+                self._plan_seq += 1
+                heapq.heappush(self._planned, (t, self._plan_seq, job))
         self._profile = profile
-        planned = self._planned
-        for job in to_place:
-            t = profile.earliest(job.procs, job.mem, job.estimate)
-            profile.take(t, job.estimate, job.procs, job.mem)
-            self._plan_seq += 1
-            heapq.heappush(planned, (t, self._plan_seq, job))
-            if t > now:
+        for job in placed:
+            t = plan[job]
+            if t > now and t != job.promised:
                 yield reserve(job, t, "conservative reservation")
         # Start what is planned for now, in priority order.
+        planned = self._planned
         due = set()
         while planned and planned[0][0] <= now:
             due.add(heapq.heappop(planned)[2])
@@ -389,3 +427,68 @@ class QueuePolicy:
                 # Cannot happen with a consistent plan; rebuild at the next pass.
                 self._replan = True
             waiting_before = True
+
+    @staticmethod
+    def _plan(profile: Profile, jobs: list[Job], now: float) -> dict[Job, float]:
+        """Priority-ordered conservative plan: every queued job's start time.
+
+        ``jobs`` are the queued jobs in priority order; ``profile`` holds the
+        running jobs as now expected and receives the plan.
+
+        1. Every promise is kept as a hold: each promised job is placed at its
+           promised start, in the order of the promises (or, where running
+           jobs overran and it no longer fits there, at the earliest start
+           after it: the only way a promise moves later).
+        2. Then, in priority order, each job gives back its hold and takes the
+           earliest start the others leave it. Its old place is among the
+           candidates, so no job moves later; the heuristic decides who gets
+           first pick of the room that early ends or new arrivals' gaps open.
+           Jobs without a promise (new arrivals) are placed the same way,
+           around every hold, so they delay nobody.
+        """
+        hold: dict[Job, float] = {}
+        freed = math.inf   # the earliest room a move in the last sweep gave back
+        promised = [j for j in jobs if j.promised == j.promised]
+        promised.sort(key=lambda j: j.promised)   # stable: ties keep priority order
+        for job in promised:
+            t = profile.earliest(job.procs, job.mem, job.estimate,
+                                 after=job.promised if job.promised > now else now)
+            profile.take(t, job.estimate, job.procs, job.mem)
+            hold[job] = t
+        plan: dict[Job, float] = {}
+        inf = math.inf
+        for job in jobs:
+            old = hold.get(job, inf)
+            if old == inf:
+                t = profile.earliest(job.procs, job.mem, job.estimate)
+                profile.take(t, job.estimate, job.procs, job.mem)
+            else:
+                t = profile.earliest(job.procs, job.mem, job.estimate, own=old)
+                if t < old:
+                    profile.give_back(old, job.estimate, job.procs, job.mem)
+                    profile.take(t, job.estimate, job.procs, job.mem)
+                    if old < freed:
+                        freed = old
+            plan[job] = t
+        # 3. Repeat until no job can move earlier: a job that moved may have
+        #    opened room for one of higher priority. In the fixed point every
+        #    future start is a moment when something ends, so the scheduler is
+        #    awake then (there is no timer to wake it at an arbitrary time).
+        #    Only room freed before a job's start can move it, so each sweep
+        #    skips the jobs that start no later than the earliest room freed.
+        for _ in range(_MAX_SWEEPS):
+            if freed == inf:
+                break
+            threshold, freed = freed, inf
+            for job in jobs:
+                old = plan[job]
+                if old <= threshold:
+                    continue
+                t = profile.earliest(job.procs, job.mem, job.estimate, own=old)
+                if t < old:
+                    profile.give_back(old, job.estimate, job.procs, job.mem)
+                    profile.take(t, job.estimate, job.procs, job.mem)
+                    plan[job] = t
+                    if old < freed:
+                        freed = old
+        return plan
