@@ -491,6 +491,12 @@ def write_report(results_dir: str | os.PathLike, *,
             continue
         add(f"gantt_{_slug(r.name, taken)}.png", f"Gantt chart: {r.name}",
             lambda p, r=r: _plot_gantt(r, p))
+    # Figures of an earlier report that this one did not draw (another
+    # policy's Gantt chart), and temporary files of a report that was killed.
+    drawn = {name for name, _ in images}
+    for stale in list(root.glob("gantt_*.png")) + list(root.glob(".*.tmp*")):
+        if stale.name not in drawn and stale.is_file():
+            stale.unlink(missing_ok=True)
     out = root / "report.html"
     text = _html(runs, images, notes)
     tmp = root / ".report.html.tmp"

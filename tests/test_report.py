@@ -194,3 +194,19 @@ def test_run_with_no_finished_job_and_no_events(tmp_path):
     assert "No utilization and queue length over time: no events table." in html
     assert not (tmp_path / "timeseries.png").exists()
     assert "idle: 6 job(s) were still queued or running" in html
+
+
+def test_report_removes_stale_figures_and_temporary_files(tmp_path):
+    from cosim.config import load_scenario
+    from cosim.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    sc = load_scenario(root / "scenarios" / "lublin256.yaml", ["workload.jobs=40"])
+    run_scenario(sc, ["fcfs+easy"], tmp_path / "r", plots=False, progress=False, echo=None,
+                 notify=None)
+    (tmp_path / "r" / "gantt_gone_policy.png").write_bytes(b"old")
+    (tmp_path / "r" / ".timeseries.png.tmp.png").write_bytes(b"half")
+    write_report(tmp_path / "r")
+    names = {p.name for p in (tmp_path / "r").iterdir()}
+    assert "gantt_gone_policy.png" not in names and ".timeseries.png.tmp.png" not in names
+    assert "gantt_fcfs_easy.png" in names

@@ -38,7 +38,15 @@ class Workload:
             numpy arrays of equal length, dtypes as in :data:`COLUMNS`.
         max_procs: machine size the source states (SWF ``MaxProcs``), or 0.
         max_nodes: node count the source states (SWF ``MaxNodes``), or 0.
+        machine_source: where ``max_procs`` came from ("header MaxProcs",
+            "largest job", ...; "" when the caller gave it or nobody said).
         cleaning: rule name -> number of jobs it dropped or changed.
+        status_counts: jobs per status in the source, before any filtering
+            (SWF field 11 codes: 1 completed, 0 failed, 5 cancelled, -1
+            unknown; Slurm state names for sacct output); empty for
+            generated workloads.
+        labels: names behind integer columns, column -> {id: name} (Slurm
+            user and partition names).
         source: where the jobs came from (path or generator name and seed).
         features: extra per-job columns (for example VASP input parameters).
         progress: where running jobs' progress logs come from (for example a
@@ -63,7 +71,10 @@ class Workload:
     think: np.ndarray
     max_procs: int = 0
     max_nodes: int = 0
+    machine_source: str = ""
     cleaning: dict[str, int] = field(default_factory=dict)
+    status_counts: dict[int | str, int] = field(default_factory=dict)
+    labels: dict[str, dict[int, str]] = field(default_factory=dict)
     source: str = ""
     features: dict[str, np.ndarray] = field(default_factory=dict)
     progress: Any = None
