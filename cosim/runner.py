@@ -228,25 +228,47 @@ def attach_predictions(sim: Simulation, scenario: Scenario, predictor: str, kill
     return hub
 
 
+async def _service_feature_names(scenario: Scenario) -> list[str]:
+    """The feature names the configured service's models take (``GET /models``).
+
+    Raises:
+        InputError: the service does not answer (not started, wrong URL or token).
+    """
+    from predictors.service import make_service
+
+    cfg = scenario.prediction_service
+    async with make_service(cfg.backend, url=cfg.url, timeout_s=cfg.timeout_s,
+                            token=cfg.token) as service:
+        try:
+            return list((await service.models())["feature_names"])
+        except Exception as exc:
+            raise InputError("prediction_service.url", f"no answer from {cfg.url} "
+                             f"({getattr(exc, 'reason', type(exc).__name__)})",
+                             "a running 'python -m predictors serve'") from None
+
+
 async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload: Workload, policy,
-                            bundle, progress: bool = False):
-    """Build and run the simulation under asyncio, predictions from the configured service."""
+                            bundle, progress: bool = False,
+                            feature_names: list[str] | None = None):
+    """Build and run the simulation under asyncio, predictions from the configured service.
+
+    ``feature_names`` are the service's (asked once per run, before the first
+    policy): a service that dies later only costs fallbacks, counted like
+    any failed call, never the run.
+    """
     from cosim.bridge import Bridge
     from predictors.service import make_service
 
     cfg = scenario.prediction_service
+    if bundle is not None:
+        names = bundle.feature_names
+    elif feature_names is not None:
+        names = feature_names
+    else:
+        names = await _service_feature_names(scenario)
     service = make_service(cfg.backend, bundle=bundle, url=cfg.url, timeout_s=cfg.timeout_s,
                            token=cfg.token)
     async with service:
-        if bundle is not None:
-            names = bundle.feature_names
-        else:
-            try:
-                names = list((await service.models())["feature_names"])
-            except Exception as exc:
-                raise InputError("prediction_service.url", f"no answer from {cfg.url} "
-                                 f"({getattr(exc, 'reason', type(exc).__name__)})",
-                                 "a running 'python -m predictors serve'") from None
         bridge = Bridge(env, service, timeout_s=cfg.timeout_s,
                         simulated_latency=cfg.simulated_latency,
                         rng=streams(scenario.seed)["agent"])
@@ -261,7 +283,8 @@ async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload:
 # -- runs --------------------------------------------------------------------------------------
 def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str | Path | None, *,
                workload: Workload | None = None, base_dir: str | Path | None = None,
-               progress: bool = False, bundle: Any = None) -> dict[str, Any]:
+               progress: bool = False, bundle: Any = None,
+               service_features: list[str] | None = None) -> dict[str, Any]:
     """Simulate one policy; write its tables when ``out_dir`` is given.
 
     Args:
@@ -272,6 +295,8 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
         base_dir: where relative paths are resolved.
         progress: show a progress bar on long runs.
         bundle: trained models (default: prepared from the scenario when needed).
+        service_features: the HTTP prediction service's feature names, when
+            already known (default: asked from the service first).
 
     Returns:
         The summary: every metric plus scheduler counters and run figures.
@@ -293,7 +318,8 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
         import asyncio
 
         sim, hub = asyncio.run(_run_with_service(env, spec, scenario, workload, policy, bundle,
-                                                 progress=progress))
+                                                 progress=progress,
+                                                 feature_names=service_features))
     else:
         backend = prediction_backend(spec.predictor, workload, bundle)
         hub = make_prediction_hub(spec, scenario, workload, backend,
@@ -546,15 +572,24 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     out = Path(out_dir)
     stage = _prepare_out(out)
     try:
-        bundle = (None if scenario.prediction_service.backend == "http"
-                  else prepare_models(scenario, specs, base_dir, echo=notify))
+        features = None
+        if scenario.prediction_service.backend == "http":
+            bundle = None
+            if any(s.predictor in ("xgboost", "rnn") for s in specs):
+                import asyncio
+
+                # Asked once: a server that dies between policies costs fallbacks, not the run.
+                features = asyncio.run(_service_feature_names(scenario))
+        else:
+            bundle = prepare_models(scenario, specs, base_dir, echo=notify)
         text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
         records.write_bytes_atomic(stage / "scenario.yaml", text.encode("utf-8"))
         summaries: dict[str, dict[str, Any]] = {}
         for spec in specs:
             summaries[spec.name] = run_policy(scenario, spec, stage / policy_dir(spec.name),
                                               workload=workload, base_dir=base_dir,
-                                              progress=progress, bundle=bundle)
+                                              progress=progress, bundle=bundle,
+                                              service_features=features)
         records.write_json_atomic(stage / "comparison.json", {
             "schema": "comparison/1", "scenario": scenario.name,
             "policies": [{"policy": s.name, "dir": policy_dir(s.name)} for s in specs],
