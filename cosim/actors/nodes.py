@@ -258,9 +258,11 @@ class Cluster:
         Returns:
             The attempt, also stored as ``job.process``.
         """
-        attempt = Attempt(self, job)
-        job.process = attempt
-        attempt.begin()
+        attempt = job.process = Attempt(self, job)
+        if attempt.end_at > self.env._now:
+            attempt._arm(None)
+        else:
+            attempt.begin()
         return attempt
 
         # -- faults -------------------------------------------------------------

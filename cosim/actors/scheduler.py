@@ -232,7 +232,8 @@ class Scheduler:
 
     def _end_pass(self) -> None:
         q = self.queue
-        if q.hi - q.lo > 96:
+        span = q.hi - q.lo
+        if span > 96 and q.count * 2 < span:
             q.maintain()
         view = self.view
         view.released = False
@@ -241,7 +242,12 @@ class Scheduler:
         if self.record:
             cl = self.cluster
             free = cl.free
-            idle_fit = free if free > 0 and q.count and q.any_fits(free, cl.free_mem) else 0
+            if free > 0 and q.count:
+                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                    q.any_fits(free, cl.free_mem)
+                idle_fit = free if fits else 0
+            else:
+                idle_fit = 0
             # A pass row only matters where resource holes change: metrics read
             # idle_fit_cores as a step function over pass rows, and every other
             # column of a skipped row equals the row before it.
@@ -326,7 +332,9 @@ class Scheduler:
         cluster.run_job(job)
         if self.record:
             self.decisions.append((now, job.id, START, mode, reason, math.nan))
-            self._event("start", job.id)
+            self.events.append((now, "start", job.id, -1, self.queue.count, len(self.ends),
+                                cluster.up_units - cluster.free, cluster.up_units,
+                                self.queued_area, 0))   # _event, inlined: once per job
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -377,7 +385,9 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            self._event("submit", job.id)
+            self.events.append((self.env._now, "submit", job.id, -1, self.queue.count,
+                                len(self.ends), cl.up_units - cl.free, cl.up_units,
+                                self.queued_area, 0))   # _event, inlined: once per job
 
     def _enqueue(self, job: Job) -> None:
         job.state = _QUEUED

@@ -202,6 +202,7 @@ class QueuePolicy:
         self._decide = {"none": self._strict, "greedy": self._greedy, "easy": self._easy,
                         "conservative": self._conservative}[backfill]
         # EASY memory of the previous pass, for arrival-only passes.
+        self._is_easy = backfill == "easy" and self._dynamic is None
         self._easy_head: Job | None = None
         self._easy_state = (math.inf, 0, 0.0)
         # Conservative: the persistent plan.
@@ -217,22 +218,18 @@ class QueuePolicy:
         q = view.queue
         if not q.count:
             return ()
-        if self._easy_idle(view, q):
+        head = self._easy_head
+        if (head is not None and not view.released and self._is_easy and q.key_monotone
+                and view.cluster.free == 0 and head.queue_slot >= 0
+                and q.jobs[head.queue_slot] is head):
+            # EASY with nothing to do: only arrivals since the last pass, behind an
+            # unchanged head (a static order added in order), and no free unit.
             return ()
         if self._dynamic is not None:
-            q = view.queue
             slots = q.slots()
             q.key[slots] = self._dynamic(q, slots, view.now, view.cluster, self.rng)
             q.key_monotone = False
         return self._decide(view)
-
-    def _easy_idle(self, view: SchedulerView, q) -> bool:
-        """EASY has nothing to do: only arrivals since the last pass, behind an
-        unchanged head (a static order added in order), and no free unit."""
-        head = self._easy_head
-        return (self.backfill == "easy" and not view.released and view.cluster.free == 0
-                and head is not None and q.key_monotone and self._dynamic is None
-                and head.queue_slot >= 0 and q.jobs[head.queue_slot] is head)
 
     # -- no backfilling and greedy -----------------------------------------------
     def _strict(self, view: SchedulerView) -> Iterator[Decision]:
@@ -274,7 +271,7 @@ class QueuePolicy:
     # -- EASY ------------------------------------------------------------------------
     def _easy(self, view: SchedulerView) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
-        now = view.now
+        now = view.env.now
         # Arrival-only pass: nothing was freed, the head is unchanged, so the
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking.
@@ -357,10 +354,11 @@ class QueuePolicy:
         limit += 1e-9 * (abs(shadow) + abs(now) + 1.0)
         if cl.free_mem == np.inf:
             small = extra if extra < free else free
-            ok = procs <= free
             if small < free:
-                ok &= q.estimate[lo:hi] <= limit
-                ok |= procs <= small
+                # a job may take ``free`` units if it ends in time, else ``small``
+                ok = procs <= np.where(q.estimate[lo:hi] <= limit, free, small)
+            else:
+                ok = procs <= free
         else:
             mem = q.mem[lo:hi]
             ok = q.estimate[lo:hi] <= limit
