@@ -171,6 +171,9 @@ class Scheduler:
             self.finished.succeed()
         self.view = SchedulerView(env, self.queue, cluster, self.ends, self.jobs, expected_jobs)
         self._static_key = getattr(policy, "static_key", None)
+        # A policy may say that an arrival alone gives it nothing to do (EASY with
+        # the machine full); such an arrival does not wake the scheduler.
+        self._arrival_idle = getattr(policy, "arrival_is_idle", None)
         # Bound methods of the hooks that override each moment (none: nothing to call).
         self._on_queued: list = []
         self._on_started: list = []
@@ -222,7 +225,13 @@ class Scheduler:
             end_pass()
 
     def wake(self) -> None:
-        """Ask for a pass now (arrivals, ends, timers); several calls make one pass."""
+        """Ask for a pass now (arrivals, ends, timers); several calls make one pass.
+
+        An arrival skips the pass when the policy's optional
+        ``arrival_is_idle(view)`` says the pass would decide nothing (and no
+        hook prepares passes): the job is in the queue and ``view.new_jobs``
+        for the next pass, and nothing else of the run changes.
+        """
         if not self._woken:
             self._woken = True
             wake = self._wake
@@ -398,7 +407,8 @@ class Scheduler:
         self.view.new_jobs.append(job)
         for call in self._on_queued:
             call(job)
-        if not self._woken:
+        if not self._woken and (self._arrival_idle is None or self._preparers
+                                or not self._arrival_idle(self.view)):
             self.wake()
 
     def _remove_running(self, job: Job, completed: bool) -> None:

@@ -218,18 +218,23 @@ class QueuePolicy:
         q = view.queue
         if not q.count:
             return ()
-        head = self._easy_head
-        if (head is not None and not view.released and self._is_easy and q.key_monotone
-                and view.cluster.free == 0 and head.queue_slot >= 0
-                and q.jobs[head.queue_slot] is head):
-            # EASY with nothing to do: only arrivals since the last pass, behind an
-            # unchanged head (a static order added in order), and no free unit.
+        if self.arrival_is_idle(view):
             return ()
         if self._dynamic is not None:
             slots = q.slots()
             q.key[slots] = self._dynamic(q, slots, view.now, view.cluster, self.rng)
             q.key_monotone = False
         return self._decide(view)
+
+    def arrival_is_idle(self, view: SchedulerView) -> bool:
+        """Whether a pass now would decide nothing: EASY, only arrivals since the
+        last pass, behind an unchanged head (a static order added in order), and
+        no free unit to start or backfill anything on."""
+        head = self._easy_head
+        q = view.queue
+        return (head is not None and self._is_easy and not view.released and q.key_monotone
+                and view.cluster.free == 0 and head.queue_slot >= 0
+                and q.jobs[head.queue_slot] is head)
 
     # -- no backfilling and greedy -----------------------------------------------
     def _strict(self, view: SchedulerView) -> Iterator[Decision]:
