@@ -37,6 +37,9 @@ from cosim.job import Job, Mode
 from cosim.policy import START, Decision, SchedulerView, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
+#: Above this many backfill candidates EASY rescans the queue after each start
+#: instead of testing the candidates one by one (see ``_easy_backfill_long``).
+_FEW_CANDIDATES = 32
 #: Bound on conservative compression sweeps (each moves some job earlier;
 #: in practice the plan settles in two or three).
 _MAX_SWEEPS = 1000
@@ -309,25 +312,29 @@ class QueuePolicy:
                 yield reserve(head, shadow, "EASY head reservation")
             candidates = None
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
-            if candidates is None:
-                candidates = (self._easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head)
-                              if q.small() else
-                              self._easy_candidates(q, cl, now, shadow, extra, extra_mem))
-            # Backfill in priority order. What is free and what is extra only
-            # shrink as jobs start, so a candidate refused now stays refused.
-            for job in candidates:
-                if job.procs > cl.free or job.mem > cl.free_mem:
-                    continue
-                if now + job.estimate <= shadow:
-                    yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN, True)
-                elif job.procs <= extra and job.mem <= extra_mem:
-                    extra -= job.procs
-                    extra_mem -= job.mem
-                    yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
-                else:
-                    continue
-                if cl.free == 0:
-                    break
+            if candidates is None and not q.small():
+                extra, extra_mem = yield from self._easy_backfill_long(
+                    q, cl, now, shadow, extra, extra_mem)
+            else:
+                if candidates is None:
+                    candidates = self._easy_candidates_list(q, cl, now, shadow, extra,
+                                                            extra_mem, head)
+                # Backfill in priority order. What is free and what is extra only
+                # shrink as jobs start, so a candidate refused now stays refused.
+                for job in candidates:
+                    if job.procs > cl.free or job.mem > cl.free_mem:
+                        continue
+                    if now + job.estimate <= shadow:
+                        yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN,
+                                     True)
+                    elif job.procs <= extra and job.mem <= extra_mem:
+                        extra -= job.procs
+                        extra_mem -= job.mem
+                        yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
+                    else:
+                        continue
+                    if cl.free == 0:
+                        break
         self._easy_state = (shadow, extra, extra_mem)
 
     @staticmethod
@@ -343,40 +350,99 @@ class QueuePolicy:
         return candidates
 
     @staticmethod
-    def _easy_candidates(q, cl, now, shadow, extra, extra_mem) -> list[Job]:
-        """EASY's backfill candidates in priority order, from a long queue: one masked scan.
-
-        The scan may return a few jobs too many (a hair of slack on the
-        shadow-time test); the backfill loop tests each job exactly, and as
-        what is free and what is extra only shrink while jobs start, testing
-        these candidates in order gives the same starts as scanning again
-        after each start, at a fraction of the numpy calls.
-        """
-        lo, hi = q.lo, q.hi
+    def _easy_mask(q, cl, now, shadow, extra, extra_mem, sel):
+        """Which of the queue slots ``sel`` (a slice or an array of slots) EASY
+        may backfill now: a superset of the exact test (a hair of slack on the
+        shadow time), which the caller then applies job by job."""
+        procs = q.procs[sel]   # dead slots hold a size no machine has: never selected
         free = cl.free
-        procs = q.procs[lo:hi]   # dead slots hold a size no machine has: never selected
         limit = shadow - now
         limit += 1e-9 * (abs(shadow) + abs(now) + 1.0)
         if cl.free_mem == np.inf:
             small = extra if extra < free else free
             if small < free:
                 # a job may take ``free`` units if it ends in time, else ``small``
-                ok = procs <= np.where(q.estimate[lo:hi] <= limit, free, small)
-            else:
-                ok = procs <= free
-        else:
-            mem = q.mem[lo:hi]
-            ok = q.estimate[lo:hi] <= limit
-            ok |= (procs <= extra) & (mem <= extra_mem)
-            ok &= procs <= free
-            ok &= mem <= cl.free_mem
-        idx = ok.nonzero()[0]
-        if not len(idx):
-            return []
-        if not q.key_monotone and len(idx) > 1:
-            idx = idx[np.argsort(q.key[lo:hi][idx], kind="stable")]
+                return procs <= np.where(q.estimate[sel] <= limit, free, small)
+            return procs <= free
+        mem = q.mem[sel]
+        ok = q.estimate[sel] <= limit
+        ok |= (procs <= extra) & (mem <= extra_mem)
+        ok &= procs <= free
+        ok &= mem <= cl.free_mem
+        return ok
+
+    def _easy_backfill_long(self, q, cl, now, shadow, extra, extra_mem):
+        """EASY's backfill over a long queue.
+
+        One masked scan finds the candidates. When they are few (the usual
+        case: little is free) each is tested in priority order with the exact
+        rule; what is free and what is extra only shrink while jobs start, so
+        a job refused stays refused. When they are many (a long queue on a
+        machine with room to spare, as on RICC) the queue is scanned again
+        after each start (:meth:`_easy_backfill_scan`), which costs a few
+        numpy calls per start instead of a Python test per candidate.
+        """
+        lo = q.lo
+        ok = self._easy_mask(q, cl, now, shadow, extra, extra_mem, slice(lo, q.hi))
+        if np.count_nonzero(ok) > _FEW_CANDIDATES:
+            return (yield from self._easy_backfill_scan(q, cl, now, shadow, extra, extra_mem))
+        rows = ok.nonzero()[0]
+        if not q.key_monotone and len(rows) > 1:
+            rows = rows[np.argsort(q.key[rows + lo], kind="stable")]
         jobs = q.jobs
-        return [jobs[lo + i] for i in idx.tolist()]
+        # Slots fixed now: starting the first queued job moves q.lo.
+        for s in (rows + lo).tolist():
+            job = jobs[s]
+            if job.procs > cl.free or job.mem > cl.free_mem:
+                continue
+            if now + job.estimate <= shadow:
+                yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN, True)
+            elif job.procs <= extra and job.mem <= extra_mem:
+                extra -= job.procs
+                extra_mem -= job.mem
+                yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
+            else:
+                continue
+            if cl.free == 0:
+                break
+        return extra, extra_mem
+
+    @staticmethod
+    def _easy_backfill_scan(q, cl, now, shadow, extra, extra_mem):
+        """Backfill over a long queue with many candidates: each start is found by
+        one masked scan of the queue columns (contiguous slices, no gathers)."""
+        lo, hi = q.lo, q.hi
+        with_mem = cl.free_mem != np.inf
+        while lo < hi:
+            procs, est = q.procs[lo:hi], q.estimate[lo:hi]
+            short = now + est <= shadow
+            ok = (short | (procs <= extra)) if not with_mem else (
+                short | ((procs <= extra) & (q.mem[lo:hi] <= extra_mem)))
+            ok &= procs <= cl.free
+            if with_mem:
+                ok &= q.mem[lo:hi] <= cl.free_mem
+            if q.key_monotone:
+                i = int(ok.argmax())
+                if not ok[i]:
+                    break
+            else:
+                idx = ok.nonzero()[0]
+                if not len(idx):
+                    break
+                i = int(idx[q.key[lo:hi][idx].argmin()])
+            job = q.jobs[lo + i]
+            if short[i]:
+                yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN, True)
+            else:
+                extra -= job.procs
+                extra_mem -= job.mem
+                yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
+            if cl.free == 0:
+                break
+            if q.key_monotone:
+                # Jobs before it were refused and stay refused: resume after it.
+                lo += i + 1
+        return extra, extra_mem
 
     # -- conservative ---------------------------------------------------------------
     def _conservative(self, view: SchedulerView) -> Iterator[Decision]:
