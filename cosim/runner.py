@@ -61,10 +61,6 @@ __all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policies", "
 #: Wall seconds a policy runs before its progress bar appears (stderr).
 PROGRESS_DELAY_S = 2.0
 
-
-def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
 #: (summary key, header, format) of the comparison table printed by ``run``:
 #: ``util`` is useful utilization (completed attempts), ``busy`` counts every
 #: attempt, ``wasted core-h`` is their difference (timeouts, kills, failures),
@@ -87,6 +83,10 @@ TABLE_COLUMNS = [
 
 #: Predictor names of ``@PREDICTOR`` (see :mod:`cosim.policies.names`).
 PREDICTORS = tuple(_PREDICTORS)
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 # -- names -----------------------------------------------------------------------------------

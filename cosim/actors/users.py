@@ -66,6 +66,8 @@ class Users(SchedulerHooks):
         c = self._cols
         if c is None:
             # Python scalars once for all rows: per-row numpy indexing is slow.
+            # (Columns, not one tuple per row: 10,000 tuples would all be
+            # tracked by the garbage collector for the whole run.)
             w = self.workload
             c = self._cols = (w.job_id.tolist(), w.submit.tolist(), w.run.tolist(),
                               w.procs.tolist(), w.req_time.tolist(),
@@ -97,15 +99,16 @@ class Users(SchedulerHooks):
             nonlocal k
             while k < n:
                 t = times[k]
-                if t > env.now and _event is None:
-                    simpy.Timeout(env, t - env.now).callbacks.append(due)
+                if t > env._now and _event is None:
+                    simpy.Timeout(env, t - env._now).callbacks.append(due)
                     return
                 _event = None
                 # Every job due at this instant goes in before the scheduler runs.
+                first = k
                 while k < n and times[k] <= t:
                     submit(make(rows[k]))
                     k += 1
-                    self.submitted += 1
+                self.submitted += k - first
 
         start = simpy.Event(env)
         start._ok, start._value = True, None

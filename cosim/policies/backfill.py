@@ -46,9 +46,9 @@ _MAX_SWEEPS = 1000
 _NAN = math.nan
 
 
-def _start(*fields) -> Decision:
-    """A start decision from its six fields (``tuple.__new__``: the hot path of EASY)."""
-    return tuple.__new__(Decision, fields)
+# ``_new(Decision, (START, job, mode, reason, NAN, True))`` builds a start decision
+# without the NamedTuple constructor's Python frame (the hot path of EASY).
+_new = tuple.__new__
 
 __all__ = ["QueuePolicy", "Profile", "BACKFILLS", "easy_admits"]
 
@@ -279,7 +279,7 @@ class QueuePolicy:
     # -- EASY ------------------------------------------------------------------------
     def _easy(self, view: SchedulerView) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
-        now = view.env.now
+        now = view.env._now
         # Arrival-only pass: nothing was freed, the head is unchanged, so the
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking.
@@ -305,36 +305,39 @@ class QueuePolicy:
                 head = q.jobs[q.head()]
                 if head.procs > cl.free or head.mem > cl.free_mem:
                     break
-                yield _start(START, head, _READY, "fits at head", _NAN, True)
+                yield _new(Decision, (START, head, _READY, "fits at head", _NAN, True))
             shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
             self._easy_head = head
             if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
                 yield reserve(head, shadow, "EASY head reservation")
             candidates = None
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
-            if candidates is None and not q.small():
-                extra, extra_mem = yield from self._easy_backfill_long(
-                    q, cl, now, shadow, extra, extra_mem)
-            else:
-                if candidates is None:
+            if candidates is None:
+                if q.small():
                     candidates = self._easy_candidates_list(q, cl, now, shadow, extra,
                                                             extra_mem, head)
-                # Backfill in priority order. What is free and what is extra only
-                # shrink as jobs start, so a candidate refused now stays refused.
-                for job in candidates:
-                    if job.procs > cl.free or job.mem > cl.free_mem:
-                        continue
-                    if now + job.estimate <= shadow:
-                        yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN,
-                                     True)
-                    elif job.procs <= extra and job.mem <= extra_mem:
-                        extra -= job.procs
-                        extra_mem -= job.mem
-                        yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
-                    else:
-                        continue
-                    if cl.free == 0:
-                        break
+                else:
+                    candidates = self._easy_candidates_long(q, cl, now, shadow, extra,
+                                                            extra_mem)
+                    if candidates is None:   # many: rescan after each start instead
+                        extra, extra_mem = yield from self._easy_backfill_scan(
+                            q, cl, now, shadow, extra, extra_mem)
+                        candidates = ()
+            # Backfill in priority order. What is free and what is extra only
+            # shrink as jobs start, so a candidate refused now stays refused.
+            for job in candidates:
+                if job.procs > cl.free or job.mem > cl.free_mem:
+                    continue
+                if now + job.estimate <= shadow:
+                    yield _new(Decision, (START, job, _BACKFILLED, "ends before shadow time", _NAN, True))
+                elif job.procs <= extra and job.mem <= extra_mem:
+                    extra -= job.procs
+                    extra_mem -= job.mem
+                    yield _new(Decision, (START, job, _BACKFILLED, "uses extra cores", _NAN, True))
+                else:
+                    continue
+                if cl.free == 0:
+                    break
         self._easy_state = (shadow, extra, extra_mem)
 
     @staticmethod
@@ -356,8 +359,8 @@ class QueuePolicy:
         shadow time), which the caller then applies job by job."""
         procs = q.procs[sel]   # dead slots hold a size no machine has: never selected
         free = cl.free
-        limit = shadow - now
-        limit += 1e-9 * (abs(shadow) + abs(now) + 1.0)
+        limit = (shadow - now) + (1e-9 * (shadow + now + 1.0) if now >= 0.0   # shadow >= now
+                                  else 1e-9 * (abs(shadow) + abs(now) + 1.0))
         if cl.free_mem == np.inf:
             small = extra if extra < free else free
             if small < free:
@@ -371,41 +374,26 @@ class QueuePolicy:
         ok &= mem <= cl.free_mem
         return ok
 
-    def _easy_backfill_long(self, q, cl, now, shadow, extra, extra_mem):
-        """EASY's backfill over a long queue.
+    def _easy_candidates_long(self, q, cl, now, shadow, extra, extra_mem) -> list[Job] | None:
+        """EASY's backfill candidates over a long queue, in priority order, or None
+        when there are many.
 
-        One masked scan finds the candidates. When they are few (the usual
-        case: little is free) each is tested in priority order with the exact
-        rule; what is free and what is extra only shrink while jobs start, so
-        a job refused stays refused. When they are many (a long queue on a
-        machine with room to spare, as on RICC) the queue is scanned again
-        after each start (:meth:`_easy_backfill_scan`), which costs a few
-        numpy calls per start instead of a Python test per candidate.
+        One masked scan finds them. When they are few (the usual case: little
+        is free) the backfill loop tests each with the exact rule. When they
+        are many (a long queue on a machine with room to spare, as on RICC)
+        the caller rescans the queue after each start instead
+        (:meth:`_easy_backfill_scan`), a few numpy calls per start rather than
+        a Python test per candidate.
         """
         lo = q.lo
-        ok = self._easy_mask(q, cl, now, shadow, extra, extra_mem, slice(lo, q.hi))
-        if np.count_nonzero(ok) > _FEW_CANDIDATES:
-            return (yield from self._easy_backfill_scan(q, cl, now, shadow, extra, extra_mem))
-        rows = ok.nonzero()[0]
+        rows = self._easy_mask(q, cl, now, shadow, extra, extra_mem, slice(lo, q.hi)).nonzero()[0]
+        if len(rows) > _FEW_CANDIDATES:
+            return None
         if not q.key_monotone and len(rows) > 1:
             rows = rows[np.argsort(q.key[rows + lo], kind="stable")]
         jobs = q.jobs
-        # Slots fixed now: starting the first queued job moves q.lo.
-        for s in (rows + lo).tolist():
-            job = jobs[s]
-            if job.procs > cl.free or job.mem > cl.free_mem:
-                continue
-            if now + job.estimate <= shadow:
-                yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN, True)
-            elif job.procs <= extra and job.mem <= extra_mem:
-                extra -= job.procs
-                extra_mem -= job.mem
-                yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
-            else:
-                continue
-            if cl.free == 0:
-                break
-        return extra, extra_mem
+        # The jobs now: starting the first queued job moves q.lo.
+        return [jobs[s] for s in (rows + lo).tolist()]
 
     @staticmethod
     def _easy_backfill_scan(q, cl, now, shadow, extra, extra_mem):
@@ -432,11 +420,11 @@ class QueuePolicy:
                 i = int(idx[q.key[lo:hi][idx].argmin()])
             job = q.jobs[lo + i]
             if short[i]:
-                yield _start(START, job, _BACKFILLED, "ends before shadow time", _NAN, True)
+                yield _new(Decision, (START, job, _BACKFILLED, "ends before shadow time", _NAN, True))
             else:
                 extra -= job.procs
                 extra_mem -= job.mem
-                yield _start(START, job, _BACKFILLED, "uses extra cores", _NAN, True)
+                yield _new(Decision, (START, job, _BACKFILLED, "uses extra cores", _NAN, True))
             if cl.free == 0:
                 break
             if q.key_monotone:
