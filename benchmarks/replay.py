@@ -24,7 +24,7 @@ import simpy
 from cosim.config import scenario_from_dict
 from cosim.model import build
 from cosim.policies import make_policy
-from cosim.workloads.swf import read_swf, read_swf_header
+from cosim.workloads.swf import read_swf
 
 
 def main() -> None:
@@ -39,13 +39,13 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    header = read_swf_header(args.trace)
-    workload = read_swf(args.trace)
+    workload = read_swf(args.trace)   # the machine size comes with it (header or largest job)
     t1 = time.perf_counter()
-    procs = header.max_procs or header.max_nodes or int(workload.procs.max())
+    procs = workload.max_procs
+    nodes = workload.max_nodes
     cpn = args.cores_per_node
     if cpn is None:
-        cpn = procs // header.max_nodes if header.max_nodes and procs % header.max_nodes == 0 else 1
+        cpn = procs // nodes if nodes and procs % nodes == 0 else 1
     scenario = scenario_from_dict({
         "cluster": {"nodes": procs // cpn, "cores_per_node": cpn},
         "workload": {"kind": "swf", "path": args.trace}})

@@ -124,12 +124,12 @@ def main() -> None:
     sel_cfg = {**base, "actions": "select", "observation": "kernel", "window": 128,
                "backfill_order": teacher.split("+")[0], "teacher": teacher}
     sel_cfg["max_time"] = float(make_env(sel_cfg).max_time)
-    sel = train_selected("ppo", ppo.Args(seed=args.seed, num_envs=2, async_envs=True,
-                                         num_steps=256, ent_coef=0.003, mimic_coef=1.0,
-                                         mimic_decay=0.6, gamma=0.995),
-                         EnvFactory(sel_cfg), sel_cfg, budget * 0.5, out / "scheduler",
-                         scorer(sel_cfg, val), bc_steps=args.bc_steps, bc_epochs=6,
-                         name="scheduler")
+    train_selected("ppo", ppo.Args(seed=args.seed, num_envs=2, async_envs=True,
+                                   num_steps=256, ent_coef=0.003, mimic_coef=1.0,
+                                   mimic_decay=0.6, gamma=0.995),
+                   EnvFactory(sel_cfg), sel_cfg, budget * 0.5, out / "scheduler",
+                   scorer(sel_cfg, val), bc_steps=args.bc_steps, bc_epochs=6,
+                   name="scheduler")
     sel_dir = out / "scheduler"
     kill_cfg = {**base, "actions": "kill", "kill_slots": 4, "base_policy": f"rl:{sel_dir}",
                 "teacher": "rule"}

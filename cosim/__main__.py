@@ -1,12 +1,17 @@
-"""Command line: ``python -m cosim run|validate|policies|report``.
+"""Command line: ``python -m cosim run|validate|policies|report|convert``.
 
 Examples::
 
     python -m cosim run scenarios/lublin256.yaml --policy fcfs+easy --policy sjf+easy
     python -m cosim run scenarios/swf.yaml --set workload.path=trace.swf.gz
+    python -m cosim run scenarios/slurm.yaml --set workload.path=sacct.txt
     python -m cosim validate scenarios/deeprm.yaml
     python -m cosim policies
     python -m cosim report results/lublin256
+    python -m cosim convert sacct.txt --to swf
+
+``run`` prints the comparison table on stdout; warnings about the workload,
+the models used and progress bars go to stderr.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a scenario value, e.g. --set cluster.nodes=512")
     r.add_argument("--seed", type=int, default=None, help="override the scenario seed")
-    r.add_argument("--out", default=None, help="results folder (default: results/<scenario name>)")
+    r.add_argument("--out", default=None,
+                   help="results folder, replaced as a whole when the run completes "
+                        "(default: results/<scenario name>, plus -<trace name> for a trace)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNGs and report.html")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", action="store_true", help="no progress bar, no warnings on stderr")
 
     v = sub.add_parser("validate", help="check a scenario file and print it resolved")
     v.add_argument("scenario")
@@ -45,6 +52,16 @@ def _parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="write PNGs and report.html for a results folder")
     rep.add_argument("results", help="results folder written by `run`")
+
+    c = sub.add_parser("convert", help="convert Slurm accounting (sacct) output to SWF")
+    c.add_argument("file", help="sacct --parsable2 --allocations output with a header line")
+    c.add_argument("--to", choices=["swf"], required=True, help="output format")
+    c.add_argument("--out", default=None, help="output file (default: FILE with .swf; "
+                   "a name ending in .gz is compressed)")
+    c.add_argument("--max-procs", type=int, default=None,
+                   help="machine size in CPUs (default: the peak allocated at once)")
+    c.add_argument("--status", default="all",
+                   help="jobs to keep: all (default), completed, or comma-separated Slurm states")
     return p
 
 
@@ -59,26 +76,37 @@ def _load(args) -> tuple:
 
 
 def _run(args) -> int:
-    from cosim.runner import run_scenario
+    from cosim.runner import default_out_dir, run_scenario
 
     scenario, base = _load(args)
     policies = args.policy or list(scenario.scheduler.policies)
-    out = Path(args.out) if args.out else Path("results") / scenario.name
+    out = Path(args.out) if args.out else default_out_dir(scenario)
     run_scenario(scenario, policies, out, base_dir=base,
                  plots=scenario.output.plots and not args.no_plots, progress=not args.quiet,
-                 source="--policy" if args.policy else args.scenario)
+                 source="--policy" if args.policy else args.scenario,
+                 notify=None if args.quiet else _stderr)
     return 0
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def _validate(args) -> int:
     import yaml
 
     from cosim.runner import parse_policies
-    from cosim.workloads.loading import load_workload
+    from cosim.workloads.loading import load_workload, resolve_machine, workload_warnings
 
     scenario, base = _load(args)
     parse_policies(list(scenario.scheduler.policies), scenario, source=args.scenario)
     workload = load_workload(scenario, base_dir=base)
+    scenario = resolve_machine(scenario, workload)
+    warnings = workload_warnings(workload, scenario)
+    if warnings:
+        _stderr(f"warning: {workload.source or scenario.workload.kind}:")
+        for line in warnings:
+            _stderr(f"  {line}")
     print(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False), end="")
     print(f"# ok: {len(workload)} jobs from {workload.source or scenario.workload.kind}")
     return 0
@@ -98,12 +126,48 @@ def _report(args) -> int:
     return 0
 
 
+def _convert(args) -> int:
+    from cosim.errors import InputError
+    from cosim.workloads.loading import require_jobs, workload_warnings
+    from cosim.workloads.slurm import read_sacct
+    from cosim.workloads.swf import write_swf
+
+    src = Path(args.file)
+    out = Path(args.out) if args.out else src.with_suffix(".swf")
+    if out.resolve() == src.resolve():
+        raise InputError("--out", str(out), "an output file other than the input")
+    status = args.status if args.status in ("all", "completed") else [
+        s.strip() for s in args.status.split(",") if s.strip()]
+    if args.max_procs is not None and args.max_procs <= 0:
+        raise InputError("--max-procs", str(args.max_procs), "a positive number of CPUs")
+    w = require_jobs(read_sacct(src, max_procs=args.max_procs, status=status))
+    header = {"Note": f"converted from Slurm accounting (sacct) by hpc-cosim convert; "
+                      f"MaxProcs is the {w.machine_source or 'given machine size'}"}
+    for pid, name in sorted(w.labels.get("partition", {}).items()):
+        header.setdefault("Partition", "")
+        header["Partition"] += f"{pid} {name}\n"
+    header["Partition"] = header.get("Partition", "").rstrip("\n")
+    if not header["Partition"]:
+        del header["Partition"]
+    cleaning = ", ".join(f"{k} {v}" for k, v in w.cleaning.items() if v)
+    if cleaning:
+        header["Cleaning"] = cleaning
+    write_swf(w, out, header=header)
+    warnings = workload_warnings(w)
+    if warnings:
+        _stderr(f"warning: {src}:")
+        for line in warnings:
+            _stderr(f"  {line}")
+    print(f"wrote {len(w)} jobs to {out} (MaxProcs {w.max_procs})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for user errors)."""
     def handle(argv):
         args = _parser().parse_args(argv)
         return {"run": _run, "validate": _validate, "policies": _policies,
-                "report": _report}[args.command](args)
+                "report": _report, "convert": _convert}[args.command](args)
     return run_command(handle, argv)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -123,8 +123,13 @@ class Bridge:
         values = np.asarray(result.values, dtype=np.float64)
         return values, str(result.model_version), float(getattr(result, "seconds", 0.0))
 
-    async def run(self, finished: simpy.Event, until: float | None = None) -> None:
-        """Run the simulation until ``finished`` fires (or ``until``), serving its batches."""
+    async def run(self, finished: simpy.Event, until: float | None = None,
+                  on_advance: Callable[[], None] | None = None) -> None:
+        """Run the simulation until ``finished`` fires (or ``until``), serving its batches.
+
+        ``on_advance`` is called each time the simulation has advanced (a
+        progress bar's update).
+        """
         env = self.env
         while True:
             if self._pending is None:
@@ -136,6 +141,8 @@ class Bridge:
                     stop.append(env.timeout(max(0.0, until - env.now)))
                 env.run(until=simpy.AnyOf(env, stop))
                 self._signal = None
+                if on_advance is not None:
+                    on_advance()
                 continue
             kind, batch, event = self._pending
             self._pending = None

@@ -34,6 +34,15 @@ class _Section(BaseModel):
 class ClusterConfig(_Section):
     """The machine.
 
+    A trace replay (``workload.kind`` ``swf`` or ``slurm``) whose scenario
+    leaves ``nodes`` unset takes the machine from the trace: the SWF header's
+    ``MaxProcs`` (as ``MaxNodes`` nodes of ``MaxProcs / MaxNodes`` cores when
+    that divides, else one core per node; split by ``cores_per_node`` when
+    that alone is set), or for Slurm accounting the peak of concurrently
+    allocated CPUs. "Unset" means the key is absent from the file and from
+    ``--set``; see :func:`cosim.workloads.loading.resolve_machine`. Generators
+    and explicit values are unaffected (an unset ``nodes`` is 256 there).
+
     Attributes:
         nodes: number of nodes.
         cores_per_node: cores on each node.
@@ -66,8 +75,9 @@ class WorkloadConfig(_Section):
     """The job stream.
 
     Attributes:
-        kind: ``swf`` (replay a trace), ``lublin``, ``mao`` or ``vasp`` (generators).
-        path: the trace for ``swf``.
+        kind: ``swf`` (replay a trace), ``slurm`` (replay ``sacct`` output),
+            ``lublin``, ``mao`` or ``vasp`` (generators).
+        path: the trace for ``swf`` and ``slurm``.
         jobs: generators: how many jobs; traces: keep this many (a window).
         offset: traces: index of the first job kept, or ``random`` (DBF style).
         params: keyword arguments of the generator or reader.
@@ -76,7 +86,7 @@ class WorkloadConfig(_Section):
             predecessor ends (SWF fields 17-18) instead of at trace times.
     """
 
-    kind: Literal["swf", "lublin", "mao", "vasp"]
+    kind: Literal["swf", "slurm", "lublin", "mao", "vasp"]
     path: str | None = None
     jobs: int | None = Field(None, gt=0)
     offset: int | Literal["random"] = 0

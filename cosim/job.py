@@ -25,7 +25,7 @@ class Outcome:
     """Final outcome strings, as written to ``jobs.parquet``."""
 
     COMPLETED = "completed"
-    TIMEOUT = "timeout"        # killed at its walltime; its work counts as done
+    TIMEOUT = "timeout"        # killed at its walltime: finished, its last attempt wasted
     FAILED = "failed"          # dropped after a kill or node failure
     REJECTED = "rejected"      # could never fit the cluster
     UNFINISHED = "unfinished"  # still queued or running when the run stopped
@@ -94,7 +94,7 @@ class Job:
         self.reason = ""
         self.reservation = math.nan
         self.promised = math.nan  # latest promised start (reservation)
-        self.process = None      # the simpy Process running the current attempt
+        self.process = None      # the running attempt (cosim.actors.nodes.Attempt)
         self.alloc = None        # what the cluster gave the current attempt
         self.queue_slot = -1     # slot in the scheduler's queue arrays
         self.enqueued_at = math.nan

@@ -1,6 +1,7 @@
 """Scheduling metrics from a run's jobs and events tables.
 
-Every definition follows ``METRICS.md`` (one definition per metric); the
+Every definition is written down once, in ``docs/metrics.md`` (and in one
+line per key in :data:`METRIC_DEFINITIONS`, which the report shows); the
 functions take the engine's tables as dicts of equal-length arrays (the
 columns of :data:`cosim.records.JOBS_SCHEMA` and
 :data:`cosim.records.EVENTS_SCHEMA`; a :class:`cosim.records.RecordTable`
@@ -9,11 +10,15 @@ read back from Parquet works too).
 Rules shared by all metrics here:
 
 * **Finished jobs** are those with outcome ``completed`` or ``timeout``: they
-  ran, ended, and their final attempt counts as done work. Averages, maxima
-  and percentiles of per-job metrics (wait, response, slowdown, bsld) are
-  over finished jobs only. ``failed``, ``rejected`` and ``unfinished`` jobs
-  are counted (``jobs_unfinished`` says how many were still queued or running
-  when the run stopped) but enter no average.
+  ran and ended. Averages, maxima and percentiles of per-job metrics (wait,
+  response, slowdown, bsld) are over finished jobs only. ``failed``,
+  ``rejected`` and ``unfinished`` jobs are counted (``jobs_unfinished`` says
+  how many were still queued or running when the run stopped) but enter no
+  average.
+* **Useful work** is the core-time of attempts that *completed*. A job
+  killed at its walltime (``timeout``) finished but did not complete: its
+  last attempt is busy time, wasted, like attempts that were killed or lost
+  to a node failure. Busy = useful + waste; the waste is reported by cause.
 * **Span** is first submit (over all jobs) to last end (over jobs that
   ended). Time averages (queue length, queued load, resource holes) are
   integrals over the span divided by its length.
@@ -57,6 +62,9 @@ __all__ = [
     "job_metrics",
     "summarize",
     "headline",
+    "fairness",
+    "METRIC_DEFINITIONS",
+    "definition",
     "time_series",
     "step_integral",
     "prediction_error",
@@ -80,6 +88,68 @@ RUN_CLASSES: tuple[tuple[str, str, float, float], ...] = (
 )
 #: Execution modes (DRAS, seed 004, table IV).
 EXEC_MODES = ("ready", "reserved", "backfilled")
+
+#: One line per key of :func:`summarize` (``<mode>`` and ``<class>`` stand for
+#: the mode and class suffixes); ``docs/metrics.md`` says the same at length.
+METRIC_DEFINITIONS: dict[str, str] = {
+    "jobs_total": "jobs in the jobs table",
+    "jobs_completed": "jobs whose final attempt ran to its end",
+    "jobs_timeout": "jobs killed at their walltime: finished, not completed",
+    "jobs_failed": "jobs dropped after a kill or node failure",
+    "jobs_rejected": "jobs that could never fit the machine",
+    "jobs_unfinished": "jobs still queued or running when the run stopped",
+    "jobs_finished": "completed + timeout: the jobs every average is over",
+    "wait_mean": "mean time queued (start - submit - time run in lost attempts), finished jobs",
+    "wait_median": "median wait",
+    "wait_p95": "95th percentile of wait (linear interpolation)",
+    "wait_p99": "99th percentile of wait",
+    "wait_max": "longest wait (starvation)",
+    "response_mean": "mean end - submit",
+    "slowdown_mean": "mean response / run, finished jobs with run > 0",
+    "slowdown_excluded": "finished jobs with run = 0, left out of slowdown_mean",
+    "bsld_mean": "mean bounded slowdown max(1, response / max(tau, run))",
+    "bsld_max": "largest bounded slowdown",
+    "useful_core_seconds": "core-seconds of attempts that completed",
+    "busy_core_seconds": "core-seconds of every attempt: useful + wasted",
+    "wasted_core_seconds": "busy - useful: timed-out, killed and lost attempts",
+    "waste_timeout_core_seconds": "core-seconds of final attempts killed at the walltime",
+    "waste_kill_core_seconds": "core-seconds of attempts killed by the scheduler or an agent",
+    "waste_failure_core_seconds": "core-seconds of attempts lost to node failures",
+    "killed_seconds": "seconds run in killed or lost attempts (all jobs)",
+    "span_start": "first submit",
+    "span_end": "last end",
+    "makespan": "span_end - span_start",
+    "utilization": "useful core-seconds / (cores x makespan)",
+    "utilization_busy": "busy core-seconds / (cores x makespan)",
+    "utilization_up": "useful core-seconds / core-seconds of nodes that were up",
+    "fairness_jain": "Jain's index over users' mean bsld of completed jobs (1 = all alike)",
+    "fairness_users": "users with a completed job (the n of Jain's index)",
+    "bsld_worst_user_mean": "largest per-user mean bsld of completed jobs",
+    "worst_user": "the user with that mean bsld (-1: none)",
+    "queue_len_mean": "time average of queued jobs over the span",
+    "queued_load_mean": "time average of sum of procs x estimate over queued jobs",
+    "resource_holes_core_seconds": "idle core-seconds while a queued job would have fit",
+    "resource_holes_frac": "resource holes / (cores x makespan)",
+    "mode_jobs_<mode>": "share of finished jobs started ready / reserved / backfilled",
+    "mode_corehours_<mode>": "share of finished jobs' core-time by the mode of their start",
+    "jobs_size_<class>": "finished jobs in a size class",
+    "wait_mean_size_<class>": "their mean wait",
+    "jobs_run_<class>": "finished jobs in a run-time class",
+    "wait_mean_run_<class>": "their mean wait",
+    "cores": "total cores (nodes on a node-granular cluster) for utilization",
+    "tau": "bounded-slowdown bound (s)",
+}
+
+
+def definition(key: str) -> str:
+    """The one-line definition of a summary key ("" for keys runs add, like counters)."""
+    import re
+
+    generic = re.sub(r"_(ready|reserved|backfilled)$", "_<mode>", key)
+    generic = re.sub(r"_(size|run)_(1|2_8|9_32|33_128|gt128|lt10m|10m_1h|1h_4h|gt4h)$",
+                     r"_\1_<class>", generic)
+    return METRIC_DEFINITIONS.get(key) or METRIC_DEFINITIONS.get(generic, "")
+
 
 _FINISHED = ("completed", "timeout")
 _OUTCOMES = ("completed", "timeout", "failed", "rejected", "unfinished")
@@ -263,17 +333,21 @@ def job_metrics(jobs: Mapping[str, Any], *, tau: float = 10.0) -> dict[str, np.n
 
 # ------------------------------------------------------------ summary ----
 
-def _work_and_span(c: Mapping[str, np.ndarray], fin: np.ndarray
-                   ) -> tuple[np.ndarray, float, float, float, float]:
-    """Per-job done work, its total, and the span (first submit to last end)."""
-    area = np.where(fin, c["procs"] * np.where(fin, c["run"], 0.0), 0.0)
+def _span(c: Mapping[str, np.ndarray]) -> tuple[float, float, float]:
+    """First submit, last end and the span between them (0 when nothing ended)."""
     ended = np.isfinite(c["end"])
     if len(c["submit"]) and ended.any():
         t0, t1 = float(np.min(c["submit"])), float(np.max(c["end"][ended]))
     else:
         t0 = t1 = float("nan")
     span = t1 - t0 if np.isfinite(t1) else 0.0
-    return area, float(area.sum()), t0, t1, span
+    return t0, t1, span
+
+
+def _areas(c: Mapping[str, np.ndarray], outcome: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-job core-seconds of the final attempt: of completed jobs, and of timed-out ones."""
+    area = c["procs"] * np.where(np.isfinite(c["run"]), c["run"], 0.0)
+    return np.where(outcome == "completed", area, 0.0), np.where(outcome == "timeout", area, 0.0)
 
 
 def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *, cores: int,
@@ -292,12 +366,14 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
 
     Returns:
         ``jobs_finished``, ``wait_mean``, ``wait_max``, ``bsld_mean``,
-        ``utilization``, ``queue_len_mean`` (None when undefined).
+        ``utilization`` (useful), ``queue_len_mean`` (None when undefined).
     """
     per = job_metrics(jobs, tau=tau)
     fin = per["finished"]
     c = _columns(jobs, _JOB_COLUMNS, "jobs")
-    _, work, t0, t1, span = _work_and_span(c, fin)
+    outcome = np.asarray(jobs["outcome"]).astype(str)
+    useful, _ = _areas(c, outcome)
+    t0, t1, span = _span(c)
     wait = per["wait"][fin]
     queue = None
     if events is not None and span > 0:
@@ -306,17 +382,84 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
     return {"jobs_finished": int(fin.sum()), "wait_mean": _mean(wait),
             "wait_max": _f(wait.max()) if len(wait) else None,
             "bsld_mean": _mean(per["bsld"][fin]),
-            "utilization": _f(work / (cores * span)) if span > 0 else None,
+            "utilization": _f(float(useful.sum()) / (cores * span)) if span > 0 else None,
             "queue_len_mean": queue}
+
+
+def fairness(user: Any, bsld: Any, completed: Any) -> dict[str, Any]:
+    """Jain's fairness index over users' mean bounded slowdowns.
+
+    For each user ``u`` with a completed job, ``x_u`` is the mean bsld of u's
+    completed jobs; ``J = (sum x_u)^2 / (n * sum x_u^2)`` over the ``n``
+    such users (Jain, Chiu and Hawe 1984): 1 when every user is served
+    alike, down to 1/n when one user takes all the slowdown. Jobs of unknown
+    users (id < 0) are left out.
+
+    Args:
+        user: user id per job.
+        bsld: bounded slowdown per job (NaN where undefined).
+        completed: whether each job completed.
+
+    Returns:
+        ``fairness_jain``, ``fairness_users`` (n), ``bsld_worst_user_mean``
+        (the largest ``x_u``) and ``worst_user`` (its id; -1 when none);
+        None when no user qualifies.
+    """
+    user = np.asarray(user, dtype=np.int64)
+    bsld = np.asarray(bsld, dtype=np.float64)
+    sel = np.asarray(completed, dtype=bool) & (user >= 0) & np.isfinite(bsld)
+    if not sel.any():
+        return {"fairness_jain": None, "fairness_users": 0, "bsld_worst_user_mean": None,
+                "worst_user": -1}
+    users, inverse = np.unique(user[sel], return_inverse=True)
+    x = np.bincount(inverse, weights=bsld[sel]) / np.bincount(inverse)
+    worst = int(np.argmax(x))
+    return {"fairness_jain": _f(x.sum() ** 2 / (len(x) * np.sum(x * x))),
+            "fairness_users": len(x), "bsld_worst_user_mean": _f(x[worst]),
+            "worst_user": int(users[worst])}
+
+
+def _failure_core_seconds(events: Mapping[str, Any], jobs: Mapping[str, Any],
+                          procs: np.ndarray) -> float | None:
+    """Core-seconds of attempts lost to node failures (``kill`` rows naming a node).
+
+    None when the tables cannot tell (no ``job_id`` or ``node`` column).
+    """
+    if "node" not in events or "job_id" not in events or "job_id" not in jobs:
+        return None
+    kind = np.asarray(events["kind"]).astype(str)
+    node = np.asarray(events["node"], dtype=np.int64)
+    lost = (kind == "kill") & (node >= 0)
+    if not lost.any():
+        return 0.0
+    # Each lost attempt began at its job's latest "start" row before the kill.
+    rows = np.flatnonzero(lost | (kind == "start"))
+    time = np.asarray(events["time"], dtype=np.float64)
+    job = np.asarray(events["job_id"], dtype=np.int64)
+    size = dict(zip(np.asarray(jobs["job_id"], dtype=np.int64).tolist(), procs.tolist()))
+    started: dict[int, float] = {}
+    total = 0.0
+    for r in rows.tolist():
+        j = int(job[r])
+        if kind[r] == "start":
+            started[j] = float(time[r])
+        elif j in started and j in size:
+            total += (float(time[r]) - started.pop(j)) * size[j]
+        else:
+            return None
+    return total
+
 
 def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, cores: int,
               tau: float = 10.0) -> dict[str, Any]:
     """Every metric of ``METRICS.md`` for one run, as a flat JSON-able dict.
 
     Args:
-        jobs: the jobs table (columns of ``jobs/1``; ``user``, ``req_time``,
+        jobs: the jobs table (columns of ``jobs/1``; ``req_time``,
             ``estimate``, ``mem``, ``reason``, ``attempts`` and
-            ``reservation`` are not needed).
+            ``reservation`` are not needed; without ``user`` the fairness
+            keys are None, without ``job_id`` so may be the split of waste
+            between kills and failures).
         events: the events table (``events/1``), or None to skip the
             time-average metrics (they are then None).
         cores: nominal total cores of the machine (> 0).
@@ -332,18 +475,26 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
           (linear-interpolated percentiles), ``wait_max``, ``response_mean``,
           ``slowdown_mean`` (over finished jobs with run > 0; jobs with run 0
           are counted in ``slowdown_excluded``), ``bsld_mean``, ``bsld_max``;
-        * ``work_core_seconds``: sum of ``procs * run`` over finished jobs,
-          the final attempt of a timeout job counting as done work;
-          ``wasted_core_seconds``: sum of ``killed_core_seconds`` over all
-          jobs (killed attempts, node failures); ``killed_seconds``;
-        * ``utilization`` = work / (cores x span); ``utilization_up`` = work /
-          integral of ``up_cores`` over the span (differs under node failures);
+        * ``useful_core_seconds``: sum of ``procs * run`` over completed
+          jobs; ``busy_core_seconds``: core-time of every attempt (useful +
+          wasted); ``wasted_core_seconds`` = busy - useful, by cause:
+          ``waste_timeout_core_seconds`` (final attempts of timed-out jobs),
+          ``waste_kill_core_seconds`` (attempts killed by the scheduler or an
+          agent) and ``waste_failure_core_seconds`` (attempts lost to node
+          failures; None, like the kill share, when attempts were lost but
+          there is no events table to tell the causes apart);
+          ``killed_seconds``;
+        * ``utilization`` = useful / (cores x span); ``utilization_busy`` =
+          busy / (cores x span); ``utilization_up`` = useful / integral of
+          ``up_cores`` over the span (differs under node failures);
         * ``span_start``, ``span_end``, ``makespan`` (= span length);
         * ``queue_len_mean``, ``queued_load_mean`` (time averages over the
           span of ``queue_len`` and ``queued_area`` from all event rows);
         * ``resource_holes_core_seconds``: integral over the span of
           ``idle_fit_cores`` read from ``pass`` rows only (RLSchert, seed 001,
           fig. 12), and ``resource_holes_frac`` = that / (cores x span);
+        * ``fairness_jain``, ``fairness_users``, ``bsld_worst_user_mean``,
+          ``worst_user``: see :func:`fairness` (needs a ``user`` column);
         * ``mode_jobs_<mode>`` and ``mode_corehours_<mode>`` for ready,
           reserved, backfilled: shares of finished jobs, and of their
           ``procs * run``, by execution mode (DRAS, seed 004, table IV);
@@ -388,13 +539,29 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
     out["bsld_mean"] = _mean(bsld)
     out["bsld_max"] = _f(bsld.max()) if len(bsld) else None
 
-    area, work, t0, t1, span = _work_and_span(c, fin)
-    out["work_core_seconds"] = work
-    out["wasted_core_seconds"] = float(np.nansum(c["killed_core_seconds"]))
+    useful_area, timeout_area = _areas(c, outcome)
+    t0, t1, span = _span(c)
+    useful = float(useful_area.sum())
+    waste_timeout = float(timeout_area.sum())
+    killed = float(np.nansum(c["killed_core_seconds"]))
+    failure = 0.0 if killed == 0 else (
+        _failure_core_seconds(events, jobs, c["procs"]) if events is not None else None)
+    out["useful_core_seconds"] = useful
+    out["wasted_core_seconds"] = waste_timeout + killed
+    out["busy_core_seconds"] = useful + waste_timeout + killed
+    out["waste_timeout_core_seconds"] = waste_timeout
+    out["waste_kill_core_seconds"] = None if failure is None else killed - failure
+    out["waste_failure_core_seconds"] = failure
     out["killed_seconds"] = float(np.nansum(c["killed_seconds"]))
     out["span_start"], out["span_end"] = _f(t0), _f(t1)
     out["makespan"] = _f(span) if np.isfinite(t1) else None
-    out["utilization"] = _f(work / (cores * span)) if span > 0 else None
+    out["utilization"] = _f(useful / (cores * span)) if span > 0 else None
+    out["utilization_busy"] = _f(out["busy_core_seconds"] / (cores * span)) if span > 0 else None
+    if "user" in jobs:
+        out.update(fairness(jobs["user"], per["bsld"], outcome == "completed"))
+    else:
+        out.update(fairness_jain=None, fairness_users=0, bsld_worst_user_mean=None,
+                   worst_user=-1)
 
     keys_time = ("utilization_up", "queue_len_mean", "queued_load_mean",
                  "resource_holes_core_seconds", "resource_holes_frac")
@@ -404,7 +571,7 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
         t = ev["time"]
         if "up_cores" in ev:
             up = step_integral(t, ev["up_cores"], t0, t1)
-            out["utilization_up"] = _f(work / up) if up > 0 else None
+            out["utilization_up"] = _f(useful / up) if up > 0 else None
         if "queue_len" in ev:
             out["queue_len_mean"] = step_integral(t, ev["queue_len"], t0, t1) / span
         if "queued_area" in ev:
@@ -416,6 +583,7 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
             out["resource_holes_frac"] = holes / (cores * span)
 
     nfin = int(fin.sum())
+    area = useful_area + timeout_area   # finished jobs' final attempts
     total_area = float(area.sum())
     for m in EXEC_MODES:
         sel = fin & (mode == m)

@@ -37,7 +37,7 @@ from cosim.actors.users import Users
 from cosim.config import Scenario
 from cosim.policy import Policy
 from cosim.workloads.base import Workload
-from cosim.workloads.loading import STREAMS, load_workload, streams
+from cosim.workloads.loading import STREAMS, load_workload, resolve_machine, streams
 
 # load_workload and streams live in cosim.workloads.loading; kept importable here.
 __all__ = ["Simulation", "build", "load_workload", "streams", "STREAMS"]
@@ -101,6 +101,8 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
     """
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
+    # A trace replay that left the machine size unset runs on the trace's machine.
+    scenario = resolve_machine(scenario, workload)
     c = scenario.cluster
     cluster = Cluster(env, nodes=c.nodes, cores_per_node=c.cores_per_node,
                       memory_per_node=c.memory_per_node, granularity=c.granularity,

@@ -163,7 +163,7 @@ class SchedulerView:
         """
         cl = self.cluster
         avail, avail_mem = cl.free, cl.free_mem
-        now = self.env.now
+        now = self.env._now
         if procs <= avail and mem <= avail_mem:
             return now, avail - procs, avail_mem - mem
         ends = self._ends

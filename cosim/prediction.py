@@ -77,14 +77,20 @@ __all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub", "KillRule", 
 
 
 def feature_columns(workload, rows: list[int], names: list[str]) -> dict[str, Any]:
-    """The batch columns of workload ``rows``: ids, user, request, cores and features."""
+    """The batch columns of workload ``rows``: ids, user, request, cores and features
+    (an unknown feature value, NaN in the workload, is None)."""
     idx = np.asarray(rows, dtype=np.int64)
     cols: dict[str, Any] = {
         "job_id": workload.job_id[idx].tolist(), "user": workload.user[idx].tolist(),
         "req_time": workload.req_time[idx].tolist(), "cores": workload.procs[idx].tolist()}
     for name in names:
         if name in workload.features and name != "progress_index":
-            cols[name] = workload.features[name][idx].tolist()
+            values = workload.features[name][idx]
+            col = values.tolist()
+            if values.dtype.kind == "f" and np.isnan(values).any():
+                # null is a batch's "unknown" (services refuse NaN)
+                col = [None if v != v else v for v in col]
+            cols[name] = col
     return cols
 
 

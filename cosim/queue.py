@@ -17,9 +17,12 @@ import numpy as np
 
 from cosim.job import Job
 
-__all__ = ["JobQueue"]
+__all__ = ["JobQueue", "DEAD_PROCS"]
 
 _SMALL = 48   # below this many slots, plain Python loops are faster than numpy
+#: The size a dead slot holds in ``procs``: larger than any machine, so a size
+#: test (``procs <= free``) is False for it without consulting ``alive``.
+DEAD_PROCS = 2**62
 
 
 class JobQueue:
@@ -27,7 +30,8 @@ class JobQueue:
 
     Attributes:
         jobs: job per slot (``None`` for dead slots).
-        procs, mem, estimate, submit, key: numpy columns by slot.
+        procs, mem, estimate, submit, key: numpy columns by slot; a dead slot
+            in ``[lo, hi)`` holds :data:`DEAD_PROCS` in ``procs``.
         alive: whether the slot holds a queued job.
         lo, hi: slots ``[lo, hi)`` may be alive; all others are dead.
     """
@@ -89,6 +93,7 @@ class JobQueue:
         """Take ``job`` out of the queue."""
         s = job.queue_slot
         self.alive[s] = False
+        self.procs[s] = DEAD_PROCS
         self.jobs[s] = None
         self._gone[job.procs] = self._gone.get(job.procs, 0) + 1
         job.queue_slot = -1

@@ -42,7 +42,7 @@ __all__ = ["write_report", "load_runs", "Run", "GANTT_MAX_JOBS"]
 #: Runs with more jobs than this get no Gantt chart (one bar per job stops
 #: being readable and costs seconds to draw).
 GANTT_MAX_JOBS = 3000
-_MAX_POINTS = 1500  # bins for time-series plots
+_SMOOTH_BINS = 300  # time-weighted bins of the utilization and queue plots
 _MODE_COLORS = {"ready": "#4c72b0", "reserved": "#dd8452", "backfilled": "#55a868",
                 "": "#999999"}
 
@@ -198,26 +198,46 @@ def _colors(n: int) -> list:
 
 
 def _plot_time(runs: list[Run], path: Path) -> bool:
+    """Utilization as small multiples (one strip per policy), queue length below.
+
+    Both are time-weighted averages over :data:`_SMOOTH_BINS` equal bins of
+    the run: a step function with thousands of changes per policy drawn on
+    top of six others is a solid block of colour, while a strip per policy
+    shows where each one leaves the machine idle.
+    """
     plt = _pyplot()
-    fig, (ax_u, ax_q) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
-    drawn = False
+    series = []
     for run, color in zip(runs, _colors(len(runs)), strict=True):
         if run.events is None or run.events.num_rows == 0 or "cores" not in run.meta:
             continue
-        ts = metrics.time_series(run.events, int(run.meta["cores"]), max_points=_MAX_POINTS)
+        ts = metrics.time_series(run.events, int(run.meta["cores"]), max_points=_SMOOTH_BINS)
+        series.append((run, color, ts))
+    n = max(1, len(series))
+    fig = plt.figure(figsize=(9, 0.75 * n + 3.0))
+    grid = fig.add_gridspec(n + 1, 1, height_ratios=[1] * n + [max(2.0, n * 0.45)], hspace=0.12)
+    ax_q = fig.add_subplot(grid[n])
+    for i, (run, color, ts) in enumerate(series):
+        ax = fig.add_subplot(grid[i], sharex=ax_q)
         hours = ts["time"] / 3600.0
-        ax_u.plot(hours, ts["utilization"], drawstyle="steps-post", color=color, lw=0.8,
+        ax.fill_between(hours, ts["utilization"], step="post", color=color, alpha=0.55, lw=0)
+        ax.plot(hours, ts["utilization"], drawstyle="steps-post", color=color, lw=0.6)
+        ax.set_ylim(0, 1.05)
+        ax.set_yticks([0, 1])
+        ax.tick_params(labelbottom=False, labelsize=7)
+        mean = run.summary.get("utilization")
+        label = run.name if mean is None else f"{run.name}  (useful {mean:.2f})"
+        ax.text(0.005, 0.9, label, transform=ax.transAxes, fontsize=8, va="top",
+                bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
+        if i == 0:
+            ax.set_title("utilization (time average per bin), one strip per policy", fontsize=9)
+        ax_q.plot(hours, ts["queue_len"], drawstyle="steps-post", color=color, lw=0.9,
                   label=run.name)
-        ax_q.plot(hours, ts["queue_len"], drawstyle="steps-post", color=color, lw=0.8)
-        drawn = True
-    ax_u.set_ylabel("utilization")
-    ax_u.set_ylim(0, 1.05)
     ax_q.set_ylabel("queued jobs")
     ax_q.set_xlabel("time (h)")
-    _legend(ax_u, loc="lower right", fontsize=8)
-    _margins(fig, hspace=0.08)
+    _legend(ax_q, loc="upper left", fontsize=7, ncol=min(4, n), frameon=False)
+    _margins(fig, left=0.7, top=0.35)
     _save(fig, path)
-    return drawn
+    return bool(series)
 
 
 def _cdf_points(x: np.ndarray, k: int = 1000) -> tuple[np.ndarray, np.ndarray]:
@@ -292,25 +312,33 @@ def _plot_by_size(runs: list[Run], per: list[dict], path: Path) -> None:
 
 
 def _plot_modes(runs: list[Run], path: Path) -> None:
+    """Execution-mode shares as horizontal stacked bars: one row per policy, jobs
+    on the left, core-hours on the right, so names never collide."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(runs) + 2), 4))
-    labels, x = [], []
-    for r, run in enumerate(runs):
-        for j, (basis, key) in enumerate((("jobs", "mode_jobs"), ("core-h", "mode_corehours"))):
-            pos = r * 2.6 + j
-            bottom = 0.0
-            for mode in metrics.EXEC_MODES:
-                share = run.summary.get(f"{key}_{mode}") or 0.0
-                ax.bar(pos, share, bottom=bottom, color=_MODE_COLORS[mode],
-                       label=mode if (r, j) == (0, 0) else None)
-                bottom += share
-            x.append(pos)
-            labels.append(f"{run.name}\n{basis}")
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_ylabel("share of finished jobs / core-hours")
-    ax.set_ylim(0, 1.0)
-    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    _margins(fig, right=1.3)
+    n = len(runs)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 0.45 * n + 1.3), sharey=True)
+    rows = np.arange(n)[::-1]   # the first policy on top
+    for ax, (key, title) in zip(axes, (("mode_jobs", "share of finished jobs"),
+                                       ("mode_corehours", "share of their core-hours")),
+                                strict=True):
+        left = np.zeros(n)
+        for mode in metrics.EXEC_MODES:
+            share = np.array([r.summary.get(f"{key}_{mode}") or 0.0 for r in runs])
+            ax.barh(rows, share, left=left, height=0.7, color=_MODE_COLORS[mode], label=mode)
+            for y, x0, w in zip(rows, left, share, strict=True):
+                if w >= 0.08:
+                    ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", fontsize=7,
+                            color="white")
+            left += share
+        ax.set_xlim(0, 1)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1], ["0", "25%", "50%", "75%", "100%"])
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=8)
+    axes[0].set_yticks(rows, [r.name for r in runs])
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8, frameon=False)
+    width = max(len(r.name) for r in runs) if runs else 8
+    _margins(fig, left=min(3.5, 0.2 + 0.065 * width), top=0.6, bottom=0.35, wspace=0.12)
     _save(fig, path)
 
 
@@ -356,7 +384,10 @@ _MAIN_KEYS = (
     "jobs_total", "jobs_finished", "jobs_completed", "jobs_timeout", "jobs_failed",
     "jobs_rejected", "jobs_unfinished", "wait_mean", "wait_median", "wait_p95", "wait_p99",
     "wait_max", "response_mean", "slowdown_mean", "bsld_mean", "bsld_max", "utilization",
-    "utilization_up", "wasted_core_seconds", "queue_len_mean", "queued_load_mean",
+    "utilization_busy", "utilization_up", "useful_core_seconds", "busy_core_seconds",
+    "wasted_core_seconds", "waste_timeout_core_seconds", "waste_kill_core_seconds",
+    "waste_failure_core_seconds", "fairness_jain", "fairness_users", "bsld_worst_user_mean",
+    "worst_user", "queue_len_mean", "queued_load_mean",
     "makespan", "resource_holes_core_seconds", "resource_holes_frac",
 )
 
@@ -379,7 +410,8 @@ def _html(runs: list[Run], images: list[tuple[str, str]], notes: list[str]) -> s
     rows = []
     for k in keys + rest:
         cells = "".join(f"<td>{_fmt(r.summary.get(k))}</td>" for r in runs)
-        rows.append(f"<tr><th>{html.escape(k)}</th>{cells}</tr>")
+        meaning = html.escape(metrics.definition(k))
+        rows.append(f"<tr><th>{html.escape(k)}</th>{cells}<td class=\"def\">{meaning}</td></tr>")
     head = "".join(f"<th>{html.escape(r.name)}</th>" for r in runs)
     figs = "\n".join(
         f'<figure><img src="{html.escape(src)}" alt="{html.escape(cap)}">'
@@ -393,6 +425,7 @@ body {{ font-family: sans-serif; margin: 2em; max-width: 1100px; }}
 table {{ border-collapse: collapse; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 2px 8px; text-align: right; }}
 tr th:first-child {{ text-align: left; font-weight: normal; font-family: monospace; }}
+td.def {{ text-align: left; color: #555; font-size: 0.85em; }}
 img {{ max-width: 100%; }}
 figcaption {{ font-size: 0.85em; color: #555; }}
 </style></head>
@@ -401,9 +434,11 @@ figcaption {{ font-size: 0.85em; color: #555; }}
 <h2>Notes</h2>
 <ul>{note_html}</ul>
 <h2>Metrics</h2>
-<p>Keys and definitions: docs/schemas.md (summary.json), after METRICS.md.</p>
+<p>Each metric is defined in the last column; the full definitions are in
+<code>docs/metrics.md</code> and the keys of <code>summary.json</code> in
+<code>docs/schemas.md</code>, in the hpc-cosim sources.</p>
 <table>
-<tr><th>metric</th>{head}</tr>
+<tr><th>metric</th>{head}<th>meaning</th></tr>
 {chr(10).join(rows)}
 </table>
 <h2>Figures</h2>
@@ -444,7 +479,8 @@ def write_report(results_dir: str | os.PathLike, *,
     images: list[tuple[str, str]] = []
     notes: list[str] = [
         "Averages, percentiles and maxima are over finished jobs (completed or "
-        "timed out); timed-out jobs' runs count as done work."]
+        "timed out). Useful work counts completed attempts only: a timed-out job's "
+        "last attempt is busy but wasted time, like killed and lost attempts."]
     for r in runs:
         unfinished = r.summary.get("jobs_unfinished") or 0
         if unfinished:
@@ -483,6 +519,12 @@ def write_report(results_dir: str | os.PathLike, *,
             continue
         add(f"gantt_{_slug(r.name, taken)}.png", f"Gantt chart: {r.name}",
             lambda p, r=r: _plot_gantt(r, p))
+    # Figures of an earlier report that this one did not draw (another
+    # policy's Gantt chart), and temporary files of a report that was killed.
+    drawn = {name for name, _ in images}
+    for stale in list(root.glob("gantt_*.png")) + list(root.glob(".*.tmp*")):
+        if stale.name not in drawn and stale.is_file():
+            stale.unlink(missing_ok=True)
     out = root / "report.html"
     text = _html(runs, images, notes)
     tmp = root / ".report.html.tmp"

@@ -14,12 +14,26 @@ Layout of a results folder::
     OUT/<policy>/jobs.parquet, events.parquet, decisions.parquet, summary.json
     OUT/report.html, *.png     unless plots are off
 
-Every file is written to a temporary name and renamed, so an interrupted run
-never leaves a file that looks complete but is not.
+A run writes into a fresh staging folder beside ``OUT`` (``.OUT.partial-PID``)
+and, when everything is written, puts it in place of ``OUT`` in one rename
+(the previous ``OUT``, if any, is moved aside first and then deleted). So a
+rerun never mixes its files with an earlier run's (no stale policy folders,
+plots or report), and an interrupted run leaves ``OUT`` as it was; the staging
+folders of killed runs are removed by the next run into the same ``OUT``. A
+folder that is not a results folder (no ``scenario.yaml`` or
+``comparison.json``, and not empty) is never replaced: the run refuses
+before simulating anything.
+
+Feedback goes to stderr (``notify``): the workload's warnings (dropped jobs,
+perfect estimates, a guessed machine size), which models folder is used or
+trained, and a progress bar per policy once a policy has run for two
+seconds. Only the comparison table and the results path go to stdout.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 import warnings
@@ -37,14 +51,21 @@ from cosim.policies import PolicySpec, make_policy, parse_policy
 from cosim.policies.names import PREDICTORS as _PREDICTORS
 from cosim.prediction import KillRule, PredictionHub, feature_columns
 from cosim.workloads.base import Workload
-from cosim.workloads.loading import load_workload, streams
+from cosim.workloads.loading import load_workload, resolve_machine, streams, workload_warnings
 
 __all__ = ["run_policy", "run_scenario", "comparison_table", "parse_policies", "load_policy",
            "load_kill_agent",
            "prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
-           "policy_dir", "TABLE_COLUMNS", "PREDICTORS", "parse_policy_name"]
+           "policy_dir", "TABLE_COLUMNS", "PREDICTORS", "parse_policy_name", "default_out_dir",
+           "PROGRESS_DELAY_S"]
 
-#: (summary key, header, format) of the comparison table printed by ``run``.
+#: Wall seconds a policy runs before its progress bar appears (stderr).
+PROGRESS_DELAY_S = 2.0
+
+#: (summary key, header, format) of the comparison table printed by ``run``:
+#: ``util`` is useful utilization (completed attempts), ``busy`` counts every
+#: attempt, ``wasted core-h`` is their difference (timeouts, kills, failures),
+#: ``jain`` is Jain's fairness over users' mean bsld (``docs/metrics.md``).
 TABLE_COLUMNS = [
     ("jobs_finished", "jobs", "{:.0f}"),
     ("wait_mean", "mean wait s", "{:.0f}"),
@@ -53,13 +74,20 @@ TABLE_COLUMNS = [
     ("bsld_mean", "mean bsld", "{:.2f}"),
     ("response_mean", "mean resp s", "{:.0f}"),
     ("utilization", "util", "{:.3f}"),
+    ("utilization_busy", "busy", "{:.3f}"),
     ("queue_len_mean", "mean queue", "{:.1f}"),
     ("wasted_core_hours", "wasted core-h", "{:.1f}"),
+    ("fairness_jain", "jain", "{:.3f}"),
+    ("bsld_worst_user_mean", "worst user bsld", "{:.1f}"),
     ("jobs_per_second", "sim jobs/s", "{:.0f}"),
 ]
 
 #: Predictor names of ``@PREDICTOR`` (see :mod:`cosim.policies.names`).
 PREDICTORS = tuple(_PREDICTORS)
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -178,6 +206,8 @@ def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
         if base_dir is not None and not path.is_absolute() and not path.exists():
             path = Path(base_dir) / path
         bundle = ModelBundle.load(path)
+        if echo is not None:
+            echo(f"predictors: {path}")
     else:
         if scenario.workload.kind != "vasp":
             raise ScenarioError("predictor.models", "nothing",
@@ -237,25 +267,47 @@ def attach_predictions(sim: Simulation, scenario: Scenario, predictor: str, kill
     return hub
 
 
+async def _service_feature_names(scenario: Scenario) -> list[str]:
+    """The feature names the configured service's models take (``GET /models``).
+
+    Raises:
+        InputError: the service does not answer (not started, wrong URL or token).
+    """
+    from predictors.service import make_service
+
+    cfg = scenario.prediction_service
+    async with make_service(cfg.backend, url=cfg.url, timeout_s=cfg.timeout_s,
+                            token=cfg.token) as service:
+        try:
+            return list((await service.models())["feature_names"])
+        except Exception as exc:
+            raise InputError("prediction_service.url", f"no answer from {cfg.url} "
+                             f"({getattr(exc, 'reason', type(exc).__name__)})",
+                             "a running 'python -m predictors serve'") from None
+
+
 async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload: Workload, policy,
-                            bundle, compose=None):
-    """Build and run the simulation under asyncio, predictions from the configured service."""
+                            bundle, compose=None, progress: bool = False,
+                            feature_names: list[str] | None = None):
+    """Build and run the simulation under asyncio, predictions from the configured service.
+
+    ``feature_names`` are the service's (asked once per run, before the first
+    policy): a service that dies later only costs fallbacks, counted like
+    any failed call, never the run.
+    """
     from cosim.bridge import Bridge
     from predictors.service import make_service
 
     cfg = scenario.prediction_service
+    if bundle is not None:
+        names = bundle.feature_names
+    elif feature_names is not None:
+        names = feature_names
+    else:
+        names = await _service_feature_names(scenario)
     service = make_service(cfg.backend, bundle=bundle, url=cfg.url, timeout_s=cfg.timeout_s,
                            token=cfg.token)
     async with service:
-        if bundle is not None:
-            names = bundle.feature_names
-        else:
-            try:
-                names = list((await service.models())["feature_names"])
-            except Exception as exc:
-                raise InputError("prediction_service.url", f"no answer from {cfg.url} "
-                                 f"({getattr(exc, 'reason', type(exc).__name__)})",
-                                 "a running 'python -m predictors serve'") from None
         bridge = Bridge(env, service, timeout_s=cfg.timeout_s,
                         simulated_latency=cfg.simulated_latency,
                         rng=streams(scenario.seed)["agent"])
@@ -263,7 +315,8 @@ async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload:
         if compose is not None:
             policy = compose(policy, hub)
         sim = build(env, scenario, policy, workload=workload, hooks=[hub])
-        await bridge.run(sim.finished, until=scenario.output.until)
+        with _Progress(sim, spec.name, progress) as bar:
+            await bridge.run(sim.finished, until=scenario.output.until, on_advance=bar.update)
     hub.stats.service_seconds = bridge.wall_seconds
     return sim, hub
 
@@ -271,7 +324,8 @@ async def _run_with_service(env, spec: PolicySpec, scenario: Scenario, workload:
 # -- runs --------------------------------------------------------------------------------------
 def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str | Path | None, *,
                workload: Workload | None = None, base_dir: str | Path | None = None,
-               progress: bool = False, bundle: Any = None) -> dict[str, Any]:
+               progress: bool = False, bundle: Any = None,
+               service_features: list[str] | None = None) -> dict[str, Any]:
     """Simulate one policy; write its tables when ``out_dir`` is given.
 
     Args:
@@ -282,6 +336,8 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
         base_dir: where relative paths are resolved.
         progress: show a progress bar on long runs.
         bundle: trained models (default: prepared from the scenario when needed).
+        service_features: the HTTP prediction service's feature names, when
+            already known (default: asked from the service first).
 
     Returns:
         The summary: every metric plus scheduler counters and run figures.
@@ -291,6 +347,7 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
             else parse_policies([policy_name], scenario)[0])
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
+    scenario = resolve_machine(scenario, workload)
     service_cfg = scenario.prediction_service
     via_service = service_cfg.backend != "none" and spec.predictor in ("xgboost", "rnn")
     if bundle is None and spec.predictor in ("xgboost", "rnn") and service_cfg.backend != "http":
@@ -308,7 +365,8 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
         import asyncio
 
         sim, hub = asyncio.run(_run_with_service(env, spec, scenario, workload, policy, bundle,
-                                                 compose))
+                                                 compose, progress=progress,
+                                                 feature_names=service_features))
     else:
         backend = prediction_backend(spec.predictor, workload, bundle)
         hub = make_prediction_hub(spec, scenario, workload, backend,
@@ -344,6 +402,8 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
         "jobs_lost_to_failures": c.jobs_lost_to_failures,
         "overruns": c.overruns,
         "workload_cleaning": dict(workload.cleaning),
+        "workload_status": {str(k): v for k, v in workload.status_counts.items()},
+        "machine_source": workload.machine_source,
         "predictor": predictor,
         **(hub.stats.as_dict() if hub is not None else {}),
         "wall_seconds": wall,
@@ -359,17 +419,53 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
     return summary
 
 
-def _advance(sim, until: float | None, progress: bool, label: str) -> None:
-    """Run the model to the end (or ``until``), with a progress bar on long runs."""
-    env = sim.env
-    stop = sim.finished if until is None else min(until, 1e300)
-    if not progress or len(sim.workload) < 20_000:
-        env.run(until=stop if until is None else until)
-        return
-    from tqdm import tqdm
+class _Progress:
+    """A progress bar on stderr for one policy: jobs done of jobs in the workload.
 
+    It appears only once the policy has run for :data:`PROGRESS_DELAY_S`
+    wall seconds (short runs print nothing) and clears itself when done.
+    """
+
+    def __init__(self, sim, label: str, enabled: bool):
+        self.sim = sim
+        self.bar = None
+        self.t0 = time.monotonic()
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=len(sim.workload), desc=label, unit="job", file=sys.stderr,
+                            leave=False, delay=PROGRESS_DELAY_S, dynamic_ncols=True)
+
+    def update(self) -> None:
+        """Show the jobs done so far."""
+        if self.bar is not None:
+            self.bar.update(self.sim.scheduler.done_count - self.bar.n)
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.update()
+            if time.monotonic() - self.t0 >= PROGRESS_DELAY_S:
+                self.bar.refresh()   # the final count, before the bar clears itself
+            self.bar.close()
+
+
+def _advance(sim, until: float | None, progress: bool, label: str) -> None:
+    """Run the model to the end (or ``until``), updating a progress bar as it goes.
+
+    The run goes in about a hundred steps of simulated time (the submit times
+    of every hundredth of the jobs), which changes nothing in the schedule:
+    stopping ``env.run`` at a time and resuming it processes the same events
+    in the same order.
+    """
+    env = sim.env
+    if not progress:
+        env.run(until=sim.finished if until is None else until)
+        return
     n = len(sim.workload)
-    with tqdm(total=n, desc=label, unit="job", file=sys.stderr, leave=False) as bar:
+    with _Progress(sim, label, progress) as bar:
         submit = sim.workload.submit
         for k in range(1, 101):
             if sim.finished.triggered:
@@ -379,12 +475,11 @@ def _advance(sim, until: float | None, progress: bool, label: str) -> None:
                 break
             if t > env.now:
                 env.run(until=t)
-            bar.update(sim.scheduler.done_count - bar.n)
+            bar.update()
         if until is None:
             env.run(until=sim.finished)
         elif until > env.now:
             env.run(until=until)
-        bar.update(sim.scheduler.done_count - bar.n)
 
 
 def policy_dir(name: str) -> str:
@@ -412,44 +507,154 @@ def comparison_table(summaries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def default_out_dir(scenario: Scenario) -> Path:
+    """``results/<scenario name>``, plus the trace's name for a trace replay.
+
+    ``scenarios/swf.yaml`` on ``RICC-2010-2.swf.gz`` writes
+    ``results/swf-RICC-2010-2``, so replays of different traces do not
+    overwrite each other.
+    """
+    wc = scenario.workload
+    if wc.kind in ("swf", "slurm") and wc.path:
+        name = Path(wc.path).name
+        for suffix in (".gz", ".swf", ".txt", ".csv", ".log", ".sacct"):
+            name = name.removesuffix(suffix)
+        return Path("results") / f"{scenario.name}-{name or wc.kind}"
+    return Path("results") / scenario.name
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _leftovers(out: Path) -> list[tuple[Path, str, int]]:
+    """(path, kind, pid) of staging and set-aside folders of runs into ``out``."""
+    found = []
+    for kind in ("partial", "old"):
+        for p in out.parent.glob(f".{out.name}.{kind}-*"):
+            pid = p.name.rsplit("-", 1)[-1]
+            if pid.isdigit():
+                found.append((p, kind, int(pid)))
+    return found
+
+
+def _prepare_out(out: Path) -> Path:
+    """Check that ``out`` may be replaced, clean up after killed runs, make the staging folder.
+
+    Raises:
+        InputError: ``out`` is a file, or a folder that holds something other
+            than a results folder.
+    """
+    for path, kind, pid in _leftovers(out):
+        if pid == os.getpid() or _pid_alive(pid):
+            continue   # another run in progress (or this one)
+        if kind == "old" and not out.exists():
+            os.replace(path, out)   # killed between its two renames: put the results back
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    if out.exists():
+        if not out.is_dir():
+            raise InputError(str(out), "a file", "a results folder (--out DIR)")
+        if any(out.iterdir()) and not ((out / "comparison.json").exists()
+                                       or (out / "scenario.yaml").exists()):
+            raise InputError(str(out), "a folder that is not a results folder (no "
+                             "comparison.json or scenario.yaml)",
+                             "a new or empty folder, or one written by 'cosim run' (it is "
+                             "replaced as a whole)", "choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".{out.name}.partial-{os.getpid()}"
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir()
+    return stage
+
+
+def _put_in_place(stage: Path, out: Path) -> None:
+    """Replace ``out`` by ``stage``: the old folder is set aside, the new renamed in, the old deleted."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+    os.replace(stage, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *,
                  base_dir: str | Path | None = None, plots: bool = True,
                  progress: bool = True, echo: Callable[[str], None] | None = print,
-                 source: str = "--policy") -> dict[str, dict[str, Any]]:
+                 source: str = "--policy",
+                 notify: Callable[[str], None] | None = _stderr) -> dict[str, dict[str, Any]]:
     """Run every policy on the same workload and write the results folder.
 
     ``source`` says where the names came from (``"--policy"`` or the scenario
-    file), so a bad name is reported where the user wrote it.
+    file), so a bad name is reported where the user wrote it. ``echo`` gets
+    the comparison table and the results path (stdout); ``notify`` gets the
+    workload's warnings and which models are used (stderr); ``progress``
+    shows a bar on stderr for each policy that runs longer than
+    :data:`PROGRESS_DELAY_S`. The folder is replaced as a whole when the run
+    is complete (see the module docstring).
+
+    Raises:
+        InputError: bad policy names, workload, or an ``out_dir`` that is not a
+            results folder; nothing is written then.
     """
     from cosim import records
 
-    # Check every input (policy names, the workload) before writing anything,
-    # so bad input leaves no output behind.
+    # Check every input (policy names, the workload, the folder) before
+    # writing anything, so bad input leaves no output behind.
     specs = parse_policies(policies, scenario, source=source)
     workload = load_workload(scenario, base_dir=base_dir)
-    bundle = (None if scenario.prediction_service.backend == "http"
-              else prepare_models(scenario, specs, base_dir, echo=echo))
+    scenario = resolve_machine(scenario, workload)
+    if notify is not None:
+        lines = workload_warnings(workload, scenario)
+        if lines:
+            notify(f"warning: {workload.source or scenario.workload.kind}:")
+            for line in lines:
+                notify(f"  {line}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
-    records.write_bytes_atomic(out / "scenario.yaml", text.encode("utf-8"))
-    summaries: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        summaries[spec.name] = run_policy(scenario, spec, out / policy_dir(spec.name),
-                                          workload=workload, base_dir=base_dir,
-                                          progress=progress, bundle=bundle)
-    records.write_json_atomic(out / "comparison.json", {
-        "schema": "comparison/1", "scenario": scenario.name,
-        "policies": [{"policy": s.name, "dir": policy_dir(s.name)} for s in specs],
-        "summaries": summaries})
-    if echo is not None:
-        echo(comparison_table(summaries))
-    if plots:
-        from cosim.report import write_report
+    stage = _prepare_out(out)
+    try:
+        features = None
+        if scenario.prediction_service.backend == "http":
+            bundle = None
+            if any(s.predictor in ("xgboost", "rnn") for s in specs):
+                import asyncio
 
-        path = write_report(out)
+                # Asked once: a server that dies between policies costs fallbacks, not the run.
+                features = asyncio.run(_service_feature_names(scenario))
+        else:
+            bundle = prepare_models(scenario, specs, base_dir, echo=notify)
+        text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+        records.write_bytes_atomic(stage / "scenario.yaml", text.encode("utf-8"))
+        summaries: dict[str, dict[str, Any]] = {}
+        for spec in specs:
+            summaries[spec.name] = run_policy(scenario, spec, stage / policy_dir(spec.name),
+                                              workload=workload, base_dir=base_dir,
+                                              progress=progress, bundle=bundle,
+                                              service_features=features)
+        records.write_json_atomic(stage / "comparison.json", {
+            "schema": "comparison/1", "scenario": scenario.name,
+            "policies": [{"policy": s.name, "dir": policy_dir(s.name)} for s in specs],
+            "summaries": summaries})
         if echo is not None:
-            echo(f"results: {out}/  report: {path}")
-    elif echo is not None:
+            echo(comparison_table(summaries))
+        if plots:
+            from cosim.report import write_report
+
+            write_report(stage)
+        _put_in_place(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    if echo is not None:
         echo(f"results: {out}/")
+        if plots:
+            echo(f"  report: {out / 'report.html'}")
     return summaries

@@ -150,7 +150,9 @@ def _ingest(args: argparse.Namespace) -> None:
     report = ingest_runs(args.dirs, args.out)
     print(report)
     if report.n_ingested == 0:
-        raise InputError(" ".join(str(d) for d in args.dirs), "no readable VASP run",
+        # nothing was written: an empty data set would only fail later, in train
+        raise InputError(" ".join(str(d) for d in args.dirs),
+                         f"no readable VASP run ({report.n_found} found, nothing written)",
                          "folders holding VASP runs (INCAR + OSZICAR)")
 
 

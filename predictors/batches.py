@@ -13,6 +13,7 @@ its 400 answer.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any
@@ -22,7 +23,8 @@ import numpy as np
 from cosim.errors import InputError
 
 __all__ = ["BatchError", "validate_batch", "required_columns", "parse_request",
-           "DEFAULT_MAX_BATCH", "KINDS", "REMAINING_COLUMNS"]
+           "DEFAULT_MAX_BATCH", "KINDS", "REMAINING_COLUMNS", "FEATURE_RANGES", "DEFAULT_RANGE",
+           "REMAINING_RANGE"]
 
 #: The two batched calls.
 KINDS = ("runtime", "remaining")
@@ -32,6 +34,26 @@ REMAINING_COLUMNS = ("elapsed", "scf_done", "prerun", "progress")
 
 #: Largest batch (jobs) a call accepts by default: ten times a big decision point.
 DEFAULT_MAX_BATCH = 100_000
+
+#: Accepted range of each numeric feature of RLSchert's Table 1, inclusive.
+#: Wide on purpose (a run far bigger than any today passes): they catch
+#: values no VASP run has, such as a negative core count, and the huge
+#: magnitudes that would overflow the float32 a model computes in.
+#: Integer-coded INCAR tags may be negative (ISMEAR = -5, IBRION = -1).
+FEATURE_RANGES: dict[str, tuple[float, float]] = {
+    "NELECT": (0.0, 1e7), "NSW": (0.0, 1e9), "SystemVolume": (0.0, 1e10),
+    "AtomNumber": (0.0, 1e7), "ElecNumber": (0.0, 1e8), "NELM": (0.0, 1e6),
+    "ElementTypeNumber": (0.0, 200.0), "ENCUT": (0.0, 1e5), "EDIFFG": (-1e6, 1e6),
+    "EDIFF": (0.0, 1e6), "numExhosts": (0.0, 1e6), "cores": (0.0, 1e8),
+    "NELMIN": (0.0, 1e6), "ISPIN": (1.0, 2.0), "SIGMA": (0.0, 1e3),
+    "ICHARG": (-1e4, 1e4), "ISYM": (-1e4, 1e4), "ISMEAR": (-1e4, 1e4),
+    "IBRION": (-1e4, 1e4), "ISTART": (-1e4, 1e4),
+}
+#: Range of any other numeric feature (a site's own model).
+DEFAULT_RANGE: tuple[float, float] = (-1e15, 1e15)
+#: Range of ``elapsed``, ``scf_done`` and ``prerun`` (seconds or steps; 10^10 s
+#: is three centuries) and of every number in ``progress`` rows.
+REMAINING_RANGE: tuple[float, float] = (0.0, 1e10)
 
 
 class BatchError(InputError):
@@ -99,7 +121,14 @@ def _check_list(batch: Mapping[str, Any], name: str, n: int | None, where: str) 
     return col
 
 
-def _check_numbers(col: Any, field: str, *, allow_none: bool, finite: bool = False) -> None:
+def _fmt_bound(x: float) -> str:
+    return f"{x:g}"
+
+
+def _check_numbers(col: Any, field: str, *, allow_none: bool,
+                   bounds: tuple[float, float]) -> None:
+    """Numbers (or null, when allowed), finite and within ``bounds``; NaN and
+    infinities are refused: JSON's spelling of "unknown" is null."""
     if isinstance(col, np.ndarray):
         if col.dtype.kind not in "iuf":
             raise BatchError(field, f"an array of dtype {col.dtype}", "numbers")
@@ -109,12 +138,23 @@ def _check_numbers(col: Any, field: str, *, allow_none: bool, finite: bool = Fal
             if not _is_number(v, allow_none):
                 what = "numbers (null for unknown)" if allow_none else "numbers"
                 raise BatchError(field, f"{_what(v)} in row {i}", what)
-    if finite and len(col):
-        arr = np.asarray(col, dtype=np.float64)
-        bad = ~np.isfinite(arr) | (arr < 0)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise BatchError(field, f"{float(arr[i])!r} in row {i}", "finite numbers >= 0")
+    if not len(col):
+        return
+    arr = np.asarray(col if isinstance(col, np.ndarray) else
+                     [math.nan if v is None else v for v in col] if allow_none else col,
+                     dtype=np.float64)
+    known = np.ones(len(arr), dtype=bool) if isinstance(col, np.ndarray) or not allow_none \
+        else np.fromiter((v is not None for v in col), dtype=bool, count=len(col))
+    lo, hi = bounds
+    with np.errstate(invalid="ignore"):
+        bad = known & ~((arr >= lo) & (arr <= hi))   # NaN fails both tests
+    if bad.any():
+        i = int(np.argmax(bad))
+        v = float(arr[i])
+        kind = ("finite numbers" if not math.isfinite(v) else "numbers")
+        unknown = " (null for unknown)" if allow_none else ""
+        raise BatchError(field, f"{v!r} in row {i}",
+                         f"{kind} in [{_fmt_bound(lo)}, {_fmt_bound(hi)}]{unknown}")
 
 
 def _check_progress(col: Any, field: str) -> None:
@@ -124,6 +164,7 @@ def _check_progress(col: Any, field: str) -> None:
         rows = list(chain.from_iterable(col))
         if set(map(type, rows)) <= {list} and set(map(len, rows)) <= {4} \
                 and set(map(type, chain.from_iterable(rows))) <= _NUMBER_TYPES:
+            _check_progress_values(col, rows, field)
             return
     for i, entry in enumerate(col):
         if isinstance(entry, np.ndarray):
@@ -140,6 +181,29 @@ def _check_progress(col: Any, field: str) -> None:
                 if not _is_number(v):
                     raise BatchError(field, f"{_what(v)} in row {i}, step {r}",
                                      expected)
+    rows = [step for entry in col for step in (entry.tolist() if isinstance(entry, np.ndarray)
+                                                else entry)]
+    _check_progress_values(col, rows, field)
+
+
+def _check_progress_values(col: Any, rows: list, field: str) -> None:
+    """Every progress number finite; elapsed and SCF steps >= 0 (denergy may be negative)."""
+    if not rows:
+        return
+    arr = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
+    lo, hi = REMAINING_RANGE
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(arr) & (np.abs(arr) <= hi)
+        ok[:, [0, 3]] &= arr[:, [0, 3]] >= lo
+    if not ok.all():
+        flat = int(np.argmax(~ok.all(axis=1)))
+        # name the job and step of the first bad row
+        ends = np.cumsum([len(entry) for entry in col])
+        job = int(np.searchsorted(ends, flat, side="right"))
+        step = flat - (int(ends[job - 1]) if job else 0)
+        raise BatchError(field, f"{arr[flat].tolist()!r} in row {job}, step {step}",
+                         f"finite numbers within +-{_fmt_bound(hi)} (elapsed and scf_steps "
+                         ">= 0)")
 
 
 def required_columns(kind: str, feature_names: Sequence[str]) -> list[str]:
@@ -158,10 +222,13 @@ def validate_batch(batch: Any, *, kind: str, feature_names: Sequence[str],
     Checks that the batch is a mapping, that every required column
     (:func:`required_columns`) is a list with one value per job, that
     ``job_id`` holds strings or integers, numeric features numbers or null
-    (unknown), categorical features strings, numbers, booleans or null,
-    ``elapsed``/``scf_done``/``prerun`` finite numbers >= 0 and ``progress``
-    per job a (possibly empty) list of 4-number rows. Columns it does not
-    know (``user``, ``req_time``) are ignored.
+    (unknown), finite and within :data:`FEATURE_RANGES` (a negative core
+    count, NaN or 1e308 are refused: null is how a batch says "unknown"),
+    categorical features strings, numbers, booleans or null,
+    ``elapsed``/``scf_done``/``prerun`` finite numbers in
+    :data:`REMAINING_RANGE` and ``progress`` per job a (possibly empty) list
+    of 4-number rows, all finite. Columns it does not know (``user``,
+    ``req_time``) are ignored.
 
     Args:
         batch: the column dict (parsed JSON, or lists/arrays in process).
@@ -210,9 +277,11 @@ def validate_batch(batch: Any, *, kind: str, feature_names: Sequence[str],
                     if not (isinstance(v, str | bool | np.str_) or _is_number(v, True)):
                         raise BatchError(field, f"{_what(v)} in row {i}",
                                          "strings (or numbers, null for unknown)")
+        elif name in REMAINING_COLUMNS:
+            _check_numbers(col, field, allow_none=False, bounds=REMAINING_RANGE)
         else:
-            _check_numbers(col, field, allow_none=name not in REMAINING_COLUMNS,
-                           finite=name in REMAINING_COLUMNS)
+            _check_numbers(col, field, allow_none=True,
+                           bounds=FEATURE_RANGES.get(name, DEFAULT_RANGE))
     return n
 
 

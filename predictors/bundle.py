@@ -189,7 +189,8 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
     Generates ``jobs`` VASP jobs with ``seed`` (a stream separate from any
     evaluation stream), trains the pre-run model and, if asked, the
     remaining-time model, and stores the folder atomically under
-    ``cache_dir/<hash>``.
+    ``cache_dir/<hash>``. ``echo`` hears what happens, naming the final
+    folder (never the temporary one the models are trained in).
     """
     from predictors.dataset import generate_dataset
     from predictors.training import train_model
@@ -200,6 +201,8 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
     final = cache / key
     if (final / "runtime" / "meta.json").exists() and (
             not remaining or (final / "remaining" / "meta.json").exists()):
+        if echo:
+            echo(f"predictors: {final} (cached)")
         return final
     cache.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
@@ -209,15 +212,17 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
             echo(f"training predictors on {jobs} generated VASP jobs (cached in {final}) ...")
         data = generate_dataset(jobs, seed, work / "data", **(generator_params or {}))
         models = work / "models"
-        for kind in ("runtime", "remaining") if remaining else ("runtime",):
+        kinds = ("runtime", "remaining") if remaining else ("runtime",)
+        for kind in kinds:
             trained = train_model(kind, data, models, seed=seed, epochs=epochs)
             if echo:
-                echo(str(trained))
+                echo(f"  {kind} model trained in {trained.seconds:.1f} s")
         if final.exists():
             shutil.rmtree(final)
         os.replace(models, final)
         if echo:
-            echo(f"trained in {time.perf_counter() - t0:.0f} s")
+            echo(f"predictors: {final} ({' and '.join(kinds)}, trained in "
+                 f"{time.perf_counter() - t0:.0f} s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return final

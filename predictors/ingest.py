@@ -14,7 +14,11 @@ What is read, and from where:
   ISMEAR 1, SIGMA 0.2, LREAL False, ALGO Normal, PREC Normal, ISTART 0,
   ICHARG 2 (0 on restart), ISYM 2); the job kind comes from IBRION/NSW.
 * ``OSZICAR`` (:func:`cosim.workloads.oszicar.parse_oszicar`): one progress row
-  per finished ionic step (F, d E, SCF steps).
+  per finished ionic step (F, d E, SCF steps). Every form VASP writes is read
+  (any algorithm tag, fixed-width fields that touch, MD lines); a line that
+  still cannot be read is skipped and counted as a warning
+  (:attr:`IngestReport.unreadable_lines`), and only a file with more
+  unreadable lines than readable ones rejects its run.
 * ``OUTCAR`` (optional): ``LOOP+`` real times give the elapsed time at the end
   of each ionic step; ``Elapsed time (sec)`` is the run time (the target), and
   the time outside the ionic loops is counted as start-up, so the last step
@@ -30,9 +34,10 @@ What is read, and from where:
 
 A run whose INCAR or OSZICAR is missing or malformed, or whose OSZICAR has no
 finished ionic step, is skipped and listed in :attr:`IngestReport.skipped`
-with the reason; malformed optional files are listed in
-:attr:`IngestReport.warnings` and their values left unknown. One bad run never
-stops the batch. ``user`` is the owner of the run directory; ``submit`` is
+with the reason; malformed optional files and unreadable OSZICAR lines are
+listed in :attr:`IngestReport.warnings` and their values left unknown. One
+bad run never stops the batch. When no run can be read, nothing is written
+(an existing data set in the folder is left as it was). ``user`` is the owner of the run directory; ``submit`` is
 unknown (NaN); ``ExhostsGroup`` is unknown (``""``).
 """
 
@@ -79,7 +84,10 @@ class IngestReport:
         n_found: run directories found.
         ingested: job ids written, in order.
         skipped: ``(run_dir, reason)`` for each run left out.
-        warnings: ``(run_dir, message)`` for optional files that could not be used.
+        warnings: ``(run_dir, message)`` for optional files that could not be used
+            and OSZICAR lines that could not be read.
+        unreadable_lines: OSZICAR lines skipped as unreadable, over all runs ingested.
+        written: whether the data set was written (False when no run was read).
     """
 
     out_dir: Path
@@ -87,6 +95,8 @@ class IngestReport:
     ingested: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    unreadable_lines: int = 0
+    written: bool = False
 
     @property
     def n_ingested(self) -> int:
@@ -94,7 +104,11 @@ class IngestReport:
         return len(self.ingested)
 
     def __str__(self) -> str:
-        lines = [f"ingested {self.n_ingested} of {self.n_found} VASP runs into {self.out_dir}"]
+        where = f"into {self.out_dir}" if self.written else f"(nothing written to {self.out_dir})"
+        lines = [f"ingested {self.n_ingested} of {self.n_found} VASP runs {where}"]
+        if self.unreadable_lines:
+            lines.append(f"{self.unreadable_lines} unreadable OSZICAR line(s) skipped "
+                         "(see the warnings)")
         lines += [f"skipped {d}: {m}" for d, m in self.skipped]
         lines += [f"warning {d}: {m}" for d, m in self.warnings]
         return "\n".join(lines)
@@ -512,16 +526,30 @@ def _functional(incar: _Incar, outcar: OutcarInfo | None) -> str:
     return ""
 
 
+def _unreadable_note(unreadable: tuple[tuple[int, str], ...]) -> str:
+    if not unreadable:
+        return ""
+    lineno, text = unreadable[0]
+    return f"; {len(unreadable)} unreadable line(s), first line {lineno}: {text[:60]!r}"
+
+
 def ingest_run(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
     """Read one run directory.
 
     Returns:
         The job row (every jobs column but ``job_id``), the progress columns
-        (but ``job_id``), and warnings about optional files.
+        (but ``job_id``), and warnings about optional files and unreadable
+        OSZICAR lines.
 
     Raises:
         InputError: INCAR or OSZICAR missing or malformed, or no finished ionic step.
     """
+    job, progress, warnings, _ = _read_run(folder)
+    return job, progress, warnings
+
+
+def _read_run(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str], int]:
+    """:func:`ingest_run` plus the number of unreadable OSZICAR lines skipped."""
     folder = Path(folder)
     warnings: list[str] = []
     incar_path = _find(folder, "INCAR")
@@ -533,8 +561,13 @@ def ingest_run(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray
     incar = _Incar(incar_path, read_incar(incar_path))
     run = parse_oszicar(osz_path)
     if run.n_ionic == 0:
-        raise InputError(str(osz_path), f"no finished ionic step ({len(run.trailing)} SCF lines)",
+        raise InputError(str(osz_path), f"no finished ionic step ({len(run.trailing)} SCF lines"
+                         f"{_unreadable_note(run.unreadable)})",
                          "at least one ionic line 'N F= ...'")
+    if run.unreadable:
+        lineno, text = run.unreadable[0]
+        warnings.append(f"{osz_path}: {len(run.unreadable)} unreadable line(s) skipped "
+                        f"(first: line {lineno}: {text[:80]!r})")
 
     outcar = poscar = kmethod = None
     script: dict[str, float] = {}
@@ -650,7 +683,7 @@ def ingest_run(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray
         "step": traj["step"], "elapsed": elapsed, "energy": traj["energy"],
         "denergy": traj["denergy"], "max_force": max_force, "scf_steps": traj["scf_steps"],
     }
-    return job, progress, warnings
+    return job, progress, warnings, len(run.unreadable)
 
 
 # ----------------------------------------------------------------------------- batch
@@ -661,11 +694,12 @@ def ingest_runs(dirs: Iterable[str | Path] | str | Path, out_dir: str | Path) ->
 
     Args:
         dirs: folders to search recursively (a single path is accepted).
-        out_dir: data set folder (created; existing files replaced).
+        out_dir: data set folder (created; existing files replaced). Nothing
+            is written when no run could be read.
 
     Returns:
-        The report: runs found, job ids written, runs skipped and warnings.
-        Bad runs are reported, never raised.
+        The report: runs found, job ids written, runs skipped, warnings and
+        whether anything was written. Bad runs are reported, never raised.
     """
     roots = [dirs] if isinstance(dirs, str | Path) else list(dirs)
     runs, missing = find_runs(roots)
@@ -675,11 +709,12 @@ def ingest_runs(dirs: Iterable[str | Path] | str | Path, out_dir: str | Path) ->
     seen: dict[str, int] = {}
     for folder in runs:
         try:
-            job, prog, warns = ingest_run(folder)
+            job, prog, warns, n_unreadable = _read_run(folder)
         except InputError as exc:
             report.skipped.append((str(folder), str(exc)))
             continue
         report.warnings.extend((str(folder), w) for w in warns)
+        report.unreadable_lines += n_unreadable
         job_id = folder.name or str(folder)
         if job_id in seen:  # two runs with one name: use the full path, which is unique
             job_id = str(folder)
@@ -689,18 +724,15 @@ def ingest_runs(dirs: Iterable[str | Path] | str | Path, out_dir: str | Path) ->
         progress.append(prog | {"job_id": np.full(len(prog["step"]), job_id, dtype=object)})
         report.ingested.append(job_id)
 
-    jobs_cols = {k: [r[k] for r in rows] for k in (rows[0] if rows else _empty_job())}
     if not rows:
-        jobs_cols = {k: [] for k in _empty_job()}
-    prog_cols = {k: np.concatenate([p[k] for p in progress]) if progress else np.zeros(0)
+        return report
+    jobs_cols = {k: [r[k] for r in rows] for k in rows[0]}
+    prog_cols = {k: np.concatenate([p[k] for p in progress])
                  for k in ("job_id", "step", "elapsed", "energy", "denergy", "max_force", "scf_steps")}
     write_dataset(jobs_cols, prog_cols, out_dir,
                   source="ingest:" + ",".join(str(Path(r)) for r in roots), seed=None,
-                  extra={"skipped": len(report.skipped)})
+                  extra={"skipped": len(report.skipped),
+                         "unreadable_oszicar_lines": report.unreadable_lines})
+    report.written = True
     return report
 
-
-def _empty_job() -> list[str]:
-    from predictors.dataset import JOBS_SCHEMA
-
-    return JOBS_SCHEMA.names

@@ -29,6 +29,10 @@ whole, null when no field is to blame):
 - 500: a bug, logged with its traceback on the server, a short message in
   the answer.
 
+A client that gives up (closes the connection while its body is still
+arriving or while its batch is being predicted) costs one ``client gone``
+line in the log, never a traceback.
+
 Concurrency: at most ``max_concurrency`` prediction requests are read,
 parsed and answered at a time (an :class:`asyncio.Semaphore`); the others
 wait for a slot, up to ``queue_timeout_s``, then get 503. Parsing, checks,
@@ -145,6 +149,12 @@ async def _errors(request: web.Request, handler: Callable) -> web.StreamResponse
         return _error(404, str(exc), "model")
     except asyncio.CancelledError:
         raise
+    except ConnectionError as exc:
+        # The client gave up (closed the connection mid-request): nothing to
+        # answer and nothing wrong with the server, so one line, no traceback.
+        logger.info("client gone during %s %s (%s)", request.method, request.path,
+                    type(exc).__name__)
+        return web.Response(status=499)
     except Exception as exc:
         logger.exception("error answering %s %s", request.method, request.path)
         return _error(500, f"internal error ({type(exc).__name__}); see the server log")

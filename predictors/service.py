@@ -540,7 +540,9 @@ def dataset_batch(data_dir: str | Path, *, kind: str = "runtime", n: int | None 
     batch: dict[str, Any] = {"job_id": ids, "user": cols["user"][rows].tolist(),
                              "req_time": cols["req_time"][rows].tolist()}
     for name in names:
-        batch[name] = cols[name][rows].tolist()
+        values = cols[name][rows]
+        batch[name] = ([None if v != v else v for v in values.tolist()]   # NaN: unknown, null
+                       if values.dtype.kind == "f" else values.tolist())
     if kind == "remaining":
         full = Progress.from_table(ds.progress, cols["job_id"])
         elapsed = cols["runtime"][rows] * fraction

@@ -101,3 +101,39 @@ def test_unreachable_server_is_one_clear_line(models, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2
     assert err.strip().count("\n") == 0 and "prediction_service.url" in err
+
+
+def test_server_dead_between_two_policies_falls_back_and_the_run_completes(models, tmp_path,
+                                                                          monkeypatch, capsys):
+    from cosim import runner
+    from cosim.__main__ import main
+
+    server = ServerProcess(models)
+    real = runner.run_policy
+    done = []
+
+    def then_kill_the_server(*args, **kwargs):
+        summary = real(*args, **kwargs)
+        if not done:
+            server.proc.kill()               # between the first and the second policy
+            server.proc.wait()
+        done.append(summary)
+        return summary
+
+    monkeypatch.setattr(runner, "run_policy", then_kill_the_server)
+    out = tmp_path / "between"
+    code = main(["run", "scenarios/vasp.yaml", "--policy", "sjf+easy@xgboost", "--policy",
+                 "saf+easy@xgboost", "--set", "workload.jobs=150", "--set",
+                 f"predictor.models={models}", "--set", "prediction_service.backend=http",
+                 "--set", f"prediction_service.url={server.url}", "--set",
+                 "prediction_service.timeout_s=2", "--out", str(out), "--no-plots", "--quiet"])
+    server.stop()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    table = captured.out.splitlines()
+    assert [ln.split()[0] for ln in table[2:4]] == ["sjf+easy@xgboost", "saf+easy@xgboost"]
+    first, second = summary(out, "sjf+easy@xgboost"), summary(out, "saf+easy@xgboost")
+    assert first["prediction_fallbacks"] == 0 and first["runtime_predictions"] == 150
+    assert second["prediction_fallbacks"] == second["prediction_batches"] > 0
+    assert set(second["prediction_fallback_reasons"]) == {"unavailable"}
+    assert second["runtime_predictions"] == 0 and second["jobs_finished"] == 150

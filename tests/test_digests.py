@@ -39,6 +39,10 @@ CASES = [
     ("deeprm-600", "scenarios/deeprm.yaml", ["workload.jobs=600"], DEEPRM_POLICIES),
     ("vasp-300", "scenarios/vasp.yaml", ["workload.jobs=300", "predictor.update_interval=200"],
      VASP_POLICIES),
+    # Estimates that jobs beat: conservative plans are compressed (in priority order).
+    ("lublin256-tsafrir-600", "scenarios/lublin256.yaml",
+     ["workload.jobs=600", "workload.estimates.model=tsafrir"],
+     [f"{h}+{b}" for h in HEURISTICS for b in ("easy", "conservative")]),
 ]
 #: The shipped scenarios at full size (marked slow).
 FULL_CASES = [

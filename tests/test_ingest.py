@@ -128,8 +128,11 @@ def test_report_lists_bad_runs_and_keeps_going(ingested, runs, index):
     assert report.n_ingested == len(index) + 1 == ds.n_jobs  # bad_poscar is ingested with a warning
     reasons = dict(report.skipped)
     assert reasons[str(runs / "does-not-exist")] == "no such directory"
-    assert reasons[str(runs / "broken" / "bad_oszicar")].startswith(
-        f"{runs / 'broken' / 'bad_oszicar' / 'OSZICAR'}:2: expected an OSZICAR line")
+    # one SCF line and one unreadable line: a sound-enough file without any ionic step
+    assert reasons[str(runs / "broken" / "bad_oszicar")] == (
+        f"{runs / 'broken' / 'bad_oszicar' / 'OSZICAR'}: expected at least one ionic line "
+        "'N F= ...', got no finished ionic step (1 SCF lines; 1 unreadable line(s), first "
+        "line 2: 'this is not an OSZICAR line')")
     assert reasons[str(runs / "broken" / "no_oszicar")] == (
         f"{runs / 'broken' / 'no_oszicar' / 'OSZICAR'}: expected an OSZICAR beside the INCAR, got a missing file")
     assert reasons[str(runs / "broken" / "bad_incar")] == (
@@ -263,8 +266,96 @@ def test_duplicate_run_names_get_unique_ids(index, tmp_path):
     assert load_dataset(tmp_path / "out").n_jobs == 2
 
 
-def test_nothing_found_writes_an_empty_dataset(tmp_path):
+def test_nothing_found_writes_nothing(tmp_path):
     (tmp_path / "empty").mkdir()
     report = ingest_runs(tmp_path / "empty", tmp_path / "out")
     assert report.n_found == 0 and report.ingested == [] and report.skipped == []
-    assert load_dataset(tmp_path / "out").n_jobs == 0
+    assert not report.written and not (tmp_path / "out").exists()
+    assert "ingested 0 of 0 VASP runs (nothing written to" in str(report)
+
+
+def test_nothing_readable_leaves_an_existing_dataset_alone(tmp_path):
+    generate_dataset(3, 1, tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    bad = tmp_path / "src" / "run"
+    bad.mkdir(parents=True)
+    (bad / "INCAR").write_text("ENCUT = 400\n")
+    report = ingest_runs(tmp_path / "src", tmp_path / "out")
+    assert report.n_found == 1 and report.n_ingested == 0 and not report.written
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+
+
+# Synthetic runs, one per OSZICAR form VASP writes, with the values a reader must get.
+_FORMS = {
+    # ncg of 100000 and more touches d eps; a negative rms(c) touches rms
+    "glued": ("IBRION = 2\nNSW = 5\n",
+              "       N       E                     dE             d eps       ncg     rms          rms(c)\n"
+              "DAV:   1    -0.123456789012E+03   -0.12345E+03   -0.28335E-01101248   0.371E+01\n"
+              "DAV:   2    -0.123556789012E+03   -0.10000E+00   -0.28335E-02 99999   0.371E+00"
+              "-0.973E+00\n"
+              "   1 F= -.12355679E+03 E0= -.12355679E+03  d E =-.123557E+03\n"
+              "RMM:   1    -0.123656789012E+03   -0.10000E+00   -0.28335E-02100000   0.371E-01\n"
+              "   2 F= -.12365679E+03 E0= -.12365679E+03  d E =-.100000E+00\n",
+              [2, 1], -123.65679),
+    # conjugate gradient (ALGO=All), damped and steepest-descent tags
+    "algorithms": ("ALGO = All\nNSW = 3\nIBRION = 1\n",
+                   "CGA:   1    -0.1E+02   -0.1E+02   -0.1E+01   10   0.1E+00\n"
+                   "DMP:   2    -0.2E+02   -0.1E+02   -0.1E+01   10   0.1E+00\n"
+                   "   1 F= -.20000000E+02 E0= -.20000000E+02  d E =-.200000E+02\n"
+                   "SDA:   1    -0.3E+02   -0.1E+02   -0.1E+01   10   0.1E+00\n"
+                   "CG :   2    -0.3E+02   -0.1E-02   -0.1E+01   10   0.1E+00\n"
+                   "EDD:   3    -0.3E+02   -0.1E-03   -0.1E+01   10   0.1E+00\n"
+                   "   2 F= -.30000000E+02 E0= -.30000000E+02  d E =-.100000E+02\n",
+                   [2, 3], -30.0),
+    # molecular dynamics: T= E= F= E0= EK= SP= SK= lines, no d E
+    "md": ("IBRION = 0\nNSW = 400\nPOTIM = 1.0\nTEBEG = 300\n",
+           "RMM:   1    -0.1E+03   -0.1E+01   -0.1E+01   10   0.1E-03\n"
+           "     1 T=   301. E= -.98753474E+02 F= -.99953050E+02 E0= -.99952050E+02  "
+           "EK= 0.11983E+01 SP= 0.00E+00 SK= 0.00E+00\n"
+           "RMM:   1    -0.1E+03   -0.1E+01   -0.1E+01   10   0.1E-03\n"
+           "RMM:   2    -0.1E+03   -0.1E-02   -0.1E+01   10   0.1E-04\n"
+           "     2 T=   299. E= -.98750000E+02 F= -.99900000E+02 E0= -.99900000E+02  "
+           "EK= 0.11500E+01 SP= 0.00E+00 SK= 0.00E+00\n",
+           [1, 2], -99.9),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_FORMS))
+def test_every_oszicar_form_ingests(tmp_path, form):
+    incar, oszicar, scf, final_f = _FORMS[form]
+    run = tmp_path / "src" / form
+    run.mkdir(parents=True)
+    (run / "INCAR").write_text(incar)
+    (run / "OSZICAR").write_text(oszicar)
+    report = ingest_runs(tmp_path / "src", tmp_path / "out")
+    assert report.n_ingested == 1 and report.skipped == [] and report.warnings == []
+    ds = load_dataset(tmp_path / "out")
+    prog = ds.progress_columns()
+    assert prog["scf_steps"].tolist() == scf
+    assert prog["energy"][-1] == final_f
+    if form == "md":
+        assert ds.job_columns()["kind"][0] == "md"
+        # MD lines print no d E: it is F_i - F_(i-1), as for a first relaxation step
+        assert prog["denergy"].tolist() == pytest.approx([-99.95305, -99.9 + 99.95305])
+
+
+def test_an_unreadable_line_is_a_counted_warning_not_a_rejected_run(tmp_path, index):
+    run = tmp_path / "src" / "odd"
+    run.mkdir(parents=True)
+    (run / "INCAR").write_text(_incar(index[0]["incar"]))
+    lines = (VASP_DIR / index[0]["file"]).read_text().splitlines()
+    lines.insert(5, "  some line a future VASP prints")
+    lines.insert(40, "DAV:  99  what")
+    (run / "OSZICAR").write_text("\n".join(lines) + "\n")
+    report = ingest_runs(tmp_path / "src", tmp_path / "out")
+    assert report.n_ingested == 1 and report.unreadable_lines == 2
+    (where, message), = report.warnings
+    assert message == (f"{run / 'OSZICAR'}: 2 unreadable line(s) skipped (first: line 6: "
+                       "'some line a future VASP prints')")
+    assert "2 unreadable OSZICAR line(s) skipped" in str(report)
+    ds = load_dataset(tmp_path / "out")
+    assert ds.meta["unreadable_oszicar_lines"] == 2
+    # the unreadable SCF line still counts as a step of the ionic step it is in
+    step = sum("F=" in line for line in lines[:40])
+    assert ds.progress_columns()["scf_steps"].tolist() == \
+        [n + (i == step) for i, n in enumerate(index[0]["electronic_per_ionic"])]

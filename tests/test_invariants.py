@@ -110,6 +110,37 @@ def test_conservative_never_delays_any_reservation(heuristic, case):
             assert job.start <= job.reservation + 1e-9
 
 
+@st.composite
+def early_enders(draw):
+    """Workloads whose jobs never outlive their estimate (many end well before it)."""
+    cores, mem, w = draw(workloads(exact=True))
+    slack = draw(st.lists(st.integers(0, 30), min_size=len(w), max_size=len(w)))
+    w.req_time = np.maximum(w.run + np.asarray(slack, dtype=float), 1.0)
+    return cores, mem, w
+
+
+@pytest.mark.parametrize("heuristic", ["fcfs", "sjf", "lcfs", "saf", "largest", "wfp3", "random"])
+@settings(max_examples=40, deadline=None)
+@given(case=early_enders())
+def test_conservative_compression_never_moves_a_promise_later(heuristic, case):
+    """Compressing the plan in priority order after early ends moves promises
+    earlier only: every job's successive promised starts never increase, and it
+    starts by the last one."""
+    cores, mem, w = case
+    sim = run(cores, mem, w, f"{heuristic}+conservative")
+    check_common(sim, cores, mem)
+    assert sim.scheduler.counters.reservations_broken == 0
+    promises: dict[int, list[float]] = {}
+    for _time, job_id, action, _, _, t in sim.scheduler.decisions:
+        if action == "reserve":
+            promises.setdefault(job_id, []).append(t)
+    for job in sim.scheduler.jobs:
+        seq = promises.get(job.id, [])
+        assert all(b <= a for a, b in zip(seq, seq[1:], strict=False)), (job.id, seq)
+        if seq:
+            assert job.start <= seq[-1] + 1e-9
+
+
 @settings(max_examples=30, deadline=None)
 @given(case=workloads(exact=False), policy=st.sampled_from(ALL_POLICIES))
 def test_same_seed_same_schedule(case, policy):

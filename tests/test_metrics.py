@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -131,14 +132,83 @@ def test_bsld_tau():
     assert s["tau"] == 60.0
 
 
-def test_utilization_counts_timeout_work_and_reports_waste(summary):
-    # work: 2*100 + 2*50 + 1*5 (timeout counts) = 305 over 4 cores x 150 s
-    assert summary["work_core_seconds"] == 305.0
-    assert summary["utilization"] == pytest.approx(305 / 600)
-    assert summary["utilization_up"] == pytest.approx(305 / 600)
-    assert summary["wasted_core_seconds"] == 40.0
+def test_useful_and_busy_time_and_waste_by_cause(summary):
+    # useful: completed attempts 2*100 + 2*50 = 300; J3's attempt, killed at its
+    # walltime, is busy but wasted (5); J2's killed attempt wasted 40 more.
+    assert summary["useful_core_seconds"] == 300.0
+    assert summary["waste_timeout_core_seconds"] == 5.0
+    assert summary["waste_kill_core_seconds"] == 40.0
+    assert summary["waste_failure_core_seconds"] == 0.0
+    assert summary["wasted_core_seconds"] == 45.0
+    assert summary["busy_core_seconds"] == 345.0
+    assert summary["utilization"] == pytest.approx(300 / 600)
+    assert summary["utilization_busy"] == pytest.approx(345 / 600)
+    assert summary["utilization_up"] == pytest.approx(300 / 600)
     assert summary["killed_seconds"] == 20.0
     assert (summary["span_start"], summary["span_end"], summary["makespan"]) == (0.0, 150.0, 150.0)
+
+
+def test_timed_out_jobs_finish_but_are_not_useful(summary):
+    # J3 (timeout) is in every average of waits and slowdowns...
+    assert summary["jobs_finished"] == 3 and summary["jobs_completed"] == 2
+    assert summary["bsld_max"] == pytest.approx(2.8)
+    # ...but its core-time is waste, not useful work
+    assert summary["useful_core_seconds"] + summary["wasted_core_seconds"] == \
+        summary["busy_core_seconds"]
+
+
+def test_waste_split_between_kills_and_node_failures():
+    # 4 cores. J1 (2 cores) starts at 0, its node fails at 30 (a kill row naming
+    # node 3), it restarts at 50 and completes at 100. J2 (1 core) starts at 0,
+    # the scheduler kills it at 20 (node -1), it restarts at 20 and completes at 40.
+    jobs = {"job_id": [1, 2], "user": [7, 8], "submit": [0.0, 0.0], "start": [50.0, 20.0],
+            "end": [100.0, 40.0], "run": [50.0, 20.0], "procs": [2, 1],
+            "outcome": ["completed"] * 2, "mode": ["ready"] * 2,
+            "killed_seconds": [30.0, 20.0], "killed_core_seconds": [60.0, 20.0]}
+    rows = [(0, "start", 1, -1), (0, "start", 2, -1), (20, "kill", 2, -1), (20, "start", 2, -1),
+            (30, "node_down", -1, 3), (30, "kill", 1, 3), (40, "end", 2, -1),
+            (50, "start", 1, -1), (100, "end", 1, -1)]
+    t, k, j, n = zip(*rows, strict=True)
+    events = {"time": list(t), "kind": list(k), "job_id": list(j), "node": list(n),
+              "queue_len": [0] * len(rows)}
+    s = summarize(jobs, events, cores=4)
+    assert s["waste_failure_core_seconds"] == 60.0 and s["waste_kill_core_seconds"] == 20.0
+    assert s["useful_core_seconds"] == 120.0 and s["busy_core_seconds"] == 200.0
+    assert s["utilization"] == pytest.approx(120 / 400)
+    # without events the causes cannot be told apart; the total still can
+    s = summarize(jobs, None, cores=4)
+    assert s["waste_failure_core_seconds"] is None and s["waste_kill_core_seconds"] is None
+    assert s["wasted_core_seconds"] == 80.0
+
+
+def test_jain_fairness_by_hand():
+    # users 1: bsld 1 and 3 (mean 2); 2: 4; 3: 1; user 4's only job timed out
+    # (not completed) and user -1 is unknown: both left out.
+    # J = (2 + 4 + 1)^2 / (3 * (4 + 16 + 1)) = 49 / 63
+    bsld = [1.0, 3.0, 4.0, 1.0, 9.0, 9.0]
+    user = [1, 1, 2, 3, 4, -1]
+    completed = [True, True, True, True, False, True]
+    f = metrics.fairness(user, bsld, completed)
+    assert f["fairness_jain"] == pytest.approx(49 / 63)
+    assert (f["fairness_users"], f["bsld_worst_user_mean"], f["worst_user"]) == (3, 4.0, 2)
+    assert metrics.fairness([5, 6], [2.0, 2.0], [True, True])["fairness_jain"] == 1.0
+    assert metrics.fairness([5], [2.0], [False])["fairness_jain"] is None
+
+
+def test_jain_in_the_summary(summary):
+    # only user 1 has completed jobs (bsld 1 and 2.8): one user is trivially fair
+    assert summary["fairness_jain"] == 1.0 and summary["fairness_users"] == 1
+    assert summary["bsld_worst_user_mean"] == pytest.approx(1.9) and summary["worst_user"] == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(1.0, 1e4)), min_size=1, max_size=40))
+def test_jain_bounds(rows):
+    user, bsld = zip(*rows, strict=True)
+    f = metrics.fairness(user, bsld, [True] * len(rows))
+    n = f["fairness_users"]
+    assert n == len(set(user))
+    assert 1.0 / n - 1e-12 <= f["fairness_jain"] <= 1.0 + 1e-12
 
 
 def test_queue_time_averages_use_last_row_at_each_time(summary):
@@ -196,7 +266,8 @@ def test_failed_job_wastes_but_is_not_averaged():
     s = summarize(jobs, hand_events(), cores=4)
     assert s["jobs_failed"] == 1 and s["jobs_finished"] == 2
     assert s["wait_mean"] == 35.0
-    assert s["wasted_core_seconds"] == 45.0
+    assert s["wasted_core_seconds"] == 45.0   # 40 + 5 lost on J3, no timeout any more
+    assert s["waste_kill_core_seconds"] == 45.0 and s["waste_timeout_core_seconds"] == 0.0
     assert s["utilization"] == pytest.approx(300 / 600)
     assert s["mode_jobs_backfilled"] == 0.0
 
@@ -417,7 +488,7 @@ def test_invariants(case):
     assert np.all(per["wait"] >= 0)
     assert s["bsld_mean"] >= 1.0
     assert sum(s[f"mode_jobs_{m}"] for m in metrics.EXEC_MODES) == pytest.approx(1.0)
-    if s["work_core_seconds"] > 0:
+    if s["useful_core_seconds"] > 0:
         assert sum(s[f"mode_corehours_{m}"] for m in metrics.EXEC_MODES) == pytest.approx(1.0)
     if s["makespan"]:
         span = s["makespan"]
@@ -437,3 +508,18 @@ def test_headline_equals_the_summary_by_the_same_definitions(summary):
     for key in ("jobs_finished", "wait_mean", "wait_max", "bsld_mean", "utilization",
                 "queue_len_mean"):
         assert h[key] == summary[key], key
+
+
+def test_every_summary_key_is_defined_in_the_code_and_in_docs_metrics_md(summary):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    for key in summary:
+        assert metrics.definition(key), key
+    documented = set(re.findall(r"`([a-z0-9_<>]+)`", text))
+    for key in metrics.METRIC_DEFINITIONS:
+        if key in ("jobs_total", "jobs_completed", "jobs_timeout", "jobs_failed",
+                   "jobs_rejected", "jobs_unfinished", "jobs_finished", "wait_median",
+                   "wait_p95", "wait_p99", "span_start", "span_end", "cores", "tau"):
+            continue   # described in prose (outcomes, percentiles, the span)
+        assert key in documented, key

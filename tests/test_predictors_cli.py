@@ -156,5 +156,6 @@ def test_ingest_then_train_without_run_times(tmp_path, capsys, shared):
     assert err.count("\n") == 1
     (tmp_path / "nothing").mkdir()
     assert main(["ingest", str(tmp_path / "nothing"), "--out", str(tmp_path / "d2")]) == 2
-    assert "expected folders holding VASP runs (INCAR + OSZICAR), got no readable VASP run" in \
-        capsys.readouterr().err
+    assert "expected folders holding VASP runs (INCAR + OSZICAR), got no readable VASP run " \
+        "(0 found, nothing written)" in capsys.readouterr().err
+    assert not (tmp_path / "d2").exists()   # ingesting nothing writes nothing

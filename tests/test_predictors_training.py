@@ -110,5 +110,9 @@ def test_ensure_models_trains_without_the_cli(tmp_path):
     assert lines[0] == "False", "ensure_models must not import the CLI"
     assert lines[1] == "['remaining', 'runtime']"
     assert lines[2].startswith("training predictors on 80 generated VASP jobs")
-    assert lines[3].startswith("trained runtime on 80 jobs in ")
-    assert lines[4].startswith("trained remaining on 80 jobs in ")
+    assert lines[3].startswith("  runtime model trained in ")
+    assert lines[4].startswith("  remaining model trained in ")
+    # the folder named is the cached one, never the temporary one the models were trained in
+    folder = next(p for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert lines[5].startswith(f"predictors: {folder} (runtime and remaining, trained in ")
+    assert all(str(folder) + "." not in ln and "/." not in ln for ln in lines[2:])

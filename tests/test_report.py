@@ -194,3 +194,66 @@ def test_run_with_no_finished_job_and_no_events(tmp_path):
     assert "No utilization and queue length over time: no events table." in html
     assert not (tmp_path / "timeseries.png").exists()
     assert "idle: 6 job(s) were still queued or running" in html
+
+
+def test_report_removes_stale_figures_and_temporary_files(tmp_path):
+    from cosim.config import load_scenario
+    from cosim.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    sc = load_scenario(root / "scenarios" / "lublin256.yaml", ["workload.jobs=40"])
+    run_scenario(sc, ["fcfs+easy"], tmp_path / "r", plots=False, progress=False, echo=None,
+                 notify=None)
+    (tmp_path / "r" / "gantt_gone_policy.png").write_bytes(b"old")
+    (tmp_path / "r" / ".timeseries.png.tmp.png").write_bytes(b"half")
+    write_report(tmp_path / "r")
+    names = {p.name for p in (tmp_path / "r").iterdir()}
+    assert "gantt_gone_policy.png" not in names and ".timeseries.png.tmp.png" not in names
+    assert "gantt_fcfs_easy.png" in names
+
+
+def _figures(monkeypatch):
+    """Capture every figure the report draws, before it is closed."""
+    import cosim.report as report
+
+    captured = {}
+    real = report._save
+
+    def save(fig, path):
+        fig.canvas.draw()
+        captured[Path(path).name.lstrip(".").removesuffix(".tmp.png")] = fig
+        real(fig, path)
+    monkeypatch.setattr(report, "_save", save)
+    return captured
+
+
+def _overlaps(texts) -> list:
+    boxes = [(t.get_text(), t.get_window_extent()) for t in texts if t.get_text()]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
+            if ba.overlaps(bb)]
+
+
+def test_mode_labels_never_overlap_and_utilization_has_a_strip_per_policy(tmp_path,
+                                                                          monkeypatch):
+    from cosim.config import load_scenario
+    from cosim.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    sc = load_scenario(root / "scenarios" / "lublin256.yaml", ["workload.jobs=150"])
+    policies = ["fcfs+easy", "sjf+conservative", "largest+greedy", "wfp3+easy",
+                "unicef+conservative", "saf+easy", "f1+easy"]
+    run_scenario(sc, policies, tmp_path / "r", plots=False, progress=False, echo=None,
+                 notify=None)
+    figs = _figures(monkeypatch)
+    write_report(tmp_path / "r")
+    modes = figs["modes.png"]
+    left, right = modes.axes[:2]
+    names = [t.get_text() for t in left.get_yticklabels()]
+    assert names == policies[::-1] or names == policies   # one row per policy
+    texts = (left.get_yticklabels() + left.get_xticklabels() + right.get_xticklabels()
+             + [left.title, right.title])
+    assert _overlaps(texts) == []
+    series = figs["timeseries.png"]
+    assert len(series.axes) == len(policies) + 1          # a strip per policy, then the queue
+    labels = [t.get_text() for ax in series.axes[1:] for t in ax.texts]
+    assert [lb.split()[0] for lb in labels] == policies

@@ -155,10 +155,25 @@ BAD = [
     ("no elapsed", "remaining", lambda b: body_of(without(b, "elapsed")), "jobs.elapsed",
      "jobs.elapsed: expected a column with one value per job, got no such column"),
     ("negative elapsed", "remaining", lambda b: body_of(changed(b, "elapsed", 1, -5.0)),
-     "jobs.elapsed", "jobs.elapsed: expected finite numbers >= 0, got -5.0 in row 1"),
+     "jobs.elapsed", "jobs.elapsed: expected numbers in [0, 1e+10], got -5.0 in row 1"),
     ("progress row", "remaining", lambda b: body_of(changed(b, "progress", 4, [[1, 2]])),
      "jobs.progress", "jobs.progress: expected per job a list of rows [elapsed, denergy, "
      "max_force, scf_steps] of numbers, got [1, 2] in row 4, step 0"),
+    # ranges and finiteness: null says "unknown", nothing else does
+    ("negative cores", "runtime", lambda b: body_of(changed(b, "cores", 1, -5)), "jobs.cores",
+     "jobs.cores: expected numbers in [0, 1e+08] (null for unknown), got -5.0 in row 1"),
+    ("nan feature", "runtime", lambda b: body_of(changed(b, "ENCUT", 2, float("nan"))),
+     "jobs.ENCUT", "jobs.ENCUT: expected finite numbers in [0, 100000] (null for unknown), "
+     "got nan in row 2"),
+    ("huge feature", "runtime", lambda b: body_of(changed(b, "NSW", 0, 1e308)), "jobs.NSW",
+     "jobs.NSW: expected numbers in [0, 1e+09] (null for unknown), got 1e+308 in row 0"),
+    ("infinite elapsed", "remaining",
+     lambda b: body_of(changed(b, "elapsed", 0, float("inf"))), "jobs.elapsed",
+     "jobs.elapsed: expected finite numbers in [0, 1e+10], got inf in row 0"),
+    ("nan progress", "remaining",
+     lambda b: body_of(changed(b, "progress", 3, [[1.0, float("nan"), 0.1, 5]])),
+     "jobs.progress", "jobs.progress: expected finite numbers within +-1e+10 (elapsed and "
+     "scf_steps >= 0), got [1.0, nan, 0.1, 5.0] in row 3, step 0"),
 ]
 
 
@@ -385,3 +400,34 @@ def test_serve_cli_user_errors(tmp_path, models_dir, capsys):
             main(["serve", "--models", str(models_dir), *bad])
         assert info.value.code == 2
     assert "expected" in capsys.readouterr().err
+
+
+def test_clients_that_give_up_leave_no_traceback(server, batches):
+    """One closes the connection halfway through its body, one times out waiting."""
+    before = server.stderr()
+
+    async def main():
+        host, port = server.url.split("//")[1].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"POST /v1/runtime HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+                     b"Content-Length: 100000\r\n\r\n" + b'{"jobs": {"job_id": [1,')
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.close()
+        big = body_of({k: v * 200 for k, v in batches["remaining"].items()})
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(server.url + "/v1/remaining", data=big,
+                                        headers={"Authorization": f"Bearer {TOKEN}"},
+                                        timeout=aiohttp.ClientTimeout(total=0.05)) as resp:
+                    await resp.read()
+        except (TimeoutError, aiohttp.ClientError):
+            pass
+        await asyncio.sleep(1.0)
+
+    run_async(main())
+    assert_still_serving(server, batches)
+    new = server.stderr()[len(before):]
+    assert "Traceback" not in new and "ERROR" not in new
+    assert "client gone during POST /v1/runtime (ConnectionResetError)" in new

@@ -58,6 +58,7 @@ def test_every_rule_counted_and_values_by_hand(trace):
     w.validate()
     assert list(w.cleaning) == list(CLEANING_RULES)
     assert w.cleaning == {
+        "status_dropped": 0,
         "run_unknown_dropped": 1,
         "run_zero_dropped": 0,
         "run_zero_kept": 2,
@@ -80,6 +81,43 @@ def test_every_rule_counted_and_values_by_hand(trace):
     assert w.think.tolist() == [-1, -1, -1, -1, -1, 20]
     assert (w.max_procs, w.max_nodes) == (8, 4)
     assert w.source == str(trace)
+
+
+def test_status_choices_and_counts(tmp_path):
+    """The Archive's cleaning choices: every job, or completed only (or any codes)."""
+    lines = [job(1, 0, 10, 1), job(2, 1, 10, 1), job(3, 2, 10, 1), job(4, 3, 0, 1),
+             job(5, 4, 10, 1)]
+    status = ["1", "0", "5", "5", "-1"]
+    text = "\n".join(" ".join(ln.split()[:10] + [st] + ln.split()[11:])
+                     for ln, st in zip(lines, status, strict=True))
+    p = write(tmp_path, "; MaxProcs: 4\n" + text + "\n")
+    every = read_swf(p)
+    assert len(every) == 5 and every.cleaning["status_dropped"] == 0
+    assert every.status_counts == {1: 1, 0: 1, 5: 2, -1: 1}
+    assert every.features["status"].tolist() == [1, 0, 5, 5, -1]
+    done = read_swf(p, status="completed")
+    assert done.job_id.tolist() == [1] and done.cleaning["status_dropped"] == 4
+    assert done.status_counts == every.status_counts     # counted before filtering
+    some = read_swf(p, status=[1, 5])
+    assert some.job_id.tolist() == [1, 3, 4] and some.cleaning["status_dropped"] == 2
+    assert read_swf(p, status=0).job_id.tolist() == [2]
+    for bad in ("finished", [], [1, "x"], True):
+        with pytest.raises(InputError, match=r"workload.params.status: expected all, completed"):
+            read_swf(p, status=bad)
+    # the status survives a write and a read
+    out = write_swf(some, tmp_path / "o.swf")
+    assert read_swf(out).features["status"].tolist() == [1, 5, 5]
+
+
+def test_machine_source(tmp_path):
+    body = job(1, 0, 10, 3) + "\n"
+    assert read_swf(write(tmp_path, "; MaxProcs: 8\n" + body, "a.swf")).machine_source == \
+        "header MaxProcs"
+    assert read_swf(write(tmp_path, "; MaxNodes: 4\n" + body, "b.swf")).machine_source == \
+        "header MaxNodes"
+    w = read_swf(write(tmp_path, body, "c.swf"))
+    assert (w.max_procs, w.machine_source) == (3, "largest job")
+    assert read_swf(write(tmp_path, body, "d.swf"), max_procs=16).machine_source == ""
 
 
 def test_drop_zero_run_and_requested_procs(trace):
@@ -163,7 +201,7 @@ def test_malformed_line_names_file_and_line(tmp_path, line, found):
 
 def test_missing_file_and_bad_argument(tmp_path):
     missing = tmp_path / "nope.swf"
-    with pytest.raises(InputError, match=r"nope\.swf: expected an existing SWF trace .* got no such file"):
+    with pytest.raises(InputError, match=r"nope\.swf: expected an SWF trace .* got no such file"):
         read_swf(missing)
     with pytest.raises(InputError, match="max_procs: expected a positive integer"):
         read_swf(write(tmp_path, job(1, 0, 5, 1) + "\n"), max_procs=0)

@@ -1,8 +1,8 @@
 """Compute nodes and the cluster that allocates them.
 
 Nodes own cores (and, on node-granular clusters, their memory); a running job
-is a SimPy process on its first node that any node of its allocation can
-interrupt (kill, node failure). Core-granular clusters let a job span nodes
+is an :class:`Attempt`, a timer with callbacks that any node of its allocation
+can interrupt (kill, node failure) as one would interrupt a SimPy process. Core-granular clusters let a job span nodes
 and treat memory as one cluster-wide pool, the two-resource model of DeepRM
 (Mao et al. 2016, seed 002); node-granular clusters give whole nodes, so
 memory only decides whether a job fits a node at all (checked at submit).
@@ -17,10 +17,11 @@ from typing import Protocol
 
 import numpy as np
 import simpy
+from simpy.events import URGENT, Timeout
 
 from cosim.job import Job, Outcome
 
-__all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure"]
+__all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure", "Attempt"]
 
 _POOLED: list = []   # the allocation of a job holding pooled cores (no placement)
 
@@ -244,36 +245,27 @@ class Cluster:
             self.free_mem += job.mem
         job.alloc = None
 
-    # -- the job process --------------------------------------------------
-    def run_job(self, job: Job) -> Generator:
-        """Process: run one attempt of ``job`` on its allocation.
+    # -- running jobs ------------------------------------------------------
+    def run_job(self, job: Job) -> Attempt:
+        """Start one attempt of ``job`` on its allocation (the caller allocated it).
 
-        Sleeps until the job ends, hits its walltime, or passes the
-        scheduler's expected end (then tells the scheduler, which extends its
-        expectation and may re-plan). Interrupts (kill, node failure) end the
-        attempt early. Resources are released in ``finally``.
+        The attempt is an :class:`Attempt`: a timer with callbacks rather than
+        a SimPy process of its own (three events and a generator per job
+        become one event), with the semantics of one: it ends when the job
+        ends or hits its walltime, tells the scheduler when the job passes
+        its expected end, and can be interrupted (kill, node failure).
+
+        Returns:
+            The attempt, also stored as ``job.process``.
         """
-        env = self.env
-        sched = self.listener
-        start = env.now
-        limit = job.req_time if self.enforce_walltime else math.inf
-        timed_out = job.run > limit
-        end_at = start + (limit if timed_out else job.run)
-        try:
-            # Only jobs that will outlive the expectation need the check; for
-            # the rest the scheduler's view is already right when they end.
-            while job.expected_end < end_at:
-                yield env.timeout(max(0.0, job.expected_end - env.now))
-                if job.expected_end <= env.now < end_at:
-                    sched.job_overran(job)
-            yield env.timeout(end_at - env.now)
-            self.release(job)
-            sched.job_ended(job, Outcome.TIMEOUT if timed_out else Outcome.COMPLETED)
-        except simpy.Interrupt as interrupt:
-            self.release(job)
-            sched.job_interrupted(job, interrupt.cause)
+        attempt = job.process = Attempt(self, job)
+        if attempt.end_at > self.env._now:
+            attempt._arm(None)
+        else:
+            attempt.begin()
+        return attempt
 
-    # -- faults -------------------------------------------------------------
+        # -- faults -------------------------------------------------------------
     def node_down(self, node: Node) -> None:
         """Take a node out: its free cores leave the pool, its jobs are interrupted."""
         if not node.up:
@@ -316,3 +308,108 @@ class Cluster:
         elif node.free_cores:
             self._partial[i] = None
         self.listener.node_changed(node, up=True)
+
+
+class Attempt:
+    """One attempt of a running job: a timer with callbacks, interruptible like a process.
+
+    While the job runs, exactly one timer of the attempt is pending: until
+    the job's expected end when it will outlive it (then the scheduler hears
+    :meth:`ClusterListener.job_overran` and the timer is set again), else
+    until the job ends or hits its walltime. :meth:`interrupt` ends the
+    attempt early: like ``simpy.Process.interrupt`` it takes effect in an
+    urgent event at the current time, releases the resources and tells the
+    scheduler (:meth:`ClusterListener.job_interrupted`); a second interrupt
+    of the same attempt, or a timer of an attempt that is over, does nothing.
+
+    Attributes:
+        job: the job.
+        end_at: when the attempt ends if nothing interrupts it.
+        timed_out: whether it ends at the walltime rather than completing.
+        is_alive: True until the attempt ended or was interrupted.
+    """
+
+    __slots__ = ("cluster", "job", "end_at", "timed_out", "is_alive", "_timer")
+
+    def __init__(self, cluster: Cluster, job: Job):
+        self.cluster = cluster
+        self.job = job
+        limit = job.req_time if cluster.enforce_walltime else math.inf
+        self.timed_out = job.run > limit
+        self.end_at = cluster.env._now + (limit if self.timed_out else job.run)
+        self.is_alive = True
+        self._timer: simpy.Event | None = None
+
+    def begin(self) -> None:
+        """Set the first timer (called once, right after the job started)."""
+        env = self.cluster.env
+        if self.end_at <= env._now:
+            # A zero-length attempt: its end event must come after whatever the
+            # scheduler's pass set off at this instant (a SimPy process would
+            # only create it once started), so arm it from an urgent event.
+            ev = simpy.Event(env)
+            ev._ok, ev._value = True, None
+            ev.callbacks.append(self._arm)
+            env.schedule(ev, URGENT)
+            return
+        self._arm(None)
+
+    def _arm(self, _event) -> None:
+        if not self.is_alive:
+            return
+        env = self.cluster.env
+        # The same arithmetic as a process sleeping ``timeout(t - now)``, so
+        # event times (and ties) are bit-identical to the process version.
+        expected_end = self.job.expected_end
+        if expected_end < self.end_at:
+            delay = expected_end - env._now
+            timer = Timeout(env, delay if delay > 0.0 else 0.0)
+            timer.callbacks.append(self._expected_end_reached)
+        else:
+            timer = Timeout(env, self.end_at - env._now)
+            timer.callbacks.append(self._ended)
+        self._timer = timer
+
+    def _expected_end_reached(self, event) -> None:
+        if event is not self._timer or not self.is_alive:
+            return
+        job, now = self.job, self.cluster.env.now
+        if job.expected_end <= now < self.end_at:
+            self.cluster.listener.job_overran(job)
+        self._arm(None)
+
+    def _ended(self, event) -> None:
+        if event is not self._timer or not self.is_alive:
+            return
+        self.is_alive = False
+        self._timer = None
+        job = self.job
+        self.cluster.release(job)
+        self.cluster.listener.job_ended(job, Outcome.TIMEOUT if self.timed_out
+                                        else Outcome.COMPLETED)
+
+    def interrupt(self, cause: object) -> None:
+        """End the attempt now, for ``cause`` (:class:`Killed` or :class:`NodeFailure`).
+
+        Takes effect in an urgent event at the current time, as
+        ``simpy.Process.interrupt`` does.
+
+        Raises:
+            RuntimeError: the attempt is already over.
+        """
+        if not self.is_alive:
+            raise RuntimeError(f"the attempt of {self.job} is over and cannot be interrupted")
+        env = self.cluster.env
+        ev = simpy.Event(env)
+        ev._ok, ev._value = True, cause
+        ev.callbacks.append(self._interrupted)
+        env.schedule(ev, URGENT)
+
+    def _interrupted(self, event) -> None:
+        if not self.is_alive:
+            return   # a second interrupt in the same instant: the first one ended it
+        self.is_alive = False
+        self._timer = None
+        job = self.job
+        self.cluster.release(job)
+        self.cluster.listener.job_interrupted(job, event._value)

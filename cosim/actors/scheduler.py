@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 __all__ = ["Scheduler", "SchedulerHooks", "SchedulerView", "SchedulerRules", "Counters"]
 
 _EPS = 1e-9
+# Enum members as plain globals: the hot paths below compare states per job,
+# and a global is several times faster to read than an enum class attribute.
+_QUEUED, _RUNNING, _DONE = JobState.QUEUED, JobState.RUNNING, JobState.DONE
+_READY, _RESERVED = Mode.READY, Mode.RESERVED
+_COMPLETED, _TIMEOUT = Outcome.COMPLETED, Outcome.TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,9 @@ class Scheduler:
             self.finished.succeed()
         self.view = SchedulerView(env, self.queue, cluster, self.ends, self.jobs, expected_jobs)
         self._static_key = getattr(policy, "static_key", None)
+        # A policy may say that an arrival alone gives it nothing to do (EASY with
+        # the machine full); such an arrival does not wake the scheduler.
+        self._arrival_idle = getattr(policy, "arrival_is_idle", None)
         # Bound methods of the hooks that override each moment (none: nothing to call).
         self._on_queued: list = []
         self._on_started: list = []
@@ -177,6 +185,7 @@ class Scheduler:
         for hook in hooks:
             self.add_hook(hook)
         self._wake = env.event()
+        self._woken = False
         self.process = env.process(self.schedule())
 
     def add_hook(self, hook: SchedulerHooks) -> None:
@@ -198,27 +207,45 @@ class Scheduler:
         """
         view = self.view
         apply = self.apply
+        env = self.env
+        counters = self.counters
+        preparers = self._preparers
+        end_pass = self._end_pass
         while True:
             yield self._wake
-            self._wake = self.env.event()
-            for prepare in self._preparers:
+            self._wake = simpy.Event(env)
+            self._woken = False
+            for prepare in preparers:
                 yield from prepare(view)
-            self.counters.passes += 1
+            counters.passes += 1
             for decision in self.policy.decide(view):
                 if type(decision) is not Decision:
                     decision = yield decision    # an event the policy waits on
                     if decision is None:
                         continue
                 apply(decision)
-            self._end_pass()
+            end_pass()
 
     def wake(self) -> None:
-        """Ask for a pass now (arrivals, ends, timers); several calls make one pass."""
-        if not self._wake.triggered:
-            self._wake.succeed()
+        """Ask for a pass now (arrivals, ends, timers); several calls make one pass.
+
+        An arrival skips the pass when the policy's optional
+        ``arrival_is_idle(view)`` says the pass would decide nothing (and no
+        hook prepares passes): the job is in the queue and ``view.new_jobs``
+        for the next pass, and nothing else of the run changes.
+        """
+        if not self._woken:
+            self._woken = True
+            wake = self._wake
+            wake._ok = True
+            wake._value = None
+            self.env.schedule(wake)
 
     def _end_pass(self) -> None:
-        self.queue.maintain()
+        q = self.queue
+        span = q.hi - q.lo
+        if span > 96 and q.count * 2 < span:
+            q.maintain()
         view = self.view
         view.released = False
         view.surprise = False
@@ -226,8 +253,12 @@ class Scheduler:
         if self.record:
             cl = self.cluster
             free = cl.free
-            idle_fit = free if free > 0 and self.queue.count and self.queue.any_fits(
-                free, cl.free_mem) else 0
+            if free > 0 and q.count:
+                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                    q.any_fits(free, cl.free_mem)
+                idle_fit = free if fits else 0
+            else:
+                idle_fit = 0
             # A pass row only matters where resource holes change: metrics read
             # idle_fit_cores as a step function over pass rows, and every other
             # column of a skipped row equals the row before it.
@@ -240,16 +271,17 @@ class Scheduler:
         """Validate and apply one decision; returns whether it was applied."""
         self.counters.decisions += 1
         action, job = d.action, d.job
-        now = self.env.now
         if action == START:
-            if job.state != JobState.QUEUED:
+            if job.state != _QUEUED:
                 return self._refuse(d, "job is not queued")
-            if not self.cluster.fits_now(job.procs, job.mem):
+            cl = self.cluster
+            if job.procs > cl.free or job.mem > cl.free_mem:
                 return self._refuse(d, "does not fit now")
             self._start(job, d.mode, d.reason)
             return True
+        now = self.env.now
         if action == RESERVE:
-            if job.state != JobState.QUEUED:
+            if job.state != _QUEUED:
                 return self._refuse(d, "job is not queued")
             t = d.time
             if t != t:   # a withdrawal: the job holds no promise any more
@@ -269,7 +301,7 @@ class Scheduler:
                     self.decisions.append((now, job.id, RESERVE, "", d.reason, t))
             return True
         if action == KILL:
-            if job.state != JobState.RUNNING or job.process is None or not job.process.is_alive:
+            if job.state != _RUNNING or job.process is None or not job.process.is_alive:
                 return self._refuse(d, "job is not running")
             if job in self._killing:
                 return self._refuse(d, "job is already being killed")
@@ -295,32 +327,35 @@ class Scheduler:
         return False
 
     def _start(self, job: Job, mode: str, reason: str) -> None:
-        env = self.env
-        now = float(env.now)
+        now = float(self.env._now)
         self.queue.remove(job)
         self.queued_area -= job.procs * job.estimate
-        if job.promised == job.promised:          # it held a reservation
-            if now > job.promised + _EPS:
+        promised = job.promised
+        if promised == promised:          # it held a reservation
+            if now > promised + _EPS:
                 self.counters.reservations_broken += 1
-            if mode == Mode.READY:
-                mode = Mode.RESERVED
-        job.state = JobState.RUNNING
+            if mode == _READY:
+                mode = _RESERVED
+        job.state = _RUNNING
         job.start = now
-        job.expected_end = now + job.estimate
+        job.expected_end = expected_end = now + job.estimate
         job.attempts += 1
         job.mode = mode
         job.reason = reason
-        job.alloc = self.cluster.allocate(job)
+        cluster = self.cluster
+        job.alloc = cluster.allocate(job)
         self._seq += 1
-        key = (job.expected_end, self._seq, job)
+        key = (expected_end, self._seq, job)
         self._end_key[job] = key
         insort(self.ends, key)
-        job.process = env.process(self.cluster.run_job(job))
         for call in self._on_started:
             call(job)
+        cluster.run_job(job)
         if self.record:
             self.decisions.append((now, job.id, START, mode, reason, math.nan))
-            self._event("start", job.id)
+            self.events.append((now, "start", job.id, -1, self.queue.count, len(self.ends),
+                                cluster.up_units - cluster.free, cluster.up_units,
+                                self.queued_area, 0))   # _event, inlined: once per job
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -354,11 +389,14 @@ class Scheduler:
     # -- notifications from users and nodes -----------------------------------
     def submit(self, job: Job) -> None:
         """A user hands in ``job`` now."""
-        job.submit = float(self.env.now)
+        job.submit = float(self.env._now)
         self.jobs.append(job)
-        why = self.cluster.could_ever_fit(job.procs, job.mem)
+        cl = self.cluster
+        # could_ever_fit says why not; the size test alone decides most jobs
+        why = cl.could_ever_fit(job.procs, job.mem) if (
+            job.procs > cl.capacity or cl.memory_per_node > 0) else ""
         if why:
-            job.state = JobState.DONE
+            job.state = _DONE
             job.outcome = Outcome.REJECTED
             job.reason = why
             job.end = math.nan
@@ -368,18 +406,22 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            self._event("submit", job.id)
+            self.events.append((self.env._now, "submit", job.id, -1, self.queue.count,
+                                len(self.ends), cl.up_units - cl.free, cl.up_units,
+                                self.queued_area, 0))   # _event, inlined: once per job
 
     def _enqueue(self, job: Job) -> None:
-        job.state = JobState.QUEUED
-        job.enqueued_at = self.env.now
-        key = self._static_key(job) if self._static_key is not None else 0.0
-        self.queue.add(job, key)
+        job.state = _QUEUED
+        job.enqueued_at = self.env._now
+        static_key = self._static_key
+        self.queue.add(job, static_key(job) if static_key is not None else 0.0)
         self.queued_area += job.procs * job.estimate
         self.view.new_jobs.append(job)
         for call in self._on_queued:
             call(job)
-        self.wake()
+        if not self._woken and (self._arrival_idle is None or self._preparers
+                                or not self._arrival_idle(self.view)):
+            self.wake()
 
     def _remove_running(self, job: Job, completed: bool) -> None:
         for call in self._on_left:
@@ -392,20 +434,21 @@ class Scheduler:
         self.view.released = True
 
     def job_ended(self, job: Job, outcome: str) -> None:
-        """The job's process finished (completed, or killed at its walltime)."""
-        self._remove_running(job, outcome == Outcome.COMPLETED)
-        job.state = JobState.DONE
+        """The job's attempt finished (completed, or killed at its walltime)."""
+        self._remove_running(job, outcome == _COMPLETED)
+        job.state = _DONE
         job.outcome = outcome
-        job.end = float(self.env.now)
-        if job.end < job.expected_end - _EPS:
+        job.end = end = float(self.env._now)
+        if end < job.expected_end - _EPS:
             self.view.surprise = True
         if self.record:
-            self._event("timeout" if outcome == Outcome.TIMEOUT else "end", job.id)
-        self.wake()
+            self._event("timeout" if outcome == _TIMEOUT else "end", job.id)
+        if not self._woken:
+            self.wake()
         self._done(job)
 
     def job_interrupted(self, job: Job, cause: object) -> None:
-        """The job's process was interrupted (kill or node failure)."""
+        """The job's attempt was interrupted (kill or node failure)."""
         now = self.env.now
         self._remove_running(job, False)
         self.view.surprise = True

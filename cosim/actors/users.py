@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job
@@ -59,12 +60,14 @@ class Users(SchedulerHooks):
                     independent[i] = False
             scheduler.add_hook(self)   # to hear when a job others depend on is done
         self._rows = np.flatnonzero(independent)
-        self.process = env.process(self.submit_jobs())
+        self.submit_jobs()
 
     def _job_from_row(self, i: int) -> Job:
         c = self._cols
         if c is None:
             # Python scalars once for all rows: per-row numpy indexing is slow.
+            # (Columns, not one tuple per row: 10,000 tuples would all be
+            # tracked by the garbage collector for the whole run.)
             w = self.workload
             c = self._cols = (w.job_id.tolist(), w.submit.tolist(), w.run.tolist(),
                               w.procs.tolist(), w.req_time.tolist(),
@@ -74,24 +77,43 @@ class Users(SchedulerHooks):
         return Job(c[0][i], i, c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], c[6][i], c[7][i],
                    c[8][i], c[9][i])
 
-    def submit_jobs(self) -> Generator:
-        """Process: submit the independent jobs at their submit times."""
+    def submit_jobs(self) -> None:
+        """Submit the independent jobs at their submit times (started by ``__init__``).
+
+        A chain of timers with callbacks, not a process: one timer per
+        distinct submit time, each submitting every job due then before the
+        scheduler runs, then setting the next timer. The first batch goes in
+        from an urgent event at the start, where a process would begin.
+        """
         env = self.env
-        submit = self.scheduler.submit
-        make = self._make_job
         times = self.workload.submit[self._rows].tolist()
         rows = self._rows.tolist()
+        submit = self.scheduler.submit
+        make = self._make_job
         n = len(rows)
         k = 0
-        while k < n:
-            t = times[k]
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            # Every job due at this instant goes in before the scheduler runs.
-            while k < n and times[k] <= t:
-                submit(make(rows[k]))
-                k += 1
-                self.submitted += 1
+
+        def due(_event) -> None:
+            # The loop of the process this replaces: submit what is due, then
+            # sleep until the next submit time (the same float arithmetic).
+            nonlocal k
+            while k < n:
+                t = times[k]
+                if t > env._now and _event is None:
+                    simpy.Timeout(env, t - env._now).callbacks.append(due)
+                    return
+                _event = None
+                # Every job due at this instant goes in before the scheduler runs.
+                first = k
+                while k < n and times[k] <= t:
+                    submit(make(rows[k]))
+                    k += 1
+                self.submitted += k - first
+
+        start = simpy.Event(env)
+        start._ok, start._value = True, None
+        start.callbacks.append(lambda _e: due(None))
+        env.schedule(start, URGENT)
 
     def job_done(self, job: Job) -> None:
         """Submit the jobs that waited for ``job`` a think time from now."""

@@ -9,8 +9,14 @@
   "ends before the shadow time" variant.
 - ``conservative``: every queued job holds a reservation in an availability
   profile; a job may start early only where it delays no reservation.
-  Reservations persist between passes and are compressed (moved earlier, in
-  the order of their promised times, never later) when a job ends early.
+  Reservations persist between passes. When something does not go as
+  planned (a job ends early, an estimate changes) the plan is compressed in
+  the heuristic's priority order: each job in turn gives back its
+  reservation and takes the earliest start the others leave it, so no
+  promise ever moves later and higher-priority jobs get first pick of the
+  room that opened (Mu'alem & Feitelson 2001 compress in arrival order, which
+  is ``fcfs+conservative``). A promise moves later only when running jobs
+  overrun their expected ends.
 
 EASY's backfill scan is vectorized over the queue columns, and an arrival
 that changes nothing else is checked alone (the earlier candidates were
@@ -22,12 +28,27 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 import numpy as np
 
 from cosim.job import Job, Mode
-from cosim.policy import Decision, SchedulerView, reserve, start
+from cosim.policy import START, Decision, SchedulerView, reserve, start
+
+_READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
+#: Above this many backfill candidates EASY rescans the queue after each start
+#: instead of testing the candidates one by one (see :func:`easy_backfill_scan`).
+_FEW_CANDIDATES = 32
+#: Bound on conservative compression sweeps (each moves some job earlier;
+#: in practice the plan settles in two or three).
+_MAX_SWEEPS = 1000
+_NAN = math.nan
+
+
+# ``_new(Decision, (START, job, mode, reason, NAN, True))`` builds a start decision
+# without the NamedTuple constructor's Python frame (the hot path of EASY).
+_new = tuple.__new__
 
 __all__ = ["QueuePolicy", "Profile", "BACKFILLS", "easy_admits", "easy_backfill_list",
            "easy_backfill_scan"]
@@ -38,7 +59,8 @@ BACKFILLS: dict[str, str] = {
     "greedy": "start every job that fits now, in priority order (no reservation)",
     "easy": "EASY: reserve for the head job; backfill jobs that end before its shadow "
             "time or use only the extra cores",
-    "conservative": "every queued job holds a reservation; nobody may delay any of them",
+    "conservative": "every queued job holds a reservation nobody may delay; reservations are "
+                    "compressed in priority order (no promise moves later)",
 }
 
 
@@ -86,36 +108,54 @@ class Profile:
             del self.times[:k], self.units[:k], self.mem[:k]
         self.times[0] = now
 
-    def earliest(self, procs: int, mem: float, duration: float) -> float:
-        """Earliest start where ``procs`` and ``mem`` stay free for ``duration``."""
+    def earliest(self, procs: int, mem: float, duration: float,
+                 after: float | None = None, own: float | None = None) -> float:
+        """Earliest start (not before ``after``) where ``procs`` and ``mem`` stay free
+        for ``duration``; ``inf`` if there is none.
+
+        ``own``: the job already holds ``[own, own + duration)`` in this profile
+        (taken with the same size); the answer is then the earliest start with
+        that hold given back, at most ``own``, and the profile is not changed.
+        """
         times, units, mems = self.times, self.units, self.mem
         n = len(times)
         k = 0
+        if after is not None and after > times[0]:
+            k = bisect_right(times, after) - 1
+        else:
+            after = times[0]
+        if own is None:
+            own_end = own = math.inf
+        else:
+            own_end = own + duration
         while k < n:
-            if units[k] >= procs and mems[k] >= mem:
-                t_end = times[k] + duration
+            tk = times[k]
+            if tk >= own:
+                return own
+            extra = own <= tk < own_end
+            if units[k] + (procs if extra else 0) >= procs and \
+                    mems[k] + (mem if extra else 0.0) >= mem:
+                t0 = tk if tk > after else after
+                t_end = t0 + duration
                 m = k + 1
                 while m < n and times[m] < t_end:
-                    if units[m] < procs or mems[m] < mem:
+                    tm = times[m]
+                    extra = own <= tm < own_end
+                    if units[m] + (procs if extra else 0) < procs or \
+                            mems[m] + (mem if extra else 0.0) < mem:
                         break
                     m += 1
                 else:
-                    return times[k]
+                    return t0
                 k = m + 1
             else:
                 k += 1
-        return math.inf
+        return own
 
     def _split(self, t: float) -> int:
         """Index of the segment starting exactly at ``t`` (created if needed)."""
         times = self.times
-        lo, hi = 0, len(times)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if times[mid] < t:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = bisect_left(times, t)
         if lo < len(times) and times[lo] == t:
             return lo
         times.insert(lo, t)
@@ -125,14 +165,21 @@ class Profile:
 
     def take(self, t: float, duration: float, procs: int, mem: float) -> None:
         """Occupy ``procs`` and ``mem`` over ``[t, t + duration)``."""
+        self._add(t, duration, -procs, -mem)
+
+    def give_back(self, t: float, duration: float, procs: int, mem: float) -> None:
+        """Undo :meth:`take` (the same arguments free the same interval)."""
+        self._add(t, duration, procs, mem)
+
+    def _add(self, t: float, duration: float, procs: int, mem: float) -> None:
         if t == math.inf:
             return
         a = self._split(t)
         b = self._split(t + duration) if duration > 0 else a
         units, mems = self.units, self.mem
         for k in range(a, b):
-            units[k] -= procs
-            mems[k] -= mem
+            units[k] += procs
+            mems[k] += mem
 
 
 def easy_backfill_list(candidates, cl, now: float, shadow: float, extra: int, extra_mem: float):
@@ -172,7 +219,7 @@ def easy_backfill_scan(q, cl, now: float, shadow: float, extra: int, extra_mem: 
         ok = (short | (procs <= extra)) if not with_mem else (
             short | ((procs <= extra) & (q.mem[lo:hi] <= extra_mem)))
         ok &= procs <= cl.free
-        ok &= q.alive[lo:hi]
+        # dead slots hold DEAD_PROCS: the size test drops them
         if with_mem:
             ok &= q.mem[lo:hi] <= cl.free_mem
         if q.key_monotone:
@@ -180,17 +227,17 @@ def easy_backfill_scan(q, cl, now: float, shadow: float, extra: int, extra_mem: 
             if not ok[i]:
                 break
         else:
-            idx = np.flatnonzero(ok)
+            idx = ok.nonzero()[0]
             if not len(idx):
                 break
             i = int(idx[q.key[lo:hi][idx].argmin()])
         job = q.jobs[lo + i]
         if short[i]:
-            yield start(job, Mode.BACKFILLED, "ends before shadow time")
+            yield _new(Decision, (START, job, _BACKFILLED, "ends before shadow time", _NAN, True))
         else:
             extra -= job.procs
             extra_mem -= job.mem
-            yield start(job, Mode.BACKFILLED, "uses extra cores")
+            yield _new(Decision, (START, job, _BACKFILLED, "uses extra cores", _NAN, True))
         if cl.free == 0:
             break
         if q.key_monotone:
@@ -223,6 +270,7 @@ class QueuePolicy:
         self._decide = {"none": self._strict, "greedy": self._greedy, "easy": self._easy,
                         "conservative": self._conservative}[backfill]
         # EASY memory of the previous pass, for arrival-only passes.
+        self._is_easy = backfill == "easy" and self._dynamic is None
         self._easy_head: Job | None = None
         self._easy_state = (math.inf, 0, 0.0)
         # Conservative: the persistent plan.
@@ -235,14 +283,26 @@ class QueuePolicy:
         """Decisions for this pass (a generator: each is applied before the next)."""
         if view.surprise:
             self._replan = True   # remembered even when the queue is empty now
-        if not view.queue.count:
-            return iter(())
+        q = view.queue
+        if not q.count:
+            return ()
+        if self.arrival_is_idle(view):
+            return ()
         if self._dynamic is not None:
-            q = view.queue
             slots = q.slots()
             q.key[slots] = self._dynamic(q, slots, view.now, view.cluster, self.rng)
             q.key_monotone = False
         return self._decide(view)
+
+    def arrival_is_idle(self, view: SchedulerView) -> bool:
+        """Whether a pass now would decide nothing: EASY, only arrivals since the
+        last pass, behind an unchanged head (a static order added in order), and
+        no free unit to start or backfill anything on."""
+        head = self._easy_head
+        q = view.queue
+        return (head is not None and self._is_easy and not view.released and q.key_monotone
+                and view.cluster.free == 0 and head.queue_slot >= 0
+                and q.jobs[head.queue_slot] is head)
 
     # -- no backfilling and greedy -----------------------------------------------
     def _strict(self, view: SchedulerView) -> Iterator[Decision]:
@@ -284,14 +344,14 @@ class QueuePolicy:
     # -- EASY ------------------------------------------------------------------------
     def _easy(self, view: SchedulerView) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
-        now = view.now
+        now = view.env._now
         # Arrival-only pass: nothing was freed, the head is unchanged, so the
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking.
         head = self._easy_head
         incremental = (not view.released and head is not None and head in q
                        and self._dynamic is None)
-        if incremental:
+        if incremental and not q.key_monotone:
             hkey = q.key[head.queue_slot]
             for job in view.new_jobs:
                 if job in q and q.key[job.queue_slot] < hkey:
@@ -308,30 +368,97 @@ class QueuePolicy:
                     self._easy_head = None
                     return
                 head = q.jobs[q.head()]
-                if not cl.fits_now(head.procs, head.mem):
+                if head.procs > cl.free or head.mem > cl.free_mem:
                     break
-                yield start(head, Mode.READY, "fits at head")
+                yield _new(Decision, (START, head, _READY, "fits at head", _NAN, True))
             shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
             self._easy_head = head
             if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
                 yield reserve(head, shadow, "EASY head reservation")
             candidates = None
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
-            if candidates is None and not q.small():
-                backfill = easy_backfill_scan(q, cl, now, shadow, extra, extra_mem)
-            else:
-                if candidates is None:
-                    free, free_mem = cl.free, cl.free_mem
-                    candidates = [
-                        j for j in q.live_jobs()
-                        if j.procs <= free and j.mem <= free_mem and j is not head
-                        and easy_admits(j, now, shadow, extra, extra_mem)]
-                    if not q.key_monotone and len(candidates) > 1:
-                        key = q.key
-                        candidates.sort(key=lambda j: key[j.queue_slot])
-                backfill = easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem)
-            extra, extra_mem = yield from backfill
+            if candidates is None:
+                if q.small():
+                    candidates = self._easy_candidates_list(q, cl, now, shadow, extra,
+                                                            extra_mem, head)
+                else:
+                    candidates = self._easy_candidates_long(q, cl, now, shadow, extra,
+                                                            extra_mem)
+                    if candidates is None:   # many: rescan after each start instead
+                        extra, extra_mem = yield from easy_backfill_scan(
+                            q, cl, now, shadow, extra, extra_mem)
+                        candidates = ()
+            # Backfill in priority order. What is free and what is extra only
+            # shrink as jobs start, so a candidate refused now stays refused.
+            for job in candidates:
+                if job.procs > cl.free or job.mem > cl.free_mem:
+                    continue
+                if now + job.estimate <= shadow:
+                    yield _new(Decision, (START, job, _BACKFILLED, "ends before shadow time", _NAN, True))
+                elif job.procs <= extra and job.mem <= extra_mem:
+                    extra -= job.procs
+                    extra_mem -= job.mem
+                    yield _new(Decision, (START, job, _BACKFILLED, "uses extra cores", _NAN, True))
+                else:
+                    continue
+                if cl.free == 0:
+                    break
         self._easy_state = (shadow, extra, extra_mem)
+
+    @staticmethod
+    def _easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head) -> list[Job]:
+        """EASY's backfill candidates in priority order, from a short queue."""
+        free, free_mem = cl.free, cl.free_mem
+        candidates = [j for j in q.live_jobs()
+                      if j.procs <= free and j.mem <= free_mem and j is not head
+                      and easy_admits(j, now, shadow, extra, extra_mem)]
+        if not q.key_monotone and len(candidates) > 1:
+            key = q.key
+            candidates.sort(key=lambda j: key[j.queue_slot])
+        return candidates
+
+    @staticmethod
+    def _easy_mask(q, cl, now, shadow, extra, extra_mem, sel):
+        """Which of the queue slots ``sel`` (a slice or an array of slots) EASY
+        may backfill now: a superset of the exact test (a hair of slack on the
+        shadow time), which the caller then applies job by job."""
+        procs = q.procs[sel]   # dead slots hold a size no machine has: never selected
+        free = cl.free
+        limit = (shadow - now) + (1e-9 * (shadow + now + 1.0) if now >= 0.0   # shadow >= now
+                                  else 1e-9 * (abs(shadow) + abs(now) + 1.0))
+        if cl.free_mem == np.inf:
+            small = extra if extra < free else free
+            if small < free:
+                # a job may take ``free`` units if it ends in time, else ``small``
+                return procs <= np.where(q.estimate[sel] <= limit, free, small)
+            return procs <= free
+        mem = q.mem[sel]
+        ok = q.estimate[sel] <= limit
+        ok |= (procs <= extra) & (mem <= extra_mem)
+        ok &= procs <= free
+        ok &= mem <= cl.free_mem
+        return ok
+
+    def _easy_candidates_long(self, q, cl, now, shadow, extra, extra_mem) -> list[Job] | None:
+        """EASY's backfill candidates over a long queue, in priority order, or None
+        when there are many.
+
+        One masked scan finds them. When they are few (the usual case: little
+        is free) the backfill loop tests each with the exact rule. When they
+        are many (a long queue on a machine with room to spare, as on RICC)
+        the caller rescans the queue after each start instead
+        (:func:`easy_backfill_scan`), a few numpy calls per start rather than
+        a Python test per candidate.
+        """
+        lo = q.lo
+        rows = self._easy_mask(q, cl, now, shadow, extra, extra_mem, slice(lo, q.hi)).nonzero()[0]
+        if len(rows) > _FEW_CANDIDATES:
+            return None
+        if not q.key_monotone and len(rows) > 1:
+            rows = rows[np.argsort(q.key[rows + lo], kind="stable")]
+        jobs = q.jobs
+        # The jobs now: starting the first queued job moves q.lo.
+        return [jobs[s] for s in (rows + lo).tolist()]
 
     # -- conservative ---------------------------------------------------------------
     def _conservative(self, view: SchedulerView) -> Iterator[Decision]:
@@ -340,31 +467,33 @@ class QueuePolicy:
         order = self._ordered(q, q.slots())
         if self._replan:
             self._replan = False
-            # Rebuild: running jobs as now expected, then the promised jobs in
-            # the order of their promises (none moves later unless running
-            # jobs overran), then jobs without a promise in priority order.
             profile = Profile(now, cl.free, cl.free_mem, view.ends(), cl.node_granular)
-            promised = sorted((q.jobs[s] for s in order if q.jobs[s].promised == q.jobs[s].promised),
-                              key=lambda j: j.promised)
-            fresh = [q.jobs[s] for s in order if q.jobs[s].promised != q.jobs[s].promised]
-            self._planned = []
-            to_place = promised + fresh
+            jobs = [q.jobs[s] for s in order]
+            plan = self._plan(profile, jobs, now)
+            self._planned = [(t, i, job) for i, (job, t) in enumerate(plan.items())]
+            heapq.heapify(self._planned)
+            self._plan_seq = len(plan)
+            placed = jobs
         else:
             profile = self._profile
             profile.advance(now)
-            to_place = [job for job in view.new_jobs if job in q]
-            if self.static_key is not None and len(to_place) > 1:
-                to_place.sort(key=lambda j: q.key[j.queue_slot])
+            placed = [job for job in view.new_jobs if job in q]
+            if len(placed) > 1:
+                placed.sort(key=lambda j: q.key[j.queue_slot])
+            plan = {}
+            for job in placed:
+                t = profile.earliest(job.procs, job.mem, job.estimate)
+                profile.take(t, job.estimate, job.procs, job.mem)
+                plan[job] = t
+                self._plan_seq += 1
+                heapq.heappush(self._planned, (t, self._plan_seq, job))
         self._profile = profile
-        planned = self._planned
-        for job in to_place:
-            t = profile.earliest(job.procs, job.mem, job.estimate)
-            profile.take(t, job.estimate, job.procs, job.mem)
-            self._plan_seq += 1
-            heapq.heappush(planned, (t, self._plan_seq, job))
-            if t > now:
+        for job in placed:
+            t = plan[job]
+            if t > now and t != job.promised:
                 yield reserve(job, t, "conservative reservation")
         # Start what is planned for now, in priority order.
+        planned = self._planned
         due = set()
         while planned and planned[0][0] <= now:
             due.add(heapq.heappop(planned)[2])
@@ -383,3 +512,68 @@ class QueuePolicy:
                 # Cannot happen with a consistent plan; rebuild at the next pass.
                 self._replan = True
             waiting_before = True
+
+    @staticmethod
+    def _plan(profile: Profile, jobs: list[Job], now: float) -> dict[Job, float]:
+        """Priority-ordered conservative plan: every queued job's start time.
+
+        ``jobs`` are the queued jobs in priority order; ``profile`` holds the
+        running jobs as now expected and receives the plan.
+
+        1. Every promise is kept as a hold: each promised job is placed at its
+           promised start, in the order of the promises (or, where running
+           jobs overran and it no longer fits there, at the earliest start
+           after it: the only way a promise moves later).
+        2. Then, in priority order, each job gives back its hold and takes the
+           earliest start the others leave it. Its old place is among the
+           candidates, so no job moves later; the heuristic decides who gets
+           first pick of the room that early ends or new arrivals' gaps open.
+           Jobs without a promise (new arrivals) are placed the same way,
+           around every hold, so they delay nobody.
+        """
+        hold: dict[Job, float] = {}
+        freed = math.inf   # the earliest room a move in the last sweep gave back
+        promised = [j for j in jobs if j.promised == j.promised]
+        promised.sort(key=lambda j: j.promised)   # stable: ties keep priority order
+        for job in promised:
+            t = profile.earliest(job.procs, job.mem, job.estimate,
+                                 after=job.promised if job.promised > now else now)
+            profile.take(t, job.estimate, job.procs, job.mem)
+            hold[job] = t
+        plan: dict[Job, float] = {}
+        inf = math.inf
+        for job in jobs:
+            old = hold.get(job, inf)
+            if old == inf:
+                t = profile.earliest(job.procs, job.mem, job.estimate)
+                profile.take(t, job.estimate, job.procs, job.mem)
+            else:
+                t = profile.earliest(job.procs, job.mem, job.estimate, own=old)
+                if t < old:
+                    profile.give_back(old, job.estimate, job.procs, job.mem)
+                    profile.take(t, job.estimate, job.procs, job.mem)
+                    if old < freed:
+                        freed = old
+            plan[job] = t
+        # 3. Repeat until no job can move earlier: a job that moved may have
+        #    opened room for one of higher priority. In the fixed point every
+        #    future start is a moment when something ends, so the scheduler is
+        #    awake then (there is no timer to wake it at an arbitrary time).
+        #    Only room freed before a job's start can move it, so each sweep
+        #    skips the jobs that start no later than the earliest room freed.
+        for _ in range(_MAX_SWEEPS):
+            if freed == inf:
+                break
+            threshold, freed = freed, inf
+            for job in jobs:
+                old = plan[job]
+                if old <= threshold:
+                    continue
+                t = profile.earliest(job.procs, job.mem, job.estimate, own=old)
+                if t < old:
+                    profile.give_back(old, job.estimate, job.procs, job.mem)
+                    profile.take(t, job.estimate, job.procs, job.mem)
+                    plan[job] = t
+                    if old < freed:
+                        freed = old
+        return plan

@@ -8,12 +8,16 @@ sampling and cleaning stay vectorized.
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Workload", "COLUMNS"]
+from cosim.errors import InputError, WorkloadError
+
+__all__ = ["Workload", "COLUMNS", "read_input"]
 
 #: name -> dtype of the required columns, in order.
 COLUMNS: dict[str, np.dtype] = {
@@ -38,7 +42,15 @@ class Workload:
             numpy arrays of equal length, dtypes as in :data:`COLUMNS`.
         max_procs: machine size the source states (SWF ``MaxProcs``), or 0.
         max_nodes: node count the source states (SWF ``MaxNodes``), or 0.
+        machine_source: where ``max_procs`` came from ("header MaxProcs",
+            "largest job", ...; "" when the caller gave it or nobody said).
         cleaning: rule name -> number of jobs it dropped or changed.
+        status_counts: jobs per status in the source, before any filtering
+            (SWF field 11 codes: 1 completed, 0 failed, 5 cancelled, -1
+            unknown; Slurm state names for sacct output); empty for
+            generated workloads.
+        labels: names behind integer columns, column -> {id: name} (Slurm
+            user and partition names).
         source: where the jobs came from (path or generator name and seed).
         features: extra per-job columns (for example VASP input parameters).
         progress: where running jobs' progress logs come from (for example a
@@ -63,7 +75,10 @@ class Workload:
     think: np.ndarray
     max_procs: int = 0
     max_nodes: int = 0
+    machine_source: str = ""
     cleaning: dict[str, int] = field(default_factory=dict)
+    status_counts: dict[int | str, int] = field(default_factory=dict)
+    labels: dict[str, dict[int, str]] = field(default_factory=dict)
     source: str = ""
     features: dict[str, np.ndarray] = field(default_factory=dict)
     progress: Any = None
@@ -140,3 +155,25 @@ class Workload:
         assert np.all(self.procs > 0), "procs must be positive"
         assert np.all(self.run >= 0), "run times must be non-negative"
         assert np.all(self.req_time > 0), "requested times must be positive"
+
+
+def read_input(path: str | Path, expected: str) -> bytes:
+    """The whole of an input file, decompressed when it is gzip (by magic number,
+    not suffix). A missing, unreadable or corrupt file raises one error naming
+    the file, what was found and ``expected`` (what the file should be, such
+    as "an SWF trace (.swf or .swf.gz)").
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file", expected) from None
+    except IsADirectoryError:
+        raise InputError(str(path), "a directory", expected) from None
+    except OSError as e:
+        raise InputError(str(path), f"an unreadable file ({e.strerror})", expected) from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise WorkloadError(str(path), f"a corrupt gzip stream ({e})", "a valid .gz file") from None
+    return raw

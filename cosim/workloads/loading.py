@@ -19,11 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.config import Scenario
-from cosim.errors import ScenarioError
+from cosim.config import ClusterConfig, Scenario
+from cosim.errors import ScenarioError, WorkloadError
 from cosim.workloads.base import Workload
 
-__all__ = ["load_workload", "streams", "STREAMS"]
+__all__ = ["load_workload", "streams", "STREAMS", "TRACE_KINDS", "resolve_machine",
+           "machine_from_trace", "workload_warnings", "require_jobs"]
+
+#: Workload kinds read from a file: their machine may come from the file.
+TRACE_KINDS = ("swf", "slurm")
 
 #: Named random streams split from the scenario seed (SeedSequence.spawn order).
 STREAMS = ("workload", "estimates", "window", "faults", "policy", "agent")
@@ -55,6 +59,40 @@ def _call_with_params(fn, params: dict, where: str, **fixed):
         raise ScenarioError(where, repr(params), f"valid parameters ({exc})") from None
 
 
+def machine_from_trace(scenario: Scenario) -> bool:
+    """Whether the machine size comes from the trace: a trace replay whose
+    scenario leaves ``cluster.nodes`` unset (see :class:`cosim.config.ClusterConfig`)."""
+    return (scenario.workload.kind in TRACE_KINDS
+            and "nodes" not in scenario.cluster.model_fields_set)
+
+
+def resolve_machine(scenario: Scenario, workload: Workload) -> Scenario:
+    """The scenario with its machine size filled in from the trace when it was left unset.
+
+    ``workload.max_procs`` (the SWF header, or the peak of a Slurm
+    accounting file) becomes ``MaxNodes`` nodes of ``max_procs / MaxNodes``
+    cores when that divides, else one core per node; a ``cores_per_node``
+    given alone splits it into that many per node; a node-granular cluster
+    gets one node per unit. The returned scenario has both set, so calling
+    this again changes nothing. Any other scenario is returned as it is.
+    """
+    if not machine_from_trace(scenario):
+        return scenario
+    c = scenario.cluster
+    procs = int(workload.max_procs) or (int(workload.procs.max()) if len(workload) else 1)
+    if c.granularity == "node":
+        nodes, cpn = procs, c.cores_per_node
+    elif "cores_per_node" in c.model_fields_set:
+        cpn = c.cores_per_node
+        nodes = -(-procs // cpn)
+    elif workload.max_nodes and procs % workload.max_nodes == 0:
+        nodes, cpn = workload.max_nodes, procs // workload.max_nodes
+    else:
+        nodes, cpn = procs, 1
+    cluster = ClusterConfig(**{**c.model_dump(), "nodes": nodes, "cores_per_node": cpn})
+    return scenario.model_copy(update={"cluster": cluster})
+
+
 def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> Workload:
     """The scenario's workload: read or generated, windowed, with its estimates.
 
@@ -62,24 +100,37 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
         scenario: the validated scenario.
         base_dir: directory relative trace paths are resolved against (the
             current directory if None).
+
+    Raises:
+        WorkloadError: no job is left (an empty trace, or every job dropped
+            by the cleaning rules); the message says what was dropped.
     """
     wc = scenario.workload
     rngs = np.random.SeedSequence(scenario.seed).spawn(len(STREAMS))
     seed_of = dict(zip(STREAMS, (int(s.generate_state(1)[0]) for s in rngs)))
     cores = scenario.cluster.nodes * (1 if scenario.cluster.granularity == "node"
                                       else scenario.cluster.cores_per_node)
-    if wc.kind == "swf":
-        from cosim.workloads.swf import read_swf
-
+    if wc.kind in TRACE_KINDS:
         if not wc.path:
+            example = "trace.swf" if wc.kind == "swf" else "sacct.txt"
             raise ScenarioError("workload.path", "nothing",
-                                "the trace to replay (e.g. --set workload.path=trace.swf)")
+                                f"the trace to replay (e.g. --set workload.path={example})")
         path = Path(wc.path)
         if base_dir is not None and not path.is_absolute() and not path.exists():
             path = Path(base_dir) / path
         params = dict(wc.params)
-        params.setdefault("max_procs", cores)
-        workload = _call_with_params(read_swf, params, "workload.params", path=str(path))
+        if not machine_from_trace(scenario):
+            params.setdefault("max_procs", cores)
+        if wc.kind == "swf":
+            from cosim.workloads.swf import read_swf
+
+            workload = _call_with_params(read_swf, params, "workload.params", path=str(path))
+        else:
+            from cosim.workloads.slurm import read_sacct
+
+            if scenario.cluster.granularity == "node":
+                params.setdefault("unit", "nodes")
+            workload = _call_with_params(read_sacct, params, "workload.params", path=str(path))
     elif wc.kind == "lublin":
         from cosim.workloads.lublin import lublin
 
@@ -107,9 +158,10 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
         workload.features["progress_index"] = np.arange(len(workload))
         workload.progress = jobs
     else:  # pragma: no cover - the schema admits no other kind
-        raise ScenarioError("workload.kind", repr(wc.kind), "swf, lublin, mao or vasp")
+        raise ScenarioError("workload.kind", repr(wc.kind), "swf, slurm, lublin, mao or vasp")
 
-    if wc.kind == "swf" and (wc.jobs is not None or wc.offset != 0):
+    require_jobs(workload, f"workload.{wc.kind}")
+    if wc.kind in TRACE_KINDS and (wc.jobs is not None or wc.offset != 0):
         from cosim.workloads.windows import window
 
         n = min(wc.jobs or len(workload), len(workload))
@@ -126,3 +178,85 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
                                      name=wc.estimates.model, seed=seed_of["estimates"])
     workload.validate()
     return workload
+
+
+def _dropped(workload: Workload) -> list[tuple[str, int]]:
+    """(rule, count) of the cleaning rules that dropped jobs, in rule order."""
+    return [(rule, n) for rule, n in workload.cleaning.items()
+            if n and rule.endswith("_dropped")]
+
+
+_DROP_WORDS = {
+    "status_dropped": "with a status not kept (workload.params.status)",
+    "run_unknown_dropped": "with an unknown run time",
+    "run_zero_dropped": "with a zero run time",
+    "procs_unknown_dropped": "with no processor count",
+    "procs_over_machine_dropped": "wider than the machine",
+    "pending_dropped": "that never started (pending)",
+    "cancelled_before_start_dropped": "cancelled before they started",
+    "running_dropped": "still running (no end)",
+}
+
+
+def require_jobs(workload: Workload, where: str = "workload") -> Workload:
+    """``workload`` itself, or a :class:`WorkloadError` when it has no job.
+
+    The message says why: an empty file, or every job dropped (by rule,
+    with counts).
+    """
+    if len(workload):
+        return workload
+    dropped = _dropped(workload)
+    if dropped:
+        total = sum(n for _, n in dropped)
+        parts = ", ".join(f"{n} {_DROP_WORDS.get(rule, rule)}" for rule, n in dropped)
+        found = f"no job left after cleaning ({total} dropped: {parts})"
+    else:
+        found = "no job in it"
+    raise WorkloadError(workload.source or where, found, "at least one job to simulate")
+
+
+def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> list[str]:
+    """What a user must know before trusting a replay, one short line each.
+
+    Lines appear only when something happened: jobs were dropped (by rule,
+    with counts), requested times were missing so the scheduler's estimate is
+    the true run time (a perfect estimate no real scheduler has), the machine
+    size was guessed (largest job, or the peak of an accounting file), or a
+    status filter is in force. Empty for generated workloads.
+
+    Args:
+        workload: the loaded workload.
+        scenario: its scenario (says whether estimates were replaced and the
+            machine used), or None.
+    """
+    lines: list[str] = []
+    c = workload.cleaning
+    n = len(workload)
+    dropped = _dropped(workload)
+    if dropped:
+        total = sum(k for _, k in dropped)
+        parts = ", ".join(f"{k} {_DROP_WORDS.get(rule, rule)}" for rule, k in dropped)
+        lines.append(f"{total} of {total + n} jobs dropped: {parts}")
+    missing = c.get("req_time_missing", 0)
+    replaced = scenario is not None and scenario.workload.estimates.model != "trace"
+    if missing and not replaced:
+        share = f" ({100 * missing / n:.0f}%)" if n else ""
+        lines.append(f"{missing} of {n} jobs{share} have no requested time: their estimate is "
+                     "their real run time, a perfect estimate no real scheduler has "
+                     "(set workload.estimates.model to gaussian or tsafrir for realistic ones)")
+    if workload.machine_source == "largest job" or workload.machine_source.startswith("peak"):
+        machine = workload.max_procs
+        lines.append(f"machine size from the {workload.machine_source} ({machine}): "
+                     "give the real size in the scenario (cluster.nodes, cluster.cores_per_node)"
+                     " if it is larger")
+    if workload.status_counts and c.get("status_dropped", 0):
+        from cosim.workloads.swf import STATUS_NAMES
+
+        def name(code):
+            return f"{STATUS_NAMES.get(code, 'status')} ({code})" if isinstance(code, int) \
+                else str(code)
+        counts = ", ".join(f"{k} {name(code)}" for code, k in sorted(
+            workload.status_counts.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+        lines.append(f"status filter in force; statuses in the file: {counts}")
+    return lines

@@ -15,17 +15,30 @@ step of a running or killed job); they are kept as :attr:`OszicarRun.trailing`.
 
 Grammar (one line each, blank lines ignored):
 
-- header: ``N  E  dE  d eps  ncg  rms  [rms(c)]``;
-- electronic: ``TAG: n E dE deps ncg rms [rms(c)]`` where ``TAG`` is three
-  capital letters (VASP uses DAV, RMM, CGA, DMP, SDA, RLQ; others are accepted
-  so a newer VASP does not break ingestion); ``rms(c)`` is absent in the
-  non-self-consistent steps and in the last step of each ionic step;
+- header: ``N  E  dE  d eps  ncg  rms  [rms(c)]`` (or ``ort``);
+- electronic: ``TAG: n E dE deps ncg rms [rms(c)]`` where ``TAG`` is the
+  algorithm, two to four letters padded to four characters (VASP writes
+  DAV, RMM, CGA, DMP, SDA, RLQ, and ``CG :`` in older versions; any tag of
+  that shape is read, so a newer VASP does not break ingestion); ``rms(c)``
+  is absent in the non-self-consistent steps and in the last step of each
+  ionic step. The fields are fixed-width Fortran (A4, I4, E23.12, E15.5,
+  E15.5, I6, E12.3, rms(c) E13.3 or narrower), so two of them touch when a
+  value fills its field: ``-0.28335E-01101248`` is d eps then ncg = 101248,
+  ``0.371E+01-0.973E+00`` is rms then a negative rms(c). Such lines are read
+  field by field;
 - ionic: ``n F= .. E0= .. d E = .. [mag= m1 [m2 m3]]``;
-- MD: ``n T= .. E= .. F= .. E0= .. EK= .. [SP= .. SK= ..] [mag= ..]``.
+- MD: ``n T= .. E= .. F= .. E0= .. EK= .. [SP= .. SK= ..] [mag= ..]``;
+  a ``KEY=`` this module does not know is skipped;
+- status lines VASP writes between them (``trial: gam= ...``, ``charge
+  predicted from atoms``, ``bond charge predicted``): ignored.
 
 Numbers are Fortran floats: ``-.52636024E+03`` (no digit before the point),
 ``0.46575820E+02``, ``1.0D-03``, ``0.1234-100`` (three-digit exponent without
 the letter) and ``*****`` (field overflow, read as NaN) are all accepted.
+
+A line that fits none of these, or whose values cannot be read, is counted
+in :attr:`OszicarRun.unreadable` and skipped; a file is rejected only when
+it has more unreadable lines than readable ones (see :func:`parse_oszicar`).
 :func:`format_oszicar` writes the column layout VASP uses, so a generated
 file parses with the same :func:`parse_oszicar` that reads real ones.
 """
@@ -54,8 +67,9 @@ __all__ = [
 ]
 
 #: Electronic-step tags VASP writes: Davidson, RMM-DIIS, conjugate gradient
-#: (ALGO=All), damped (ALGO=Damped), steepest descent, linear response.
-ALGORITHMS: tuple[str, ...] = ("DAV", "RMM", "CGA", "DMP", "SDA", "RLQ")
+#: (ALGO=All; ``CG`` in older versions), damped (ALGO=Damped), steepest
+#: descent, linear response. The parser reads any two-to-four-letter tag.
+ALGORITHMS: tuple[str, ...] = ("DAV", "RMM", "CGA", "CG", "DMP", "SDA", "RLQ")
 
 HEADER = "       N       E                     dE             d eps       ncg     rms          rms(c)"
 
@@ -136,6 +150,8 @@ class OszicarRun:
         ionic: finished ionic steps in file order.
         trailing: electronic lines after the last ionic line.
         source: file name the run was read from ("" for text or generated runs).
+        unreadable: ``(line number, text)`` of each line that could not be
+            read (empty for generated runs and sound files).
 
     Examples:
         >>> run = parse_oszicar('''DAV:   1    -0.1E+01   -0.1E+01   -0.1E+01   10   0.1E+00
@@ -148,6 +164,7 @@ class OszicarRun:
     ionic: tuple[IonicStep, ...] = ()
     trailing: tuple[ElectronicStep, ...] = ()
     source: str = field(default="", compare=False)
+    unreadable: tuple[tuple[int, str], ...] = field(default=(), compare=False)
 
     @property
     def n_ionic(self) -> int:
@@ -258,80 +275,147 @@ def fortran_e(x: float, digits: int, *, lead_zero: bool = True) -> str:
 
 # ----------------------------------------------------------------------------- parsing
 
-_ELEC_RE = re.compile(r"^\s*([A-Z]{3}):\s*(\d+)\s+(.*?)\s*$")
-_IONIC_RE = re.compile(r"^\s*(\d+)\s+(?=F=|T=)(.*?)\s*$")
+# An electronic line: a tag of two to four letters (``DAV:``, ``CG :``) and the
+# step number; the step number may touch the colon (``DAV:1000``).
+_ELEC_RE = re.compile(r"^\s*([A-Za-z]{2,4})\s?:\s*(\d+)(.*?)\s*$")
+_IONIC_RE = re.compile(r"^\s*(\d+)\s+(?=F\s*=|T\s*=)(.*?)\s*$")
 _HEADER_RE = re.compile(r"^\s*N\s+E\s+dE\b")
-_KEY_RE = re.compile(r"(d\s*E|E0|EK|SP|SK|mag|T|E|F)\s*=")
+# Known keys first (``d E`` has a space), then any other ``KEY=`` (ignored).
+_KEY_RE = re.compile(r"(d\s*E|[A-Za-z][A-Za-z0-9_()]*)\s*=")
 _RELAX_KEYS = {"F", "E0", "dE"}
 _MD_KEYS = {"T", "E", "F", "E0", "EK"}
+_KNOWN_KEYS = _RELAX_KEYS | _MD_KEYS | {"SP", "SK", "mag"}
+# Status lines VASP writes between the data lines (the VASP wiki's OSZICAR page
+# shows them): read and ignored, never a warning.
+_NOTE_RE = re.compile(
+    r"^\s*(?:trial(?:-energy)?\b|(?:bond )?charge (?:predicted|from)\b|curvature:|"
+    r"search vector\b|reading files|entering main loop|WARNING\b|opt step\b|step:|"
+    r"wavefunctions? (?:predicted|extrapolated)|(?:linear|quadratic) (?:response|interpolation))",
+    re.IGNORECASE)
+# A Fortran E field as VASP prints it (mantissa with a point, and a two-digit
+# exponent after the letter or a bare three-digit one): fixed width means two
+# fields may touch, so the electronic line is also read field by field.
+_FE = r"[+-]?(?:\d+\.\d*|\.\d+)(?:[EeDd][+-]?\d\d|[+-]\d{3})|\*+"
+_GLUED_RE = re.compile(rf"\s*({_FE})\s*({_FE})\s*({_FE})\s*(\d+|\*+)\s*({_FE})\s*({_FE})?\s*")
 _EXPECTED_LINE = (
-    "an OSZICAR line: a header (N E dE ...), an electronic step (DAV:/RMM:/... n E dE "
+    "an OSZICAR line: a header (N E dE ...), an electronic step (DAV:/RMM:/CG :/... n E dE "
     "deps ncg rms [rms(c)]), an ionic step (n F= .. E0= .. d E = .. [mag= ..]) or an MD "
-    "step (n T= .. E= .. F= .. E0= .. EK= ..)"
+    "step (n T= .. E= .. F= .. E0= .. EK= .. [SP= .. SK= ..])"
 )
+_NAN = math.nan
 
 
-def _parse_electronic(body: str, algo: str, n: int, where: str, line: str) -> ElectronicStep:
+class _Unreadable(ValueError):
+    """A line of a known kind whose values cannot be read (found, expected)."""
+
+    def __init__(self, found: str, expected: str):
+        super().__init__(found)
+        self.found, self.expected = found, expected
+
+
+def _int_field(token: str) -> int:
+    if token and set(token) == {"*"}:
+        return -1   # an overflowing I6 field: unknown
+    return int(token)
+
+
+def _parse_electronic(body: str, algo: str, n: int, line: str) -> ElectronicStep:
     tokens = body.split()
-    if len(tokens) not in (5, 6):
-        raise InputError(where, f"{len(tokens)} numbers after '{algo}: {n}' in {line.strip()!r}",
-                         "5 or 6 numbers (E dE deps ncg rms [rms(c)])")
-    try:
-        values = [_to_float(t) for t in tokens]
-        ncg = int(tokens[3])
-    except ValueError:
-        raise InputError(where, repr(line.strip()),
-                         "an electronic step 'TAG: n E dE deps ncg rms [rms(c)]' with "
-                         "Fortran reals and an integer ncg") from None
-    return ElectronicStep(algo, n, values[0], values[1], values[2], ncg, values[4],
-                          values[5] if len(values) == 6 else None)
+    if len(tokens) in (5, 6):
+        try:
+            values = [_to_float(t) for t in tokens]
+            ncg = _int_field(tokens[3])
+        except ValueError:
+            pass
+        else:
+            return ElectronicStep(algo, n, values[0], values[1], values[2], ncg, values[4],
+                                  values[5] if len(values) == 6 else None)
+    # Fixed-width fields that touch: ncg >= 100000 runs into d eps
+    # ("-0.28335E-01101248"), a negative rms(c) into rms ("0.371E+01-0.973E+00").
+    m = _GLUED_RE.fullmatch(body)
+    if m:
+        e, de, deps, ncg, rms, rms_c = m.groups()
+        return ElectronicStep(algo, n, _to_float(e), _to_float(de), _to_float(deps),
+                              _int_field(ncg), _to_float(rms),
+                              None if rms_c is None else _to_float(rms_c))
+    raise _Unreadable(f"{len(tokens)} fields after '{algo}: {n}' in {line.strip()!r}",
+                      "5 or 6 values after the step number (E dE deps ncg rms [rms(c)]): "
+                      "Fortran reals and an integer ncg")
 
 
-def _parse_ionic(n: int, body: str, where: str, line: str,
-                 electronic: tuple[ElectronicStep, ...]) -> IonicStep:
+def _parse_ionic(n: int, body: str, line: str, electronic: tuple[ElectronicStep, ...]
+                 ) -> tuple[IonicStep, _Unreadable | None]:
+    """The ionic step of a line, and what could not be read in it (None: all of it).
+
+    A line with the step number and ``F=``/``T=`` is an ionic step even when a
+    value is unreadable or missing: the step is kept (so SCF lines stay with
+    their step) and the unknown values are NaN.
+    """
     matches = list(_KEY_RE.finditer(body))
-    if not matches or matches[0].start() != 0:
-        raise InputError(where, repr(line.strip()), _EXPECTED_LINE)
     values: dict[str, list[float]] = {}
+    problem: _Unreadable | None = None
     for i, m in enumerate(matches):
         key = re.sub(r"\s+", "", m.group(1))
         end = matches[i + 1].start() if i + 1 < len(matches) else len(body)
+        text = body[m.end():end]
+        if key not in _KNOWN_KEYS:
+            continue   # a key a newer VASP added: not needed here
         try:
-            vals = [_to_float(t) for t in body[m.end():end].split()]
+            vals = [_to_float(t) for t in text.split()]
         except ValueError as exc:
-            raise InputError(where, f"{key}= {exc.args[0]!r} in {line.strip()!r}",
-                             f"a Fortran real after {key}=") from None
-        if key in values or not vals or (key != "mag" and len(vals) != 1) or len(vals) > 3:
-            raise InputError(where, repr(line.strip()), _EXPECTED_LINE)
-        values[key] = vals
+            problem = problem or _Unreadable(f"{key}= {exc.args[0]!r} in {line.strip()!r}",
+                                             f"a Fortran real after {key}=")
+            vals = [_NAN]
+        if not vals or (key != "mag" and len(vals) != 1) or len(vals) > 3 or key in values:
+            problem = problem or _Unreadable(f"{key}= {text.strip()!r} in {line.strip()!r}",
+                                             f"one Fortran real after {key}=")
+            vals = vals[:1] or [_NAN]
+        values.setdefault(key, vals)
     keys = set(values) - {"mag"}
     one = {k: v[0] for k, v in values.items() if k != "mag"}
     mag = tuple(values.get("mag", ()))
-    if keys == _RELAX_KEYS:
-        return IonicStep(n, one["F"], one["E0"], one["dE"], mag, electronic)
-    if _MD_KEYS <= keys <= _MD_KEYS | {"SP", "SK"}:
-        md = MdStep(one["T"], one["E"], one["EK"], one.get("SP"), one.get("SK"))
-        return IonicStep(n, one["F"], one["E0"], None, mag, electronic, md)
-    missing = sorted((_RELAX_KEYS if "T" not in keys else _MD_KEYS) - keys)
-    raise InputError(where, f"{line.strip()!r} (missing {', '.join(missing) or 'nothing'}; "
-                     f"keys {', '.join(sorted(keys))})", _EXPECTED_LINE)
+    md = "T" in keys
+    missing = sorted((_MD_KEYS if md else _RELAX_KEYS) - keys)
+    if missing and problem is None:
+        problem = _Unreadable(f"{line.strip()!r} (missing {', '.join(missing)})", _EXPECTED_LINE)
+    if md:
+        step = IonicStep(n, one.get("F", _NAN), one.get("E0", _NAN), None, mag, electronic,
+                         MdStep(one["T"], one.get("E", _NAN), one.get("EK", _NAN),
+                                one.get("SP"), one.get("SK")))
+    else:
+        step = IonicStep(n, one.get("F", _NAN), one.get("E0", _NAN), one.get("dE", _NAN),
+                         mag, electronic)
+    return step, problem
 
 
-def parse_oszicar(text_or_path: str | Path, *, source: str | None = None) -> OszicarRun:
+def parse_oszicar(text_or_path: str | Path, *, source: str | None = None,
+                  strict: bool = False) -> OszicarRun:
     """Read an OSZICAR.
+
+    Every line is a header, an electronic step, an ionic (or MD) step, one of
+    the status lines VASP writes between them (``trial: gam= ...``,
+    ``charge predicted from atoms``; ignored), or blank. A line that is none
+    of these, or whose values cannot be read, is *unreadable*: by default it
+    is listed in :attr:`OszicarRun.unreadable` and reading goes on (an
+    electronic or ionic line keeps its place with NaN values, so SCF counts
+    per ionic step stay right). The file is rejected only when its structure
+    is not sound: more unreadable lines than readable ones.
 
     Args:
         text_or_path: a :class:`~pathlib.Path`, or a ``str`` that is either the
             file content (it contains a newline, or is empty) or a path.
             Paths ending in ``.gz`` are decompressed.
-        source: name used in error messages (default: the path, or ``"<text>"``).
+        source: name used in messages (default: the path, or ``"<text>"``).
+        strict: raise at the first unreadable line instead.
 
     Returns:
-        The run: finished ionic steps with their SCF lines, and trailing SCF lines.
+        The run: finished ionic steps with their SCF lines, trailing SCF
+        lines, and the unreadable lines.
 
     Raises:
-        InputError: a line that fits none of the grammar's line kinds, or a file
-            that cannot be read; the message names ``file:line``.
+        InputError: a file that cannot be read; with ``strict``, the first
+            unreadable line; otherwise a file with more unreadable lines than
+            readable ones. The message names ``file:line``.
     """
     if isinstance(text_or_path, Path) or (text_or_path and "\n" not in text_or_path):
         path = Path(text_or_path)
@@ -347,21 +431,47 @@ def parse_oszicar(text_or_path: str | Path, *, source: str | None = None) -> Osz
 
     ionic: list[IonicStep] = []
     pending: list[ElectronicStep] = []
+    unreadable: list[tuple[int, str]] = []
+    first_error: InputError | None = None
+    readable = 0
+
+    def bad(lineno: int, line: str, found: str, expected: str) -> None:
+        nonlocal first_error
+        error = InputError(f"{name}:{lineno}", found, expected)
+        if strict:
+            raise error
+        first_error = first_error or error
+        unreadable.append((lineno, line.strip()[:200]))
+
     for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or _HEADER_RE.match(line):
+        if not line.strip() or _HEADER_RE.match(line) or _NOTE_RE.match(line):
             continue
-        where = f"{name}:{lineno}"
         m = _ELEC_RE.match(line)
         if m:
-            pending.append(_parse_electronic(m.group(3), m.group(1), int(m.group(2)), where, line))
+            algo, n = m.group(1).upper(), int(m.group(2))
+            try:
+                pending.append(_parse_electronic(m.group(3), algo, n, line))
+                readable += 1
+            except _Unreadable as exc:
+                pending.append(ElectronicStep(algo, n, _NAN, _NAN, _NAN, -1, _NAN, None))
+                bad(lineno, line, exc.found, exc.expected)
             continue
         m = _IONIC_RE.match(line)
         if m:
-            ionic.append(_parse_ionic(int(m.group(1)), m.group(2), where, line, tuple(pending)))
+            step, problem = _parse_ionic(int(m.group(1)), m.group(2), line, tuple(pending))
+            ionic.append(step)
             pending = []
+            if problem is None:
+                readable += 1
+            else:
+                bad(lineno, line, problem.found, problem.expected)
             continue
-        raise InputError(where, repr(line.strip()[:80]), _EXPECTED_LINE)
-    return OszicarRun(tuple(ionic), tuple(pending), source=name)
+        bad(lineno, line, repr(line.strip()[:80]), _EXPECTED_LINE)
+    if first_error is not None and len(unreadable) > readable:
+        raise InputError(first_error.where, f"{first_error.found} ({len(unreadable)} of "
+                         f"{len(unreadable) + readable} data lines unreadable)",
+                         first_error.expected)
+    return OszicarRun(tuple(ionic), tuple(pending), source=name, unreadable=tuple(unreadable))
 
 
 # ----------------------------------------------------------------------------- writing
@@ -369,9 +479,9 @@ def parse_oszicar(text_or_path: str | Path, *, source: str | None = None) -> Osz
 
 def _format_electronic(e: ElectronicStep) -> str:
     # Column widths follow VASP: A4, I4, E23.12, E15.5, E15.5, I6, E12.3, E13.3;
-    # ncg always gets a leading space so a huge count cannot merge with d eps.
-    line = (f"{e.algo}:{e.n:4d}{fortran_e(e.energy, 12):>23}{fortran_e(e.denergy, 5):>15}"
-            f"{fortran_e(e.deps, 5):>15} {e.ncg:5d}{fortran_e(e.rms, 3):>12}")
+    # like VASP's, an ncg of 100000 or more touches d eps (the parser splits them).
+    line = (f"{e.algo:<3}:{e.n:4d}{fortran_e(e.energy, 12):>23}{fortran_e(e.denergy, 5):>15}"
+            f"{fortran_e(e.deps, 5):>15}{e.ncg:6d}{fortran_e(e.rms, 3):>12}")
     if e.rms_c is not None:
         line += f"{fortran_e(e.rms_c, 3):>13}"
     return line

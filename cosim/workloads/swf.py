@@ -15,6 +15,7 @@ the first rule that drops it:
 ==========================  ==========================================================
 rule name                   what happens
 ==========================  ==========================================================
+``status_dropped``          status (field 11) not among those kept (``status=``)
 ``run_unknown_dropped``     run time (field 4) < 0, i.e. unknown: job dropped
 ``run_zero_dropped``        run time == 0 and ``drop_zero_run=True``: job dropped
 ``run_zero_kept``           run time == 0 and ``drop_zero_run=False``: kept, counted
@@ -26,10 +27,18 @@ rule name                   what happens
 ``submit_out_of_order``     job submitted before its predecessor in the file: re-sorted
 ==========================  ==========================================================
 
+Status: the Parallel Workloads Archive codes field 11 as 1 completed, 0
+failed, 5 cancelled (-1 unknown; other values for checkpointed or swapped
+jobs). ``status="all"`` (the default) keeps every job, ``"completed"`` only
+the completed ones, and a code or a list of codes keeps those;
+``Workload.status_counts`` counts every code in the file, whichever is kept,
+and the kept jobs' codes are ``features["status"]``.
+
 Processors: ``procs`` is the allocated count (field 5) when it is > 0, else
 the requested count (field 8); ``use_allocated=False`` swaps the preference.
 The machine size is the ``max_procs`` argument, else the header's
-``MaxProcs``, else ``MaxNodes``, else the largest job in the file.
+``MaxProcs``, else ``MaxNodes``, else the largest job in the file
+(``Workload.machine_source`` says which).
 
 Memory: SWF stores kilobytes per processor. ``mem`` (GB for the whole job) is
 ``kb * procs / 1024**2``, taken from the requested memory (field 10) when it
@@ -59,9 +68,10 @@ from pathlib import Path
 import numpy as np
 
 from cosim.errors import InputError, WorkloadError
-from cosim.workloads.base import Workload
+from cosim.workloads.base import Workload, read_input
 
-__all__ = ["SWF_FIELDS", "CLEANING_RULES", "SwfHeader", "read_swf", "read_swf_header", "write_swf"]
+__all__ = ["SWF_FIELDS", "CLEANING_RULES", "STATUS_NAMES", "SwfHeader", "read_swf",
+           "read_swf_header", "write_swf", "status_codes"]
 
 #: The 18 SWF fields in file order (1-based field i is ``SWF_FIELDS[i - 1]``).
 SWF_FIELDS: tuple[str, ...] = (
@@ -72,6 +82,7 @@ SWF_FIELDS: tuple[str, ...] = (
 
 #: Names of the cleaning rules :func:`read_swf` counts, in the order they apply.
 CLEANING_RULES: tuple[str, ...] = (
+    "status_dropped",
     "run_unknown_dropped",
     "run_zero_dropped",
     "run_zero_kept",
@@ -83,9 +94,35 @@ CLEANING_RULES: tuple[str, ...] = (
     "submit_out_of_order",
 )
 
+#: Names of the SWF status codes (field 11) of the Parallel Workloads Archive.
+STATUS_NAMES: dict[int, str] = {1: "completed", 0: "failed", 5: "cancelled", -1: "unknown",
+                                2: "partial (to be continued)", 3: "partial (last)",
+                                4: "partial (failed)"}
+
 _N_FIELDS = len(SWF_FIELDS)
+
+
+def status_codes(status: str | int | list[int] | tuple[int, ...]) -> frozenset[int] | None:
+    """The status codes a ``status=`` choice keeps (None: every code).
+
+    Raises:
+        InputError: a choice that is neither ``all``, ``completed``, a code nor a list of codes.
+    """
+    if status == "all":
+        return None
+    if status == "completed":
+        return frozenset({1})
+    if isinstance(status, bool):
+        status = [status]   # not a code: refused below
+    if isinstance(status, int | np.integer):
+        return frozenset({int(status)})
+    if isinstance(status, list | tuple) and status and all(
+            isinstance(c, int | np.integer) and not isinstance(c, bool) for c in status):
+        return frozenset(int(c) for c in status)
+    raise InputError("workload.params.status", repr(status),
+                     "all, completed, a status code (1 completed, 0 failed, 5 cancelled) "
+                     "or a list of codes")
 _KB_PER_GB = 1024.0**2
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass
@@ -106,22 +143,7 @@ class SwfHeader:
 
 
 def _read_bytes(path: Path) -> bytes:
-    """The whole file, decompressed when it is gzip (by magic number, not suffix)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file", "an existing SWF trace (.swf or .swf.gz)") from None
-    except IsADirectoryError:
-        raise InputError(str(path), "a directory", "an SWF trace file") from None
-    except OSError as e:
-        raise InputError(str(path), f"unreadable file ({e.strerror})", "a readable SWF trace") from None
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise WorkloadError(str(path), f"a corrupt gzip stream ({e})", "a valid .gz file") from None
-    return raw
+    return read_input(path, "an SWF trace (.swf or .swf.gz)")
 
 
 def _comment_lines(raw: bytes) -> list[bytes]:
@@ -239,6 +261,7 @@ def read_swf(
     max_procs: int | None = None,
     use_allocated: bool = True,
     drop_zero_run: bool = False,
+    status: str | int | list[int] = "all",
 ) -> Workload:
     """Read an SWF trace (plain or gzip) into a cleaned, submit-sorted workload.
 
@@ -250,6 +273,8 @@ def read_swf(
         use_allocated: prefer allocated processors (field 5) over requested
             (field 8); the other field is the fallback when the first is <= 0.
         drop_zero_run: drop jobs whose run time is 0 instead of keeping them.
+        status: which jobs to keep by status (field 11): ``"all"``,
+            ``"completed"``, a code or a list of codes (see the module docstring).
 
     Returns:
         The workload. ``cleaning`` counts every rule listed in the module
@@ -258,8 +283,8 @@ def read_swf(
         itself is available from :func:`read_swf_header`.
 
     Raises:
-        InputError: the file is missing or unreadable, or ``max_procs`` is not
-            a positive integer.
+        InputError: the file is missing or unreadable, ``max_procs`` is not
+            a positive integer, or ``status`` is not a valid choice.
         WorkloadError: a job line does not have 18 numeric fields (the message
             names ``path:line``).
     """
@@ -268,6 +293,7 @@ def read_swf(
         isinstance(max_procs, bool) or not isinstance(max_procs, int | np.integer) or max_procs <= 0
     ):
         raise InputError("max_procs", repr(max_procs), "a positive integer number of processors")
+    keep_status = status_codes(status)
     raw = _read_bytes(path)
     header = _parse_header(raw)
     table = _parse_table(raw, path)
@@ -280,12 +306,17 @@ def read_swf(
 
     cleaning = dict.fromkeys(CLEANING_RULES, 0)
     keep = np.ones(len(table), dtype=bool)
+    codes = np.rint(table[:, 10]).astype(np.int64)
+    found, counts = np.unique(codes, return_counts=True)
+    status_counts = {int(c): int(k) for c, k in zip(found, counts, strict=True)}
 
     def drop(rule: str, mask: np.ndarray) -> None:
         hit = mask & keep
         cleaning[rule] = int(hit.sum())
         keep[hit] = False
 
+    if keep_status is not None:
+        drop("status_dropped", ~np.isin(codes, sorted(keep_status)))
     drop("run_unknown_dropped", run < 0)
     if drop_zero_run:
         drop("run_zero_dropped", run == 0)
@@ -294,6 +325,8 @@ def read_swf(
     drop("procs_unknown_dropped", procs_f <= 0)
 
     machine = max_procs or header.max_procs or header.max_nodes
+    source = ("" if max_procs else "header MaxProcs" if header.max_procs
+              else "header MaxNodes" if header.max_nodes else "largest job")
     if not machine:
         machine = int(procs_f[keep].max()) if keep.any() else 0
     drop("procs_over_machine_dropped", procs_f > machine)
@@ -325,9 +358,12 @@ def read_swf(
         user=t[:, 11],
         prev_job=t[:, 16],
         think=t[:, 17],
+        features={"status": codes[keep]},
         max_procs=int(machine),
         max_nodes=header.max_nodes,
+        machine_source=source,
         cleaning=cleaning,
+        status_counts=status_counts,
         source=str(path),
     )
 
@@ -349,7 +385,9 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
     The file is written under a temporary name and renamed, so an interrupted
     write never leaves a truncated trace. A path ending in ``.gz`` is gzip
     compressed. Fields the workload does not carry are written as -1; status
-    is 1 (completed); allocated and requested processors are both ``procs``;
+    is ``features["status"]`` when the workload has it, else 1 (completed);
+    ``features["queue"]`` and ``features["partition"]`` go to fields 15 and
+    16 when present; allocated and requested processors are both ``procs``;
     memory goes to field 10 as KB per processor.
 
     Args:
@@ -382,10 +420,15 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
     mem_kb = np.where(w.mem > 0, w.mem * _KB_PER_GB / np.maximum(procs, 1.0), -1.0)
     minus1 = ["-1"] * n
     procs_text = _fmt(procs).tolist()
+
+    def feature(name: str, default: list[str]) -> list[str]:
+        return _fmt(w.features[name]).tolist() if name in w.features else default
+
     cols = [
         _fmt(w.job_id).tolist(), _fmt(w.submit).tolist(), minus1, _fmt(w.run).tolist(), procs_text,
-        minus1, minus1, procs_text, _fmt(w.req_time).tolist(), _fmt(mem_kb).tolist(), ["1"] * n,
-        _fmt(w.user).tolist(), minus1, minus1, minus1, minus1, _fmt(w.prev_job).tolist(),
+        minus1, minus1, procs_text, _fmt(w.req_time).tolist(), _fmt(mem_kb).tolist(),
+        feature("status", ["1"] * n), _fmt(w.user).tolist(), minus1, minus1,
+        feature("queue", minus1), feature("partition", minus1), _fmt(w.prev_job).tolist(),
         _fmt(w.think).tolist(),
     ]
     lines.extend(map(" ".join, zip(*cols, strict=True)))
