@@ -3,6 +3,7 @@
 Examples::
 
     python -m agents train scenarios/lublin256.yaml --algo ppo --steps 200000 --envs 2
+    python -m agents train scenarios/lublin256.yaml --envs 16 --ray --address auto   # on a Ray cluster
     python -m agents train scenarios/lublin256.yaml --teacher sjf --bc-steps 5000 --out runs/a
     python -m agents train scenarios/lublin256.yaml --out runs/a --resume      # after a crash
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --episodes 10
@@ -43,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--envs", type=int, default=None, help="environments stepped together")
     t.add_argument("--async", dest="async_envs", action="store_true",
                    help="step the environments in subprocesses")
+    t.add_argument("--ray", action="store_true",
+                   help="step the environments in Ray actors (a local Ray unless --address)")
+    t.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                   help="with --ray: join this running Ray cluster")
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--out", default=None,
                    help="output folder (default: runs/agents/<scenario>-<algo>-s<seed>)")
@@ -130,6 +135,15 @@ def _apply_arg_overrides(args_obj, items: list[str]):
     return args_obj
 
 
+def _ray_address(ns) -> str | None:
+    """``Args.ray`` from ``--ray`` and ``--address`` (an address alone means Ray too)."""
+    if not (ns.ray or ns.address):
+        return None
+    if ns.async_envs:
+        raise InputError("--async", "--async with --ray", "one of them")
+    return ns.address or "local"
+
+
 def _default_out(scenario: str, algo: str, seed: int) -> Path:
     return Path("runs") / "agents" / f"{Path(scenario).stem}-{algo}-s{seed}"
 
@@ -181,6 +195,7 @@ def _train(ns) -> int:
         args = args_cls.from_dict(meta["args"])
         # Only what does not change results may differ when resuming.
         args.async_envs = ns.async_envs
+        args.ray = _ray_address(ns)
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         env_config = meta["env"]
@@ -201,6 +216,7 @@ def _train(ns) -> int:
         if ns.envs is not None:
             args.num_envs = ns.envs
         args.async_envs = ns.async_envs
+        args.ray = _ray_address(ns)
         args.smdp = ns.smdp
         args.network = ns.network
         args.mimic_coef = ns.mimic_coef if ns.mimic_coef is not None else (0.5 if ns.teacher else 0.0)
