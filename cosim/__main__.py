@@ -1,10 +1,12 @@
-"""Command line: ``python -m cosim run|validate|policies|report``.
+"""Command line: ``python -m cosim run|validate|sweep|policies|report``.
 
 Examples::
 
     python -m cosim run scenarios/lublin256.yaml --policy fcfs+easy --policy sjf+easy
     python -m cosim run scenarios/swf.yaml --set workload.path=trace.swf.gz
     python -m cosim validate scenarios/deeprm.yaml
+    python -m cosim sweep scenarios/study-lublin.yaml            # on a local Ray
+    python -m cosim sweep study.yaml --address auto             # on a running Ray cluster
     python -m cosim policies
     python -m cosim report results/lublin256
 """
@@ -40,6 +42,19 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a scenario file and print it resolved")
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
+
+    sw = sub.add_parser("sweep", help="run a study (policies x seeds x settings) on Ray")
+    sw.add_argument("study", help="study YAML file (see cosim.sweep)")
+    sw.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                    help="join a running Ray cluster (default: a local Ray in this process)")
+    sw.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="runs at once (default: the CPUs of the Ray cluster)")
+    sw.add_argument("--out", default=None, help="results folder (default: results/<study name>)")
+    sw.add_argument("--serial", action="store_true",
+                    help="run in this process, one run after another, without Ray")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="check the study and list its runs; run nothing")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sub.add_parser("policies", help="the policy-name grammar and every name")
 
@@ -84,6 +99,13 @@ def _validate(args) -> int:
     return 0
 
 
+def _sweep(args) -> int:
+    from cosim.sweep import run_study
+
+    return run_study(args.study, out=args.out, address=args.address, workers=args.workers,
+                     serial=args.serial, dry_run=args.dry_run, quiet=args.quiet)
+
+
 def _policies(args) -> int:
     from cosim.policies import grammar_help
 
@@ -102,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for user errors)."""
     def handle(argv):
         args = _parser().parse_args(argv)
-        return {"run": _run, "validate": _validate, "policies": _policies,
+        return {"run": _run, "validate": _validate, "sweep": _sweep, "policies": _policies,
                 "report": _report}[args.command](args)
     return run_command(handle, argv)
 

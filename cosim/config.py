@@ -284,7 +284,8 @@ def validation_error(err: ValidationError, source: str, lines: dict[str, int] | 
                              f"one of {', '.join(valid)}" if valid else "no key here", hint)
     if e["type"] == "missing":
         return ScenarioError(where, "nothing", "this key (it is required)")
-    return ScenarioError(where, _describe(e.get("input")), e["msg"].removeprefix("Input should be ").lower())
+    msg = e["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+    return ScenarioError(where, _describe(e.get("input")), msg.lower())
 
 
 def _line_map(text: str) -> dict[str, int]:

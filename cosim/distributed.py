@@ -91,8 +91,9 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     local = address in (None, "", LOCAL)
     started = False
     if not ray.is_initialized():
-        # Ray logs its start-up at INFO level; keep the terminal for our progress.
-        kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
+        # Ray logs its start-up (and that it made an authentication token) at
+        # INFO and WARNING level; keep the terminal for our progress and errors.
+        kwargs: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False,
                                   "include_dashboard": False}
         if runtime_env:
             kwargs["runtime_env"] = runtime_env
