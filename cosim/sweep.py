@@ -39,7 +39,7 @@ The results folder (``--out``, default ``results/<name>``)::
     OUT/runs/<setting>/seed-<n>/scenario.yaml, comparison.json   (as ``python -m cosim run``)
     OUT/runs/<setting>/seed-<n>/<policy>/jobs.parquet, ..., summary.json, run.json
 
-``run.json`` records each run's status (``running``, ``ok`` or ``error`` with
+``run.json`` records each run's status (``pending``, ``ok`` or ``error`` with
 its message), the digest of what it ran and its summary. Running the same
 study again skips every run whose ``run.json`` says ``ok`` for the same
 digest, so an interrupted study finishes only what is missing, and a failed
@@ -68,6 +68,7 @@ import copy
 import difflib
 import hashlib
 import html
+import importlib.util
 import inspect
 import io
 import itertools
@@ -695,7 +696,7 @@ def _prepare(spec: RunSpec) -> None:
     if out.exists() and not keep:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    records.write_json_atomic(out / "run.json", _record_doc(spec, {"status": "running"}))
+    records.write_json_atomic(out / "run.json", _record_doc(spec, {"status": "pending"}))
 
 
 def _record_doc(spec: RunSpec, result: dict[str, Any]) -> dict[str, Any]:
@@ -771,7 +772,8 @@ def _serial(specs: Sequence[RunSpec], progress: _Progress
 
 def _on_ray(specs: Sequence[RunSpec], session, workers: int, progress: _Progress
             ) -> Iterator[tuple[RunSpec, dict[str, Any]]]:
-    """Each run one Ray task; at most ``workers`` in flight (so "running" is true)."""
+    """Each run one Ray task; ``workers`` run at once and as many wait in Ray's queue, so
+    that a worker finds its next run there while this process records the last one."""
     ray = session.ray
     task = ray.remote(num_cpus=1, max_retries=1)(execute_run)
     driver = ray.get_runtime_context().get_node_id()
@@ -779,11 +781,11 @@ def _on_ray(specs: Sequence[RunSpec], session, workers: int, progress: _Progress
     inflight: dict[Any, RunSpec] = {}
     try:
         while todo or inflight:
-            while todo and len(inflight) < workers:
+            while todo and len(inflight) < 2 * workers:
                 spec = todo.pop()
                 _prepare(spec)
                 inflight[task.remote(spec, driver)] = spec
-            progress.set_running(len(inflight))
+            progress.set_running(min(workers, len(inflight)))
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 spec = inflight.pop(ref)
@@ -793,7 +795,7 @@ def _on_ray(specs: Sequence[RunSpec], session, workers: int, progress: _Progress
                     text = str(exc).strip().splitlines()
                     result = {"status": "error", "seconds": None, "host": None,
                               "error": f"{type(exc).__name__}: {text[0] if text else ''}"}
-                progress.set_running(len(inflight))
+                progress.set_running(min(workers, len(inflight)))
                 yield spec, result
     finally:
         for ref in inflight:
@@ -834,7 +836,8 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
             A Ray that is already initialized (a notebook, the tests) is used as it is.
         workers: runs at once (default: the CPUs of the Ray cluster; of a local
             Ray, the machine's cores).
-        serial: run in this process, one run after another, without Ray.
+        serial: run in this process, one run after another, without Ray (also what
+            happens, with a note, when Ray is not installed and no address is given).
         dry_run: check the study and say what would run; run and write nothing.
         quiet: no progress bar.
         echo: where the summary lines go (None: nowhere).
@@ -881,6 +884,10 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
             records.write_bytes_atomic(scen, yaml.safe_dump(spec.scenario, sort_keys=False))
     session = None
     how = "in this process"
+    if pending and not serial and address is None and importlib.util.find_spec("ray") is None:
+        print("note: Ray is not installed (pip install -e \".[ray]\"); running the runs one "
+              "after another in this process", file=sys.stderr)
+        serial = True
     if pending and not serial:
         from cosim.distributed import ray_session
 

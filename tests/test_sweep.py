@@ -386,3 +386,29 @@ def test_a_training_study_runs_like_agents_train(tmp_path):
 
     assert curve(out / rows[3]["dir"]) == curve(cli)
     assert (out / "learning_curves.png").exists()
+
+
+def test_without_ray_a_study_runs_in_process_and_an_address_is_an_error(tmp_path):
+    path = study_file(tmp_path, "policies: [fcfs]\nset: {workload.jobs: 50}\nplots: false\n")
+    code = ("import sys; sys.modules['ray'] = None; from cosim.__main__ import main; "
+            "sys.exit(main(sys.argv[1:]))")
+
+    def sweep(*args):
+        return subprocess.run([sys.executable, "-c", code, "sweep", str(path), "--quiet", *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    proc = sweep("--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "note: Ray is not installed" in proc.stderr
+    assert "1 to run in this process" in proc.stdout
+    proc = sweep("--out", str(tmp_path / "out2"), "--address", "auto")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: ray: expected Ray for python -m cosim sweep (pip install -e \".[ray]\"), "
+        "got Ray is not installed"]
+
+
+@pytest.mark.parametrize("name", ["study-lublin.yaml", "study-ppo.yaml"])
+def test_the_shipped_studies_are_valid(name, capsys):
+    assert main(["sweep", str(ROOT / "scenarios" / name), "--dry-run",
+                 "--out", "/nonexistent/never-written"]) == 0
+    assert "runs (" in capsys.readouterr().out
