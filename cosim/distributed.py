@@ -21,8 +21,12 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +95,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     local = address in (None, "", LOCAL)
     started = False
     if not ray.is_initialized():
+        if not local and address != "auto":
+            _check_reachable(address)
         # Ray logs its start-up (and that it made an authentication token) at
         # INFO and WARNING level; keep the terminal for our progress and errors.
         kwargs: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False,
@@ -102,7 +108,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         else:
             kwargs["address"] = address
         try:
-            ray.init(**kwargs)
+            with _ctrl_c_deferred() as interrupted:
+                ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             if local:
                 raise
@@ -110,5 +117,38 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
             raise InputError("--address", f"{address!r} ({first})",
                              "a running Ray cluster ('auto' or HOST:PORT of its head node)") from None
         started = True
+        if interrupted:
+            ray.shutdown()
+            raise KeyboardInterrupt
     cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
     return RaySession(ray=ray, started=started, cpus=cpus, address=None if local else address)
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a HOST:PORT nobody listens on (Ray itself retries for minutes)."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise InputError("--address", repr(address), "auto or HOST:PORT of a Ray head node")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    except OSError as exc:
+        raise InputError("--address", f"{address!r} ({exc.strerror or exc})",
+                         "a running Ray cluster ('auto' or HOST:PORT of its head node)") from None
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[list[bool]]:
+    """Hold Ctrl-C back while Ray starts (a start cut short crashes Ray's teardown);
+    the caller sees ``[True]`` if it came, and stops Ray cleanly."""
+    came: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: came.append(True))
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -873,15 +873,7 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
             say(f"  setting {label}: " + (", ".join(f"{k}={v}" for k, v in values.items())
                                          or "no grid"))
         return 0
-    if pending and plan.kind == "policy":
-        _prepare_models(plan, pending)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    records.write_bytes_atomic(out_dir / "study.yaml", yaml.safe_dump(
-        _resolved_study(plan), sort_keys=False))
-    for spec in plan.runs:
-        scen = spec.group_dir / "scenario.yaml"
-        if spec.kind == "policy" and not scen.exists():
-            records.write_bytes_atomic(scen, yaml.safe_dump(spec.scenario, sort_keys=False))
+    # Connect first, then write: a wrong address leaves nothing behind.
     session = None
     how = "in this process"
     if pending and not serial and address is None and importlib.util.find_spec("ray") is None:
@@ -895,6 +887,20 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         workers = workers or session.cpus
         how = (f"on {'a local Ray' if session.address is None else 'Ray at ' + session.address}"
                f" ({session.cpus} CPUs, {workers} at once)")
+    try:
+        if pending and plan.kind == "policy":
+            _prepare_models(plan, pending)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        records.write_bytes_atomic(out_dir / "study.yaml", yaml.safe_dump(
+            _resolved_study(plan), sort_keys=False))
+        for spec in plan.runs:
+            scen = spec.group_dir / "scenario.yaml"
+            if spec.kind == "policy" and not scen.exists():
+                records.write_bytes_atomic(scen, yaml.safe_dump(spec.scenario, sort_keys=False))
+    except BaseException:
+        if session is not None:
+            session.close()
+        raise
     say(f"study {plan.name}: {len(plan.runs)} runs ({shape}); {len(done)} finished earlier, "
         f"{len(pending)} to run{' ' + how if pending else ''}")
     progress = _Progress(len(pending), quiet)

@@ -412,3 +412,48 @@ def test_the_shipped_studies_are_valid(name, capsys):
     assert main(["sweep", str(ROOT / "scenarios" / name), "--dry-run",
                  "--out", "/nonexistent/never-written"]) == 0
     assert "runs (" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("address,found", [
+    ("127.0.0.1:1", "got '127.0.0.1:1' (Connection refused)"),
+    ("nohost", "expected auto or HOST:PORT of a Ray head node, got 'nohost'"),
+])
+def test_a_cluster_that_does_not_answer_is_one_line_and_nothing_is_written(tmp_path, address,
+                                                                           found):
+    path = study_file(tmp_path, "policies: [fcfs]\nset: {workload.jobs: 50}\n")
+    proc = subprocess.run([sys.executable, "-m", "cosim", "sweep", str(path), "--address",
+                           address, "--out", str(tmp_path / "out")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --address: ") and found in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_interrupting_a_ray_sweep_keeps_finished_runs(tmp_path):
+    # The whole command as a user runs it: its own local Ray, Ctrl-C, then again.
+    path = study_file(tmp_path, """
+policies: [fcfs+easy, sjf+easy]
+seeds: [1, 2, 3]
+grid:
+  workload.jobs: [200, 20000]
+""")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "cosim", "sweep", str(path), "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and len(
+            [p for p in out.glob("runs/*/*/*/run.json") if '"ok"' in p.read_text()]) < 6:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted: " in err
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    first = again.stdout.splitlines()[0]
+    finished = int(first.split("; ")[1].split()[0])
+    assert finished >= 6 and f"{12 - finished} to run" in first
+    assert len(read_table(out / "study.parquet")) == 12
