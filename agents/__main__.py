@@ -140,7 +140,8 @@ def _ray_address(ns) -> str | None:
     if not (ns.ray or ns.address):
         return None
     if ns.async_envs:
-        raise InputError("--async", "--async with --ray", "one of them")
+        raise InputError("--ray", "both --ray and --async", "one of them (Ray actors or "
+                         "worker processes)")
     return ns.address or "local"
 
 

@@ -287,6 +287,8 @@ def load_study(path: str | os.PathLike) -> tuple[Study, _Where]:
                             "one of them: policies (simulate them) or train (train agents)")
     if study.policies is not None and not study.policies:
         raise ScenarioError(where("policies"), "an empty list", "at least one policy name")
+    if study.metrics is not None and not study.metrics:
+        raise ScenarioError(where("metrics"), "an empty list", "at least one metric")
     seeds = _seeds(study, where)
     if seeds is not None and len(set(seeds)) != len(seeds):
         dup = next(s for s in seeds if seeds.count(s) > 1)
@@ -887,6 +889,8 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         workers = workers or session.cpus
         how = (f"on {'a local Ray' if session.address is None else 'Ray at ' + session.address}"
                f" ({session.cpus} CPUs, {workers} at once)")
+    say(f"study {plan.name}: {len(plan.runs)} runs ({shape}); {len(done)} finished earlier, "
+        f"{len(pending)} to run{' ' + how if pending else ''}")
     try:
         if pending and plan.kind == "policy":
             _prepare_models(plan, pending)
@@ -901,8 +905,6 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         if session is not None:
             session.close()
         raise
-    say(f"study {plan.name}: {len(plan.runs)} runs ({shape}); {len(done)} finished earlier, "
-        f"{len(pending)} to run{' ' + how if pending else ''}")
     progress = _Progress(len(pending), quiet)
     t0 = time.perf_counter()
     try:

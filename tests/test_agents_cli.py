@@ -104,6 +104,7 @@ def test_resume_continues_to_the_same_result(tmp_path, capsys):
     (["train", SCENARIO, "--bc-steps", "10"], "--bc-steps: expected a --teacher"),
     (["train", SCENARIO, "--reward", "fast", "--quiet"], "reward: expected one of"),
     (["train", SCENARIO, "--teacher", "best", "--quiet"], "teacher: expected one of"),
+    (["train", SCENARIO, "--ray", "--async", "--quiet"], "--ray: expected one of them"),
 ])
 def test_user_errors_print_one_line_and_exit_2(tmp_path, capsys, argv, message):
     if argv[0] == "train":
