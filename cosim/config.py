@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -235,8 +235,10 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         field = model.model_fields.get(str(part)) if isinstance(part, str) else None
         if field is None:
             return None
-        ann = field.annotation
-        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+        # A section may be optional (``Section | None``): look through the union.
+        ann = next((a for a in (field.annotation, *get_args(field.annotation))
+                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if ann is None:
             return None
         model = ann
     return model

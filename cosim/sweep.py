@@ -58,7 +58,7 @@ interval; with five or fewer, read intervals as rough.
 Examples:
     >>> plan = plan_study("scenarios/study-lublin.yaml")     # doctest: +SKIP
     >>> len(plan.runs)                                       # doctest: +SKIP
-    30
+    60
     >>> run_study("scenarios/study-lublin.yaml")             # doctest: +SKIP
 """
 

@@ -80,6 +80,8 @@ BAD = [
      ["study.yaml:2: train.args.ent_cof: expected a field of Args, got unknown key 'ent_cof'; "
       "did you mean 'ent_coef'?"]),
     ("train: {args: {seed: 3}}\n", ["train.args.seed", "the seeds key"]),
+    ("train: {algo: ppo, envs: {}}\n", ["train.envs: expected one of algo, env, args, got "
+                                        "unknown key 'envs'; did you mean 'env'?"]),
     ("train: {env: {window: [0, 0]}}\n", ["train.env.window", "M_head + M_tail >= 1"]),
     ("grid: {train.args.lr: [0.001, -1.0]}\ntrain: {algo: ppo}\n",
      ["study.yaml:2: grid.train.args.lr: expected a positive number, got -1.0"]),
