@@ -4,11 +4,13 @@
    run), each run writing its results folder. A plain sequential loop over
    :func:`cosim.runner.run_policy` in this process, then the same 30 runs
    with ``python -m cosim sweep`` machinery (:func:`cosim.sweep.run_study`)
-   on a local Ray (one task per run, ``--workers`` at once), and in process
-   (``--serial``) to show what the sweep's bookkeeping costs. Ray's start-up
-   (a few seconds, once per sweep) is reported apart from the runs. The
-   overhead per task is ``(workers x ray_wall - sum of run times measured
-   inside the tasks) / tasks``: core-seconds a task costs beyond its run.
+   on a local Ray (one task per run, ``--workers`` at once) and in process
+   (``--serial``, what the sweep's bookkeeping costs), and in a plain process
+   pool, which says how much parallelism the (shared) machine gives at the
+   time. Ray's start-up (a few seconds, once per sweep) is reported apart
+   from the runs. The overhead per task is ``(workers x ray_wall - sum of run
+   times measured inside the tasks) / tasks``: core-seconds a task costs
+   beyond its run.
 2. Training throughput: PPO on 256-job episodes of the same scenario, the
    environments stepped in process (SyncVectorEnv), in worker processes
    (ShardedVectorEnv, ``--async``) and in Ray actors (RayVectorEnv,
@@ -49,6 +51,27 @@ def sequential(seeds: list[int], out: Path) -> tuple[float, list[float]]:
     return time.perf_counter() - t0, times
 
 
+def _one(args: tuple[int, str, str]) -> float:
+    seed, policy, out = args
+    scenario = load_scenario(SCENARIO, [f"seed={seed}"])
+    t = time.perf_counter()
+    run_policy(scenario, policy, out)
+    return time.perf_counter() - t
+
+
+def pool(seeds: list[int], out: Path, workers: int) -> float:
+    """The same runs in a plain process pool: what parallelism the machine gives now."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [(seed, policy, str(out / f"seed-{seed}" / policy_dir(policy)))
+            for seed in seeds for policy in POLICIES]
+    with ProcessPoolExecutor(workers) as ex:
+        list(ex.map(_one, jobs[:workers]))          # start the workers and import cosim
+        t0 = time.perf_counter()
+        list(ex.map(_one, jobs))
+        return time.perf_counter() - t0
+
+
 def study(tmp: Path, seeds: list[int]) -> Path:
     path = tmp / "bench-study.yaml"
     path.write_text(f"scenario: {SCENARIO}\npolicies: [{', '.join(POLICIES)}]\n"
@@ -72,13 +95,16 @@ def sweep_figures(seeds: list[int], workers: int) -> None:
         seq_wall, seq_times = sequential(seeds, tmp / "loop")
         print(f"sweep: {len(POLICIES)} policies x {len(seeds)} seeds of lublin256.yaml "
               f"(10,000 jobs a run), {n} runs, {os.cpu_count()} cores")
-        print(f"  sequential loop, one process : {seq_wall:6.2f} s  "
+        print(f"  sequential loop, one process    : {seq_wall:6.2f} s  "
               f"({np.mean(seq_times):.3f} s a run)")
+        pool_wall = pool(seeds, tmp / "pool", workers)
+        print(f"  process pool, {workers} workers      : {pool_wall:6.2f} s  speedup "
+              f"{seq_wall / pool_wall:.2f}x  (the parallelism this machine gives now)")
         path = study(tmp, seeds)
         t0 = time.perf_counter()
         run_study(path, out=tmp / "serial", serial=True, quiet=True, echo=None)
         serial_wall = time.perf_counter() - t0
-        print(f"  sweep --serial, one process  : {serial_wall:6.2f} s  "
+        print(f"  sweep --serial, one process     : {serial_wall:6.2f} s  "
               f"({(serial_wall - seq_wall) / n * 1000:+.0f} ms a run of bookkeeping)")
         t0 = time.perf_counter()
         session = ray_session(num_cpus=workers)
@@ -91,7 +117,7 @@ def sweep_figures(seeds: list[int], workers: int) -> None:
                 wall = time.perf_counter() - t0
                 inside = sum(run_seconds(out))
                 overhead = (workers * wall - inside) / n
-                print(f"  local Ray, {workers} workers ({label}) : {wall:6.2f} s  speedup "
+                print(f"  sweep on local Ray, {workers} ({label}) : {wall:6.2f} s  speedup "
                       f"{seq_wall / wall:.2f}x  overhead {overhead * 1000:.0f} ms a task"
                       + ("  (first tasks import cosim in new workers)" if label == "cold" else ""))
                 shutil.rmtree(out)
@@ -140,7 +166,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--train-envs", type=int, default=8)
-    p.add_argument("--train-steps", type=int, default=8 * 64 * 6)
+    p.add_argument("--train-steps", type=int, default=8 * 64 * 16)
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--skip-sweep", action="store_true")
     a = p.parse_args()
