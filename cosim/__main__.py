@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cosim.cli import ArgumentParser, run_command
+from cosim.errors import ScenarioError
 
 __all__ = ["main"]
 
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-plots", action="store_true", help="skip the PNGs and report.html")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    v = sub.add_parser("validate", help="check a scenario file and print it resolved")
+    v = sub.add_parser("validate", help="check a scenario (or study) file and print it resolved")
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
 
@@ -89,8 +90,15 @@ def _validate(args) -> int:
     import yaml
 
     from cosim.runner import parse_policies
+    from cosim.sweep import is_study, validate_study
     from cosim.workloads.loading import load_workload
 
+    if is_study(args.scenario):
+        if args.overrides:
+            raise ScenarioError("--set", " ".join(args.overrides), "no --set with a study file "
+                                "(its set and grid keys say what to override)")
+        print(validate_study(args.scenario), end="")
+        return 0
     scenario, base = _load(args)
     parse_policies(list(scenario.scheduler.policies), scenario, source=args.scenario)
     workload = load_workload(scenario, base_dir=base)

@@ -104,7 +104,7 @@ from cosim.errors import CosimError, InputError, ScenarioError
 from cosim.runner import parse_policies, policy_dir
 
 __all__ = ["Study", "SeedRange", "TrainSpec", "RunSpec", "StudyPlan", "load_study",
-           "plan_study", "run_study", "execute_run", "bootstrap_ci", "study_rows",
+           "is_study", "validate_study", "plan_study", "run_study", "execute_run", "bootstrap_ci", "study_rows",
            "write_study_table", "summarize_study", "write_study_report", "DEFAULT_METRICS",
            "TRAIN_METRICS"]
 
@@ -318,6 +318,29 @@ def load_study(path: str | os.PathLike) -> tuple[Study, _Where]:
                 if key in study.set:
                     raise ScenarioError(at, f"{key!r} in both set and grid", "it in one of them")
     return study, where
+
+
+def is_study(path: str | os.PathLike) -> bool:
+    """Whether a YAML file is a study (it names a ``scenario``) rather than a scenario."""
+    try:
+        raw, _ = read_scenario_dict(path)
+    except InputError:
+        return False
+    return isinstance(raw, dict) and isinstance(raw.get("scenario"), str) and "workload" not in raw
+
+
+def validate_study(path: str | os.PathLike) -> str:
+    """Check a study and everything it names; the study resolved, as YAML, and a summary line.
+
+    What ``python -m cosim validate STUDY`` prints.
+
+    Raises:
+        InputError: as :func:`plan_study`.
+    """
+    plan = plan_study(path)
+    shape = _shape(plan)
+    return (yaml.safe_dump(_resolved_study(plan), sort_keys=False)
+            + f"# ok: a study of {len(plan.runs)} runs ({shape})\n")
 
 
 def _seeds(study: Study, where: _Where) -> list[int] | None:
@@ -865,9 +888,7 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
             done[spec.out_dir] = doc
         else:
             pending.append(spec)
-    shape = " x ".join([_count(len(plan.policies), "algorithm" if plan.kind == "train"
-                               else "policy"), _count(len(plan.seeds), "seed"),
-                        _count(len(plan.settings), "setting")])
+    shape = _shape(plan)
     if dry_run:
         say(f"study {plan.name}: {len(plan.runs)} runs ({shape}); {len(done)} finished earlier, "
             f"{len(pending)} to run; results in {out_dir}/")
@@ -945,6 +966,13 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     say(f"results: {out_dir}/  table: {out_dir / 'study.parquet'}"
         + (f"  report: {report}" if report else ""))
     return 1 if failed else 0
+
+
+def _shape(plan: StudyPlan) -> str:
+    """``3 policies x 10 seeds x 2 settings``."""
+    return " x ".join([_count(len(plan.policies), "algorithm" if plan.kind == "train"
+                              else "policy"), _count(len(plan.seeds), "seed"),
+                       _count(len(plan.settings), "setting")])
 
 
 def _count(n: int, word: str) -> str:
