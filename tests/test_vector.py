@@ -38,8 +38,15 @@ def sharded_env(kind, fns, request, **kwargs):
     return ShardedVectorEnv(fns, **kwargs)
 
 
-@pytest.mark.parametrize("kind", ["processes", "ray"])
-@pytest.mark.parametrize("mode", list(AutoresetMode))
+# The shards' code is the same for both transports, so every mode runs over
+# processes and the default mode over Ray (PPO's DISABLED runs over Ray in
+# test_ppo); the other Ray modes are slow-marked (they add an actor start each).
+CASES = [(mode, "processes") for mode in AutoresetMode] + [
+    (mode, "ray") if mode == AutoresetMode.NEXT_STEP
+    else pytest.param(mode, "ray", marks=pytest.mark.slow) for mode in AutoresetMode]
+
+
+@pytest.mark.parametrize("mode,kind", CASES)
 def test_sharded_matches_sync_step_for_step(mode, kind, request):
     # 5 envs over 2 workers (shards of 3 and 2), short episodes so that every
     # autoreset path runs; actions: the first legal index, then random legal.
@@ -80,29 +87,27 @@ def test_sharded_matches_sync_step_for_step(mode, kind, request):
         sharded.close()
 
 
-@pytest.mark.parametrize("kind", ["processes", "ray"])
-def test_worker_errors_surface_with_their_message(kind, request):
-    envs = sharded_env(kind, [make_env] * 2, request, workers=2,
-                       autoreset_mode=AutoresetMode.DISABLED)
-    try:
-        with pytest.raises(ValueError, match="reset_mask"):
-            envs.reset(options={"reset_mask": np.zeros(2, dtype=bool)})
-        with pytest.raises(RuntimeError, match="step\\(\\) called after the episode ended|reset"):
-            envs.step(np.zeros(2, dtype=np.int64))   # never reset
-    finally:
-        envs.close()
-
-
 def broken_env():
     raise OSError("no such trace: missing.swf")
 
 
 @pytest.mark.parametrize("kind", ["processes", "ray"])
-def test_an_env_that_cannot_be_built_in_a_worker_is_reported(kind, request):
-    # The probe (first factory) builds in this process; the second fails in its worker.
-    envs = sharded_env(kind, [make_env, broken_env], request, workers=2)
+def test_worker_errors_surface_with_their_message(kind, request):
+    # Three envs in two workers; the third cannot be built in its worker (the
+    # probe, the first factory, builds here), so its worker reports that.
+    envs = sharded_env(kind, [make_env, make_env, broken_env], request, workers=2,
+                       autoreset_mode=AutoresetMode.DISABLED)
     try:
+        with pytest.raises(ValueError, match="reset_mask"):
+            envs.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
         with pytest.raises(RuntimeError, match="no such trace: missing.swf"):
             envs.reset(seed=0)
+    finally:
+        envs.close()
+    envs = sharded_env(kind, [make_env] * 2, request, workers=2,
+                       autoreset_mode=AutoresetMode.DISABLED)
+    try:
+        with pytest.raises(RuntimeError, match="step\\(\\) called after the episode ended|reset"):
+            envs.step(np.zeros(2, dtype=np.int64))   # never reset
     finally:
         envs.close()
