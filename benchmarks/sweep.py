@@ -82,7 +82,12 @@ def study(tmp: Path, seeds: list[int]) -> Path:
 def run_seconds(out: Path) -> list[float]:
     import pyarrow.parquet as pq
 
-    return pq.read_table(out / "study.parquet", columns=["run_seconds"]).column(0).to_pylist()
+    rows = pq.read_table(out / "study.parquet", columns=["status", "error", "run_seconds"])
+    failed = [e for st, e in zip(rows["status"].to_pylist(), rows["error"].to_pylist())
+              if st != "ok"]
+    if failed:
+        raise SystemExit(f"{len(failed)} runs failed, e.g.: {failed[0]}")
+    return rows["run_seconds"].to_pylist()
 
 
 def sweep_figures(seeds: list[int], workers: int) -> None:
