@@ -15,7 +15,8 @@
    environments stepped in process (SyncVectorEnv), in worker processes
    (ShardedVectorEnv, ``--async``) and in Ray actors (RayVectorEnv,
    ``--ray``): agent steps per second of whole updates (rollout and
-   learning), the first update (start-up) left out.
+   learning), the first update (start-up) left out; then the three vector
+   envs stepping alone, 8 and 32 environments over 2 workers.
 
     python benchmarks/sweep.py [--seeds 10] [--workers 2] [--train-envs 8] [--skip-train]
 """
@@ -166,6 +167,44 @@ def train_figures(envs: int, steps: int) -> None:
         print(f"  {label:28s}: {fps:7.0f} steps/s  (whole run {wall:.1f} s, start-up included)")
 
 
+def stepping_figures(counts: list[int], seconds: float = 4.0) -> None:
+    """Decisions per second of the vector envs alone (random legal actions)."""
+    import functools
+
+    from gymnasium.vector import SyncVectorEnv
+
+    from cosim.distributed import ray_session
+    from cosim.env import SchedulingEnv
+    from cosim.vector import RayVectorEnv, ShardedVectorEnv
+
+    make = functools.partial(SchedulingEnv, str(SCENARIO), window=(10, 0), episode_jobs=256)
+
+    def rate(envs) -> float:
+        rng = np.random.default_rng(0)
+        _, info = envs.reset(seed=1)
+        n, t0 = 0, time.perf_counter()
+        try:
+            while time.perf_counter() - t0 < seconds:
+                u = rng.random(info["action_mask"].shape) * info["action_mask"]
+                *_, info = envs.step(u.argmax(axis=1))
+                n += envs.num_envs
+        finally:
+            envs.close()
+        return n / (time.perf_counter() - t0)
+
+    session = ray_session(num_cpus=os.cpu_count())
+    try:
+        print("vector env stepping alone (decisions/s, 2 workers):")
+        for k in counts:
+            sync = rate(SyncVectorEnv([make] * k))
+            sharded = rate(ShardedVectorEnv([make] * k, workers=2))
+            ray = rate(RayVectorEnv([make] * k, workers=2))
+            print(f"  {k:3d} envs: in process {sync:7.0f}   worker processes {sharded:7.0f}   "
+                  f"Ray actors {ray:7.0f}")
+    finally:
+        session.close()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=10)
@@ -179,6 +218,7 @@ def main() -> None:
         sweep_figures(list(range(1, a.seeds + 1)), a.workers)
     if not a.skip_train:
         train_figures(a.train_envs, a.train_steps)
+        stepping_figures([8, 32])
 
 
 if __name__ == "__main__":
