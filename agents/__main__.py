@@ -3,6 +3,7 @@
 Examples::
 
     python -m agents train scenarios/lublin256.yaml --algo ppo --steps 200000 --envs 2
+    python -m agents train scenarios/lublin256.yaml --envs 16 --ray --address auto   # on a Ray cluster
     python -m agents train scenarios/lublin256.yaml --teacher sjf --bc-steps 5000 --out runs/a
     python -m agents train scenarios/lublin256.yaml --out runs/a --resume      # after a crash
     python -m agents train scenarios/lublin256.yaml --algo pg --actions dras \
@@ -60,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--envs", type=int, default=None, help="environments stepped together")
     t.add_argument("--async", dest="async_envs", action="store_true",
                    help="step the environments in subprocesses")
+    t.add_argument("--ray", action="store_true",
+                   help="step the environments in Ray actors (a local Ray unless --address)")
+    t.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                   help="with --ray: join this running Ray cluster")
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--out", default=None,
                    help="output folder (default: runs/agents/<scenario>-<algo>-s<seed>)")
@@ -210,6 +215,16 @@ def _window(values: list[int] | None, actions: str):
     if len(values) != 1:
         raise InputError("--window", " ".join(map(str, values)), f"one count for --actions {actions}")
     return int(values[0])
+
+
+def _ray_address(ns) -> str | None:
+    """``Args.ray`` from ``--ray`` and ``--address`` (an address alone means Ray too)."""
+    if not (ns.ray or ns.address):
+        return None
+    if ns.async_envs:
+        raise InputError("--ray", "both --ray and --async", "one of them (Ray actors or "
+                         "worker processes)")
+    return ns.address or "local"
 
 
 def _default_out(scenario: str, algo: str, seed: int) -> Path:
@@ -394,6 +409,7 @@ def _train(ns) -> int:
         args = args_cls.from_dict(meta["args"])
         # Only what does not change results may differ when resuming.
         args.async_envs = ns.async_envs
+        args.ray = _ray_address(ns)
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         env_config = meta["env"]
@@ -409,6 +425,7 @@ def _train(ns) -> int:
         if ns.envs is not None:
             args.num_envs = ns.envs
         args.async_envs = ns.async_envs
+        args.ray = _ray_address(ns)
         args.smdp = ns.smdp
         if ns.time_scale is not None:
             args.time_scale = ns.time_scale

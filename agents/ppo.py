@@ -57,7 +57,7 @@ from agents.distributions import MaskedCategorical
 from agents.gae import compute_gae
 from agents.networks import make_network, network_from_spec
 from cosim.errors import InputError
-from cosim.vector import ShardedVectorEnv
+from cosim.vector import RayVectorEnv, ShardedVectorEnv
 
 __all__ = ["Args", "EnvRunner", "Rollout", "TrainResult", "Learner", "collect_rollout",
            "sample_policy", "ppo_update", "check_discounting", "train", "run", "CURVE_FIELDS",
@@ -90,6 +90,10 @@ class Args:
     async_envs: bool = False
     """Step environments in worker processes (:class:`cosim.vector.ShardedVectorEnv`, one
     worker per core, several environments each) instead of in turn."""
+    ray: str | None = None
+    """Step environments in Ray actors (:class:`cosim.vector.RayVectorEnv`, one actor per
+    CPU of the cluster): ``"local"`` starts a Ray in this process, ``"auto"`` or
+    ``"HOST:PORT"`` joins a running cluster; None: no Ray."""
     num_steps: int = 128
     """Decisions per environment in one rollout (batch = num_envs * num_steps)."""
     lr: float = 3e-4
@@ -197,8 +201,8 @@ class Args:
 
 
 #: Fields that may differ between a run and its resumption (they do not change results).
-_OPERATIONAL = {"checkpoint_every_s", "checkpoint_every_updates", "async_envs", "torch_threads",
-                "time_budget_s"}
+_OPERATIONAL = {"checkpoint_every_s", "checkpoint_every_updates", "async_envs", "ray",
+                "torch_threads", "time_budget_s"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -287,10 +291,13 @@ class EnvRunner:
         rng: generator that draws every episode's reset seed.
         asynchronous: step in worker processes (``ShardedVectorEnv``, one per core).
         resume: a state from :meth:`state_dict` to continue from.
+        ray: step in Ray actors (``RayVectorEnv``) on this Ray: ``"local"``,
+            ``"auto"`` or ``"HOST:PORT"`` (see :attr:`Args.ray`).
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], rng: np.random.Generator, *,
-                 asynchronous: bool = False, resume: dict[str, Any] | None = None):
+                 asynchronous: bool = False, resume: dict[str, Any] | None = None,
+                 ray: str | None = None):
         self.num_envs = len(env_fns)
         self.rng = rng
         fns = list(env_fns)
@@ -305,7 +312,10 @@ class EnvRunner:
                      else [None] * self.num_envs)
             fns = [_Replayed(fn, s, a, k) for fn, s, a, k in zip(fns, seeds, actions, index)]
         fns = [_IndexedFactory(fn, i) for i, fn in enumerate(fns)]
-        if asynchronous:
+        if ray is not None:
+            self.envs = RayVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED,
+                                     address=None if ray == "local" else ray)
+        elif asynchronous:
             self.envs = ShardedVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
         else:
             self.envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
@@ -807,7 +817,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
     seeds = np.random.SeedSequence(args.seed).spawn(2)
     rng = np.random.default_rng(seeds[0])                 # episode seeds, minibatches
     gen = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))  # action sampling
-    runner = EnvRunner(env_fns, rng, asynchronous=args.async_envs,
+    runner = EnvRunner(env_fns, rng, asynchronous=args.async_envs, ray=args.ray,
                        resume=state["runner"] if state is not None else None)
     if state is not None:
         net = network_from_spec(meta["network"])

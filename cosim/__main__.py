@@ -1,4 +1,4 @@
-"""Command line: ``python -m cosim run|validate|policies|report|convert``.
+"""Command line: ``python -m cosim run|validate|sweep|policies|report|convert``.
 
 Examples::
 
@@ -6,6 +6,8 @@ Examples::
     python -m cosim run scenarios/swf.yaml --set workload.path=trace.swf.gz
     python -m cosim run scenarios/slurm.yaml --set workload.path=sacct.txt
     python -m cosim validate scenarios/deeprm.yaml
+    python -m cosim sweep scenarios/study-lublin.yaml            # on a local Ray
+    python -m cosim sweep study.yaml --address auto             # on a running Ray cluster
     python -m cosim policies
     python -m cosim report results/lublin256
     python -m cosim convert sacct.txt --to swf
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cosim.cli import ArgumentParser, run_command
+from cosim.errors import ScenarioError
 
 __all__ = ["main"]
 
@@ -44,9 +47,22 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-plots", action="store_true", help="skip the PNGs and report.html")
     r.add_argument("--quiet", action="store_true", help="no progress bar, no warnings on stderr")
 
-    v = sub.add_parser("validate", help="check a scenario file and print it resolved")
+    v = sub.add_parser("validate", help="check a scenario (or study) file and print it resolved")
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
+
+    sw = sub.add_parser("sweep", help="run a study (policies x seeds x settings) on Ray")
+    sw.add_argument("study", help="study YAML file (see cosim.sweep)")
+    sw.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                    help="join a running Ray cluster (default: a local Ray in this process)")
+    sw.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="runs at once (default: the CPUs of the Ray cluster)")
+    sw.add_argument("--out", default=None, help="results folder (default: results/<study name>)")
+    sw.add_argument("--serial", action="store_true",
+                    help="run in this process, one run after another, without Ray")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="check the study and list its runs; run nothing")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sub.add_parser("policies", help="the policy-name grammar and every name")
 
@@ -96,8 +112,15 @@ def _validate(args) -> int:
     import yaml
 
     from cosim.runner import parse_policies
+    from cosim.sweep import is_study, validate_study
     from cosim.workloads.loading import load_workload, resolve_machine, workload_warnings
 
+    if is_study(args.scenario):
+        if args.overrides:
+            raise ScenarioError("--set", " ".join(args.overrides), "no --set with a study file "
+                                "(its set and grid keys say what to override)")
+        print(validate_study(args.scenario), end="")
+        return 0
     scenario, base = _load(args)
     parse_policies(list(scenario.scheduler.policies), scenario, source=args.scenario)
     workload = load_workload(scenario, base_dir=base)
@@ -110,6 +133,13 @@ def _validate(args) -> int:
     print(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False), end="")
     print(f"# ok: {len(workload)} jobs from {workload.source or scenario.workload.kind}")
     return 0
+
+
+def _sweep(args) -> int:
+    from cosim.sweep import run_study
+
+    return run_study(args.study, out=args.out, address=args.address, workers=args.workers,
+                     serial=args.serial, dry_run=args.dry_run, quiet=args.quiet)
 
 
 def _policies(args) -> int:
@@ -166,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for user errors)."""
     def handle(argv):
         args = _parser().parse_args(argv)
-        return {"run": _run, "validate": _validate, "policies": _policies,
+        return {"run": _run, "validate": _validate, "sweep": _sweep, "policies": _policies,
                 "report": _report, "convert": _convert}[args.command](args)
     return run_command(handle, argv)
 

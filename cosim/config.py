@@ -14,8 +14,9 @@ Examples:
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -24,7 +25,7 @@ from cosim.errors import InputError, ScenarioError
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
            "FaultsConfig", "PredictorConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
-           "scenario_from_dict"]
+           "scenario_from_dict", "read_scenario_dict", "set_path", "validation_error"]
 
 
 class _Section(BaseModel):
@@ -264,8 +265,10 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         field = model.model_fields.get(str(part)) if isinstance(part, str) else None
         if field is None:
             return None
-        ann = field.annotation
-        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+        # A section may be optional (``Section | None``): look through the union.
+        ann = next((a for a in (field.annotation, *get_args(field.annotation))
+                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if ann is None:
             return None
         model = ann
     return model
@@ -276,15 +279,36 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _first_error(err: ValidationError, source: str, lines: dict[str, int]) -> ScenarioError:
+def validation_error(err: ValidationError, source: str, lines: dict[str, int] | None = None, *,
+                     root: type[BaseModel] | None = None,
+                     locate: Callable[[str], str | None] | None = None) -> ScenarioError:
+    """The one :class:`ScenarioError` to report for a pydantic ``ValidationError``.
+
+    The first unknown key wins (it explains the other errors it causes, such
+    as a misspelt required key) and gets the nearest valid key as a hint;
+    otherwise the first error. The message names ``source``, the line when
+    ``lines`` knows the key path, the key path, what was found and what was
+    expected.
+
+    Args:
+        err: the error pydantic raised validating a raw mapping.
+        source: the file (or flag) the mapping came from.
+        lines: key path -> line number in ``source`` (see :func:`read_scenario_dict`).
+        root: the model that was validated (default :class:`Scenario`); its
+            sections give the valid keys of a hint.
+        locate: ``key path -> where`` for paths that come from somewhere else
+            than ``source`` (a study's overrides); None falls back to ``source``.
+    """
+    lines = lines or {}
     errors = err.errors()
-    # An unknown key explains the other errors it causes (a misspelt required key).
     e = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
     loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     path = ".".join(str(p) for p in loc)
-    where = f"{source}:{lines[path]}: {path}" if path in lines else f"{source}: {path}"
+    where = locate(path) if locate is not None else None
+    if where is None:
+        where = f"{source}:{lines[path]}: {path}" if path in lines else f"{source}: {path}"
     if e["type"] == "extra_forbidden":
-        section = _model_at(Scenario, loc)
+        section = _model_at(root or Scenario, loc)
         valid = list(section.model_fields) if section else []
         near = difflib.get_close_matches(str(loc[-1]), valid, n=1)
         hint = f"did you mean {near[0]!r}?" if near else ""
@@ -292,7 +316,8 @@ def _first_error(err: ValidationError, source: str, lines: dict[str, int]) -> Sc
                              f"one of {', '.join(valid)}" if valid else "no key here", hint)
     if e["type"] == "missing":
         return ScenarioError(where, "nothing", "this key (it is required)")
-    return ScenarioError(where, _describe(e.get("input")), e["msg"].removeprefix("Input should be ").lower())
+    msg = e["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+    return ScenarioError(where, _describe(e.get("input")), msg.lower())
 
 
 def _line_map(text: str) -> dict[str, int]:
@@ -321,18 +346,23 @@ def scenario_from_dict(raw: Any, source: str = "scenario", lines: dict[str, int]
     try:
         return Scenario.model_validate(raw)
     except ValidationError as err:
-        raise _first_error(err, source, lines or {}) from None
+        raise validation_error(err, source, lines or {}) from None
 
 
-def read_scenario_dict(path: str | Path) -> tuple[dict, dict[str, int]]:
-    """Read a scenario file into a raw mapping and its key -> line map."""
+def read_scenario_dict(path: str | Path, what: str = "scenario") -> tuple[dict, dict[str, int]]:
+    """Read a YAML file into a raw mapping and its key path -> line map.
+
+    ``what`` names the kind of file in error messages (``scenario``, ``study``).
+    """
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise InputError(str(path), "no such file", "a scenario YAML file") from None
+        raise InputError(str(path), "no such file", f"a {what} YAML file") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "a directory", f"a {what} YAML file") from None
     except OSError as exc:
-        raise InputError(str(path), exc.strerror or str(exc), "a readable scenario file") from None
+        raise InputError(str(path), exc.strerror or str(exc), f"a readable {what} file") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -356,18 +386,33 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             value = text
-        parts = key.strip().split(".")
-        node = raw
-        for i, part in enumerate(parts[:-1]):
-            nxt = node.get(part)
-            if nxt is None:
-                nxt = node[part] = {}
-            if not isinstance(nxt, dict):
-                raise ScenarioError(f"--set {key}", f"{'.'.join(parts[:i + 1])} is not a section",
-                                    "a path into scenario sections")
-            node = nxt
-        node[parts[-1]] = value
+        set_path(raw, key.strip(), value, where=f"--set {key}")
     return raw
+
+
+def set_path(raw: dict, key: str, value: Any, *, where: str | None = None) -> None:
+    """Set ``raw[a][b][c] = value`` for ``key = "a.b.c"``, creating sections on the way.
+
+    Args:
+        raw: a raw scenario mapping (changed in place).
+        key: a dotted key path.
+        value: the (already parsed) value.
+        where: names the override in errors (default ``key``).
+
+    Raises:
+        ScenarioError: a part of the path is a value, not a section.
+    """
+    parts = key.split(".")
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise ScenarioError(where or key, f"{'.'.join(parts[:i + 1])} is not a section",
+                                "a path into scenario sections")
+        node = nxt
+    node[parts[-1]] = value
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:

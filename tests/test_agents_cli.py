@@ -139,6 +139,7 @@ def test_resume_continues_to_the_same_result(tmp_path, capsys):
     (["train", SCENARIO, "--smdp-gamma", "0.9", "--arg", "gamma=0.99", "--quiet"],
      "two different time discounts"),
     (["train", SCENARIO, "--image-slot-s", "0", "--quiet"], "image_slot_s: expected seconds > 0"),
+    (["train", SCENARIO, "--ray", "--async", "--quiet"], "--ray: expected one of them"),
 ])
 def test_user_errors_print_one_line_and_exit_2(tmp_path, capsys, argv, message):
     if argv[0] == "train":

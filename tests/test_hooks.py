@@ -122,3 +122,38 @@ def test_an_agent_as_a_plain_policy_schedules_exactly_as_in_the_env():
         assert np.array_equal(np.asarray(in_env[col]), np.asarray(as_policy[col]),
                               equal_nan=np.asarray(in_env[col]).dtype.kind == "f"), col
     assert sim.scheduler.counters.kills == env.simulation.scheduler.counters.kills
+
+
+class FlagRecorder:
+    """FCFS without backfilling that writes down the view's flags at each pass."""
+
+    name = "flags"
+
+    def __init__(self):
+        self.inner = make_policy("fcfs")
+        self.passes = []
+
+    def decide(self, view):
+        self.passes.append((view.now, view.released, view.surprise))
+        return self.inner.decide(view)
+
+
+def test_replan_asks_for_a_full_pass_and_wake_for_a_plain_one():
+    # J1 (2 cores, 0-10) on 2 cores. At 3 an outside process wakes the
+    # scheduler (nothing changed: no flag); at 5 it asks for a replan (both
+    # flags, so no policy takes an incremental shortcut); at 10 J1 ends.
+    w = Workload.from_columns(submit=[0], run=[10], procs=[2])
+    env = simpy.Environment()
+    policy = FlagRecorder()
+    sim = build(env, scenario(2), policy, workload=w)
+
+    def outside(env):
+        yield env.timeout(3)
+        sim.scheduler.wake()
+        yield env.timeout(2)
+        sim.scheduler.replan()
+
+    env.process(outside(env))
+    env.run(until=sim.finished)
+    assert policy.passes == [(0.0, True, True), (3.0, False, False), (5.0, True, True),
+                             (10.0, True, False)]

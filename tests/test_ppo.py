@@ -234,6 +234,19 @@ def test_worker_processes_train_exactly_like_in_process_envs():
     assert len(curves[0]) == 2 and curves[0] == curves[1]
 
 
+def test_ray_actors_train_exactly_like_in_process_envs(ray_cluster):
+    # Args.ray steps the same 3 envs in 2 Ray actors (RayVectorEnv) of the
+    # test run's local Ray: the same learning curve bit for bit.
+    curves = []
+    for ray in (None, "local"):
+        args = Args(seed=5, total_steps=192, num_envs=3, num_steps=32, ray=ray)
+        result = train(pair_env, args)
+        curves.append([{k: v for k, v in row.items() if k not in ("fps", "elapsed_s")}
+                       for row in result.curve])
+    assert len(curves[0]) == 2 and curves[0] == curves[1]
+    assert ray_cluster.ray.is_initialized()      # the run used the test's Ray and left it up
+
+
 def test_bad_args_are_input_errors():
     with pytest.raises(InputError, match="args.num_envs: expected a positive integer, got 0"):
         train(lambda: PickEnv(), Args(num_envs=0))

@@ -1,4 +1,5 @@
-"""ShardedVectorEnv: the same results as gymnasium's SyncVectorEnv, from worker processes."""
+"""ShardedVectorEnv and RayVectorEnv: the same results as gymnasium's SyncVectorEnv,
+from worker processes or Ray actors."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from cosim.env import SchedulingEnv
-from cosim.vector import ShardedVectorEnv
+from cosim.vector import RayVectorEnv, ShardedVectorEnv
 
 SCENARIO = "scenarios/lublin256.yaml"
 
@@ -29,13 +30,29 @@ def assert_same_info(a: dict, b: dict) -> None:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-@pytest.mark.parametrize("mode", list(AutoresetMode))
-def test_sharded_matches_sync_step_for_step(mode):
+def sharded_env(kind, fns, request, **kwargs):
+    """A ShardedVectorEnv (``processes``) or a RayVectorEnv on the test run's Ray (``ray``)."""
+    if kind == "ray":
+        request.getfixturevalue("ray_cluster")
+        return RayVectorEnv(fns, **kwargs)
+    return ShardedVectorEnv(fns, **kwargs)
+
+
+# The shards' code is the same for both transports, so every mode runs over
+# processes and the default mode over Ray (PPO's DISABLED runs over Ray in
+# test_ppo); the other Ray modes are slow-marked (they add an actor start each).
+CASES = [(mode, "processes") for mode in AutoresetMode] + [
+    (mode, "ray") if mode == AutoresetMode.NEXT_STEP
+    else pytest.param(mode, "ray", marks=pytest.mark.slow) for mode in AutoresetMode]
+
+
+@pytest.mark.parametrize("mode,kind", CASES)
+def test_sharded_matches_sync_step_for_step(mode, kind, request):
     # 5 envs over 2 workers (shards of 3 and 2), short episodes so that every
     # autoreset path runs; actions: the first legal index, then random legal.
     fns = [make_env] * 5
     sync = SyncVectorEnv(fns, autoreset_mode=mode)
-    sharded = ShardedVectorEnv(fns, workers=2, autoreset_mode=mode)
+    sharded = sharded_env(kind, fns, request, workers=2, autoreset_mode=mode)
     try:
         assert sharded.observation_space == sync.observation_space
         assert sharded.action_space == sync.action_space
@@ -70,11 +87,26 @@ def test_sharded_matches_sync_step_for_step(mode):
         sharded.close()
 
 
-def test_worker_errors_surface_with_their_message():
-    envs = ShardedVectorEnv([make_env] * 2, workers=2, autoreset_mode=AutoresetMode.DISABLED)
+def broken_env():
+    raise OSError("no such trace: missing.swf")
+
+
+@pytest.mark.parametrize("kind", ["processes", "ray"])
+def test_worker_errors_surface_with_their_message(kind, request):
+    # Three envs in two workers; the third cannot be built in its worker (the
+    # probe, the first factory, builds here), so its worker reports that.
+    envs = sharded_env(kind, [make_env, make_env, broken_env], request, workers=2,
+                       autoreset_mode=AutoresetMode.DISABLED)
     try:
         with pytest.raises(ValueError, match="reset_mask"):
-            envs.reset(options={"reset_mask": np.zeros(2, dtype=bool)})
+            envs.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
+        with pytest.raises(RuntimeError, match="no such trace: missing.swf"):
+            envs.reset(seed=0)
+    finally:
+        envs.close()
+    envs = sharded_env(kind, [make_env] * 2, request, workers=2,
+                       autoreset_mode=AutoresetMode.DISABLED)
+    try:
         with pytest.raises(RuntimeError, match="step\\(\\) called after the episode ended|reset"):
             envs.step(np.zeros(2, dtype=np.int64))   # never reset
     finally:

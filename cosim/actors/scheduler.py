@@ -241,6 +241,19 @@ class Scheduler:
             wake._value = None
             self.env.schedule(wake)
 
+    def replan(self) -> None:
+        """Ask for a full pass now: the policy rebuilds its plans from scratch.
+
+        For changes outside the model that the scheduler cannot see (a power
+        cap that rose, nodes that finished booting): the next pass has
+        :attr:`SchedulerView.released` and :attr:`SchedulerView.surprise` set,
+        so no policy takes an incremental shortcut (EASY's arrival-only pass,
+        conservative backfilling's kept plan).
+        """
+        self.view.released = True
+        self.view.surprise = True
+        self.wake()
+
     def _end_pass(self) -> None:
         q = self.queue
         span = q.hi - q.lo
