@@ -193,6 +193,15 @@ class RLPolicy:
         legal = q if mask is None else q[np.asarray(mask) > 0]
         return float(legal.max())
 
+    def play(self, env, jobs=None, seed: int = 0) -> dict[str, float]:
+        """Play one greedy episode in ``env`` (on ``jobs`` when given); its episode metrics."""
+        obs, info = env.reset(seed=seed, options=None if jobs is None else {"jobs": jobs})
+        done = False
+        while not done:
+            obs, _, term, trunc, info = env.step(self.act(obs, info["action_mask"]))
+            done = term or trunc
+        return info["episode_metrics"]
+
 
 def load_rl_policy(path: str | Path) -> RLPolicy:
     """Load the newest checkpoint of a training output (or a checkpoint directory).

@@ -45,7 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repro import ROOT, EnvFactory, command_cell, fmt_ci, train_selected, write_row  # noqa: E402
-from train_agents import HELDOUT_SEED, greedy_episode, heldout, validation  # noqa: E402
+from train_agents import HELDOUT_SEED, heldout, validation  # noqa: E402
 
 from agents.ppo import Args  # noqa: E402
 from agents.rl_policy import make_env  # noqa: E402
@@ -95,7 +95,7 @@ def main() -> int:
 
     def scorer(probe):
         def score(policy):
-            ms = [greedy_episode(probe, policy, w) for w in val]
+            ms = [policy.play(probe, w) for w in val]
             wait = float(np.mean([x["mean_wait"] for x in ms]))
             return wait, f"validation mean wait {wait:.0f} s"
         return score

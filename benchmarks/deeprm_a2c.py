@@ -49,7 +49,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repro import ROOT, command_cell, fmt_ci, mean_ci, train_selected, write_row  # noqa: E402
-from train_agents import greedy_episode  # noqa: E402
 
 from agents.a2c import A2CArgs  # noqa: E402
 from agents.rl_policy import make_env  # noqa: E402
@@ -148,7 +147,7 @@ def main() -> int:
 
         def score(policy, probe=probe, val=val):
             # With tau = 1 s and jobs of at least 1 s, the bounded slowdown is the slowdown.
-            value = float(np.mean([greedy_episode(probe, policy, w)["mean_bsld"]
+            value = float(np.mean([policy.play(probe, w)["mean_bsld"]
                                    for r in RATES for w in val[r]]))
             return value, f"validation mean slowdown {value:.3f}"
 

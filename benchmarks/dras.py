@@ -53,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repro import ROOT, EnvFactory, command_cell, fmt_ci, train_selected, write_row  # noqa: E402
-from train_agents import HELDOUT_SEED, greedy_episode, heldout, validation  # noqa: E402
+from train_agents import HELDOUT_SEED, heldout, validation  # noqa: E402
 
 from agents.rl_policy import make_env  # noqa: E402
 from cosim.config import load_scenario  # noqa: E402
@@ -117,7 +117,7 @@ def main() -> int:
           f"{REFERENCE} max wait {val_max:.0f} s", flush=True)
 
     def score(policy):
-        ms = [greedy_episode(probe, policy, w) for w in val]
+        ms = [policy.play(probe, w) for w in val]
         mean_wait = float(np.mean([m["mean_wait"] for m in ms]))
         ratio = max(m["max_wait"] for m in ms) / val_max
         value = mean_wait if ratio <= MAX_WAIT_FACTOR else 1e9 * ratio

@@ -122,16 +122,6 @@ def score_heuristics(scenario, windows, names) -> dict[str, list[dict]]:
             for name in names}
 
 
-def greedy_episode(env, net_policy, workload) -> dict:
-    """The agent's episode metrics on ``workload``, acting greedily."""
-    obs, info = env.reset(seed=0, options={"jobs": workload})
-    done = False
-    while not done:
-        obs, _, term, trunc, info = env.step(net_policy.act(obs, info["action_mask"]))
-        done = term or trunc
-    return info["episode_metrics"]
-
-
 def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: int,
           teacher: str, log) -> Path:
     """Behaviour cloning, then PPO with model selection; returns the saved checkpoint folder."""
@@ -164,7 +154,7 @@ def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: in
     def consider(state_dict, update, step):
         policy = RLPolicy(copy.deepcopy(net).eval(), meta)
         policy.net.load_state_dict(state_dict)
-        ms = [greedy_episode(eval_env, policy, w) for w in val]
+        ms = [policy.play(eval_env, w) for w in val]
         bsld = float(np.mean([m["mean_bsld"] for m in ms]))
         if bsld < best["score"]:
             best.update(score=bsld, state={k: v.clone() for k, v in state_dict.items()},
