@@ -83,6 +83,11 @@ CONFIGS = {
     # choice, a per-job scoring network over the first 128 queued jobs.
     "select": Config("select", dict(actions="select", observation="kernel", window=128,
                                     reward="slowdown", episode_jobs=256)),
+    # the same, fine-tuned gently: a sixth of the learning rate keeps PPO near
+    # the cloned policy, where the validation scores say the good snapshots are.
+    "select-fine": Config("select-fine", dict(actions="select", observation="kernel", window=128,
+                                              reward="slowdown", episode_jobs=256),
+                          args=dict(lr=5e-5, target_kl=0.01), bc_steps=40_000),
     # the same with the starvation guard at 3 days (bounds the max wait).
     "select-guard": Config("select-guard", dict(actions="select", observation="kernel",
                                                 window=128, reward="slowdown", episode_jobs=256,
