@@ -154,6 +154,25 @@ def test_the_cap_holds_and_every_job_finishes(case):
     assert rows["energy_mwh"] > 0 and math.isfinite(rows["wait_mean"])
 
 
+def test_a_vetoed_conservative_start_stays_planned():
+    # Found by the property above: two 1-node jobs due at 0 on 2 nodes, a cap
+    # that allows one busy node. The cap vetoes the second start; conservative
+    # backfilling must start it when the first ends (it used to forget it, and
+    # the simulation ran out of events with a job queued).
+    w = Workload.from_columns(submit=[0, 0], run=[1, 1], procs=[1, 1])
+    probe = dc.Facility(simpy.Environment(), 2, dc.FacilityConfig(busy_w=300.0, idle_w=100.0,
+                                                                  boot_s=0, check_s=None,
+                                                                  spare=0, pue=1.2))
+    cap = probe.power_w(busy=1, on=2) / 1000.0
+    assert cap == pytest.approx(0.48)
+    cfg = dc.FacilityConfig(busy_w=300.0, idle_w=100.0, off_w=5.0, boot_s=0, check_s=None,
+                            spare=0, pue=1.2, cap_kw=cap)
+    rows = dc.run_datacenter(tiny(2), "sjf+conservative", cfg, workload=w)
+    assert rows["jobs_finished"] == 2
+    assert rows["wait_mean"] == 0.5   # starts at 0 and at 1
+    assert rows["peak_kw"] <= cap * (1 + 1e-12)
+
+
 def test_the_example_uses_no_private_name_of_cosim():
     tree = ast.parse(EXAMPLE.read_text())
     private = []

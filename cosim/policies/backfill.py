@@ -500,18 +500,27 @@ class QueuePolicy:
         if not due:
             return
         waiting_before = False
-        for s in order:
-            job = q.jobs[s]
-            if job is None:
-                continue
-            if job in due:
-                if cl.fits_now(job.procs, job.mem):
-                    yield start(job, Mode.BACKFILLED if waiting_before else Mode.READY,
-                                "planned start (delays no reservation)")
+        left = len(due)
+        try:
+            for s in order:
+                job = q.jobs[s]
+                if job is None:
                     continue
-                # Cannot happen with a consistent plan; rebuild at the next pass.
+                if job in due:
+                    if cl.fits_now(job.procs, job.mem):
+                        yield start(job, Mode.BACKFILLED if waiting_before else Mode.READY,
+                                    "planned start (delays no reservation)")
+                        left -= 1
+                        continue
+                    # Cannot happen with a consistent plan; rebuild at the next pass.
+                    self._replan = True
+                waiting_before = True
+        finally:
+            # A caller that ends the pass early (a wrapper vetoing a start, as a
+            # power cap does) leaves due jobs unstarted, and they are no longer
+            # in the plan: rebuild it at the next pass so they are not forgotten.
+            if left:
                 self._replan = True
-            waiting_before = True
 
     @staticmethod
     def _plan(profile: Profile, jobs: list[Job], now: float) -> dict[Job, float]:
