@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_prediction import StepLog  # one finished ionic step every 100 s
 
 from cosim.config import scenario_from_dict
 from cosim.env import SchedulingEnv
@@ -11,19 +12,6 @@ from cosim.errors import ScenarioError
 from cosim.policies import parse_policy
 from cosim.prediction import PredictionHub
 from cosim.workloads.base import Workload
-
-
-class StepLog:
-    """Progress source: one finished ionic step every 100 s of run time."""
-
-    def progress_at(self, index, elapsed):
-        return int(elapsed // 100), 0
-
-    def progress_log(self, index, elapsed):
-        k = int(elapsed // 100)
-        e = np.arange(1, k + 1) * 100.0
-        return {"elapsed": e, "denergy": np.zeros(k), "max_force": np.zeros(k),
-                "scf_steps": np.full(k, 5.0)}
 
 
 class Backend:
