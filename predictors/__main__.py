@@ -134,6 +134,9 @@ def build_parser() -> ArgumentParser:
                    help="prediction requests in progress at once (default 8)")
     s.add_argument("--queue-timeout", type=_positive_float, default=5.0,
                    help="seconds an excess request waits for a slot before 503 (default 5)")
+    s.add_argument("--body-timeout", type=_positive_float, default=10.0,
+                   help="seconds a client may take to send its request body before 408 "
+                   "(default 10)")
     return parser
 
 
@@ -176,7 +179,7 @@ def _serve(args: argparse.Namespace) -> None:
 
     serve(args.models, host=args.host, port=args.port, token=args.token,
           max_body_mb=args.max_body_mb, max_concurrency=args.max_concurrency,
-          queue_timeout_s=args.queue_timeout)
+          queue_timeout_s=args.queue_timeout, body_timeout_s=args.body_timeout)
 
 
 _HANDLERS = {"generate": _generate, "ingest": _ingest, "train": _train,
