@@ -165,8 +165,10 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from predictors.evaluate import evaluate_dir, format_table, write_json
+    from predictors.evaluate import check_output_file, evaluate_dir, format_table, write_json
 
+    if args.json is not None:
+        check_output_file(args.json)   # before the evaluation, not after
     result = evaluate_dir(args.data, args.models)
     print(format_table(result))
     if args.json is not None:
