@@ -44,6 +44,7 @@ import numpy as np
 
 from cosim.errors import InputError
 from cosim.metrics import prediction_error
+from predictors.observation import FRACTIONS, Progress, observe
 from predictors.progress import (
     FEATURE_NAMES,
     ProgressInputs,
@@ -51,7 +52,6 @@ from predictors.progress import (
     physics_from_matrix,
     progress_features,
 )
-from predictors.remaining import FRACTIONS, Progress, observe
 from predictors.runtime import FeatureSpec, column
 
 __all__ = ["EvalData", "read_data", "evaluate", "evaluate_dir", "format_table", "write_json",

@@ -655,7 +655,7 @@ def dataset_batch(data_dir: str | Path, *, kind: str = "runtime", n: int | None 
         feature_names: feature columns (default: the data set's).
     """
     from predictors.dataset import load_dataset
-    from predictors.remaining import PROGRESS_COLUMNS, Progress, scf_done_at
+    from predictors.observation import PROGRESS_COLUMNS, Progress, scf_done_at
     from predictors.runtime import FeatureSpec
 
     if kind not in KINDS:
