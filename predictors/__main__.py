@@ -134,6 +134,9 @@ def build_parser() -> ArgumentParser:
                    help="prediction requests in progress at once (default 8)")
     s.add_argument("--queue-timeout", type=_positive_float, default=5.0,
                    help="seconds an excess request waits for a slot before 503 (default 5)")
+    s.add_argument("--body-timeout", type=_positive_float, default=10.0,
+                   help="seconds a client may take to send its request body before 408 "
+                   "(default 10)")
     return parser
 
 
@@ -162,8 +165,10 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from predictors.evaluate import evaluate_dir, format_table, write_json
+    from predictors.evaluate import check_output_file, evaluate_dir, format_table, write_json
 
+    if args.json is not None:
+        check_output_file(args.json)   # before the evaluation, not after
     result = evaluate_dir(args.data, args.models)
     print(format_table(result))
     if args.json is not None:
@@ -176,7 +181,7 @@ def _serve(args: argparse.Namespace) -> None:
 
     serve(args.models, host=args.host, port=args.port, token=args.token,
           max_body_mb=args.max_body_mb, max_concurrency=args.max_concurrency,
-          queue_timeout_s=args.queue_timeout)
+          queue_timeout_s=args.queue_timeout, body_timeout_s=args.body_timeout)
 
 
 _HANDLERS = {"generate": _generate, "ingest": _ingest, "train": _train,

@@ -24,7 +24,7 @@ from cosim.errors import InputError
 
 __all__ = ["BatchError", "validate_batch", "required_columns", "parse_request",
            "DEFAULT_MAX_BATCH", "KINDS", "REMAINING_COLUMNS", "FEATURE_RANGES", "DEFAULT_RANGE",
-           "REMAINING_RANGE"]
+           "REMAINING_RANGE", "HugeInt"]
 
 #: The two batched calls.
 KINDS = ("runtime", "remaining")
@@ -90,6 +90,8 @@ def _json_type(v: Any) -> str:
 
 
 def _show(v: Any) -> str:
+    if isinstance(v, HugeInt):
+        return repr(v)
     text = json.dumps(v) if isinstance(v, str | int | float | bool | type(None)) else repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -153,7 +155,8 @@ def _check_numbers(col: Any, field: str, *, allow_none: bool,
         v = float(arr[i])
         kind = ("finite numbers" if not math.isfinite(v) else "numbers")
         unknown = " (null for unknown)" if allow_none else ""
-        raise BatchError(field, f"{v!r} in row {i}",
+        sent = col[i] if not isinstance(col, np.ndarray) else v
+        raise BatchError(field, f"{sent if isinstance(sent, HugeInt) else v!r} in row {i}",
                          f"{kind} in [{_fmt_bound(lo)}, {_fmt_bound(hi)}]{unknown}")
 
 
@@ -288,17 +291,52 @@ def validate_batch(batch: Any, *, kind: str, feature_names: Sequence[str],
 # ----------------------------------------------------------------------------- request bodies
 
 
+class HugeInt(float):
+    """An integer literal of a request too big for a float64 (parsed as +-inf).
+
+    JSON has no size limit on integers, and Python would parse one of 400
+    digits into an int that no column can use (numpy cannot convert it, and
+    past 4,300 digits Python refuses to parse it at all). Parsed as an
+    infinity instead, it fails the range checks like any other out-of-range
+    number, and the message tells the client what it sent.
+    """
+
+    digits: int
+
+    def __new__(cls, text: str) -> HugeInt:
+        value = super().__new__(cls, "-inf" if text.startswith("-") else "inf")
+        value.digits = len(text.lstrip("-"))
+        return value
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits} digits"
+
+
+#: Integer literals longer than this are not read as ints: 2**63 has 19 digits,
+#: and no column takes more than a float64 holds.
+_MAX_INT_DIGITS = 300
+
+
+def _parse_int(text: str) -> int | float:
+    return HugeInt(text) if len(text) > _MAX_INT_DIGITS else int(text)
+
+
 def parse_request(body: bytes) -> Any:
     """The ``jobs`` column dict of a request body ``{"jobs": {...}}`` (not yet validated).
 
     Raises:
-        BatchError: the body is empty, not UTF-8 JSON, not an object, or has
-            keys other than ``jobs`` (``field`` is ``"body"`` or the key).
+        BatchError: the body is empty, not UTF-8 JSON, nested deeper than
+            the parser goes, not an object, or has keys other than ``jobs``
+            (``field`` is ``"body"`` or the key).
     """
     if not body.strip():
         raise BatchError("body", "an empty body", 'a JSON object {"jobs": {...}}')
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_int=_parse_int)
+    except RecursionError:
+        # a batch is five levels deep; thousands of levels are an attack or a bug
+        raise BatchError("body", "JSON nested too deep to parse",
+                         'a JSON object {"jobs": {...}} a few levels deep') from None
     except UnicodeDecodeError:
         raise BatchError("body", "bytes that are not UTF-8 text", "a JSON object") from None
     except json.JSONDecodeError as exc:

@@ -119,7 +119,7 @@ class ModelBundle:
         The one code path of :meth:`remaining` and :class:`PrecomputedBackend`;
         the caller has checked that there is a remaining-time model.
         """
-        from predictors.remaining import Progress
+        from predictors.observation import Progress
 
         progress = Progress.from_arrays(batch["progress"])
         startup = batch.get("startup")

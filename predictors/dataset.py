@@ -208,8 +208,12 @@ def write_dataset(jobs: Mapping[str, Any], progress: Mapping[str, Any], out_dir:
     Returns:
         ``out_dir`` as a :class:`~pathlib.Path`.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(out), f"a folder that cannot be made ({exc.strerror or exc})",
+                         "a writable folder for the data set") from None
     jt = _table(jobs, JOBS_SCHEMA, "jobs")
     pt = _table(progress, PROGRESS_SCHEMA, "progress")
     meta = {
@@ -229,6 +233,58 @@ def write_dataset(jobs: Mapping[str, Any], progress: Mapping[str, Any], out_dir:
     return out
 
 
+#: Peak memory one generated job takes on the way to the data set's files
+#: (measured: going from 2,000 to 8,000 jobs raised the peak by 36 KB a job),
+#: with a margin.
+GENERATE_BYTES_PER_JOB = 48_000
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine can still give (``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_generate_fits(n_jobs: int, where: str = "--jobs") -> None:
+    """Refuse a job count whose generation would not fit in memory, before allocating.
+
+    Raises:
+        InputError: ``n_jobs`` times :data:`GENERATE_BYTES_PER_JOB` exceeds the
+            available memory.
+    """
+    available = available_memory()
+    need = n_jobs * GENERATE_BYTES_PER_JOB
+    if available is not None and need > available:
+        raise InputError(where, f"{n_jobs} jobs (about {need / 2**30:,.1f} GiB to generate)",
+                         f"at most {available // GENERATE_BYTES_PER_JOB:,} jobs on this machine "
+                         f"({available / 2**30:.1f} GiB available)")
+
+
+def check_output_folder(out_dir: str | Path) -> Path:
+    """Refuse, before any work, an output path that cannot become a folder.
+
+    Raises:
+        InputError: ``out_dir`` is a file, or one of its parents is.
+    """
+    out = Path(out_dir)
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                found = "a file" if path == out else f"a path under the file {path}"
+                raise InputError(str(out), found, "a folder for the data set (new or existing)")
+            break
+    return out
+
+
 def generate_dataset(n_jobs: int, seed: int, out_dir: str | Path, **params) -> Path:
     """Generate ``n_jobs`` VASP jobs with :func:`cosim.workloads.vasp.generate_vasp` and write them.
 
@@ -241,7 +297,12 @@ def generate_dataset(n_jobs: int, seed: int, out_dir: str | Path, **params) -> P
 
     Returns:
         ``out_dir`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        InputError: ``out_dir`` is a file, or ``n_jobs`` does not fit in memory.
     """
+    check_output_folder(out_dir)
+    check_generate_fits(n_jobs)
     vj = generate_vasp(n_jobs, seed=seed, **params)
     w, f = vj.workload, vj.workload.features
     width = max(6, len(str(n_jobs)))

@@ -44,6 +44,7 @@ import numpy as np
 
 from cosim.errors import InputError
 from cosim.metrics import prediction_error
+from predictors.observation import FRACTIONS, Progress, observe
 from predictors.progress import (
     FEATURE_NAMES,
     ProgressInputs,
@@ -51,7 +52,6 @@ from predictors.progress import (
     physics_from_matrix,
     progress_features,
 )
-from predictors.remaining import FRACTIONS, Progress, observe
 from predictors.runtime import FeatureSpec, column
 
 __all__ = ["EvalData", "read_data", "evaluate", "evaluate_dir", "format_table", "write_json",
@@ -362,13 +362,41 @@ def format_table(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: Mapping[str, Any], path: str | Path) -> Path:
-    """Write the result as JSON, atomically (temporary file, then rename)."""
+def check_output_file(path: str | Path) -> Path:
+    """Refuse, before any work, an output path that cannot become a file.
+
+    Raises:
+        InputError: ``path`` is a folder, or one of its parents is a file.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise InputError(str(path), "a folder", "a file path for the JSON result")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(str(path), f"a path under the file {parent}",
+                                 "a file path for the JSON result")
+            break
+    return path
+
+
+def write_json(result: Mapping[str, Any], path: str | Path) -> Path:
+    """Write the result as JSON, atomically (temporary file, then rename).
+
+    Raises:
+        InputError: ``path`` cannot be written (a folder, a parent that is a
+            file, no permission); no temporary file is left behind.
+    """
+    path = check_output_file(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(result, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(result, indent=2, default=_json_default) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(str(path), f"a path that cannot be written ({exc.strerror or exc})",
+                         "a writable file path for the JSON result") from None
     return path
 
 

@@ -17,11 +17,15 @@ Errors are JSON too, ``{"error": "message", "field": "jobs.ENCUT"}`` with
 whole, null when no field is to blame):
 
 - 400: invalid JSON, wrong shape, a missing column, unequal lengths, a wrong
-  type, too many jobs, or a batch the model refuses;
+  type, too many jobs, a number no float can hold (an integer of 400
+  digits), JSON nested deeper than the parser goes, or a batch the model
+  refuses;
 - 401: a missing or wrong ``Authorization: Bearer TOKEN`` (every endpoint,
   when the server has a token);
 - 404: unknown path, or ``/v1/remaining`` without a remaining-time model
   (``field`` is ``"model"``);
+- 408: the body did not arrive within ``--body-timeout`` seconds (the
+  connection is closed after the answer);
 - 413: a body over ``--max-body-mb`` (checked on ``Content-Length`` before
   reading, and while reading);
 - 503: more than ``--max-concurrency`` requests in progress for longer than
@@ -33,9 +37,12 @@ A client that gives up (closes the connection while its body is still
 arriving or while its batch is being predicted) costs one ``client gone``
 line in the log, never a traceback.
 
-Concurrency: at most ``max_concurrency`` prediction requests are read,
-parsed and answered at a time (an :class:`asyncio.Semaphore`); the others
-wait for a slot, up to ``queue_timeout_s``, then get 503. Parsing, checks,
+Concurrency: a request's body is read first, outside the limit and within
+``body_timeout_s``, so clients that send their body slowly (or never) cannot
+hold the slots that answer the others; then at most ``max_concurrency``
+prediction requests are parsed and answered at a time (an
+:class:`asyncio.Semaphore`); the others wait for a slot, up to
+``queue_timeout_s``, then get 503. Parsing, checks,
 the model call and the answer's JSON run in one worker thread, so the event
 loop stays free to accept connections and answer ``/health`` while a big
 batch is being predicted, and model calls never overlap.
@@ -71,7 +78,8 @@ from predictors.batches import DEFAULT_MAX_BATCH, BatchError, parse_request
 from predictors.service import BatchRejected, InProcessService, ModelNotLoaded, describe_models
 
 __all__ = ["make_app", "start_server", "serve", "RunningServer", "ServerProcess",
-           "DEFAULT_MAX_BODY_MB", "DEFAULT_MAX_CONCURRENCY", "DEFAULT_QUEUE_TIMEOUT_S"]
+           "DEFAULT_MAX_BODY_MB", "DEFAULT_MAX_CONCURRENCY", "DEFAULT_QUEUE_TIMEOUT_S",
+           "DEFAULT_BODY_TIMEOUT_S"]
 
 logger = logging.getLogger("predictors.server")
 
@@ -81,6 +89,9 @@ DEFAULT_MAX_BODY_MB = 64.0
 DEFAULT_MAX_CONCURRENCY = 8
 #: Default wait for a slot before answering 503.
 DEFAULT_QUEUE_TIMEOUT_S = 5.0
+#: Default time a client has to send its whole request body (a 64 MB body
+#: takes well under a second over any link a prediction service runs on).
+DEFAULT_BODY_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -91,6 +102,7 @@ class _State:
     max_concurrency: int
     queue_timeout_s: float
     slots: asyncio.Semaphore
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     started: float = field(default_factory=time.monotonic)
     in_flight: int = 0      # prediction requests holding a slot
     served: int = 0
@@ -191,6 +203,21 @@ def _predict_handler(kind: str) -> Callable:
         if length is not None and length > state.max_body_bytes:
             raise web.HTTPRequestEntityTooLarge(max_size=state.max_body_bytes,
                                                 actual_size=length)
+        # The body is read before taking a slot: a client trickling its body
+        # holds a connection, never one of the slots that answer the others.
+        try:
+            async with asyncio.timeout(state.body_timeout_s):
+                body = await request.read()
+        except TimeoutError:
+            response = _error(408, f"request body not received within {state.body_timeout_s:g} s "
+                              "(--body-timeout)", "body")
+            # Send it and close the connection now: aiohttp would otherwise keep
+            # reading the rest of the body (its "lingering close") for 10 s more.
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            request.protocol.force_close()
+            return response
         try:
             async with asyncio.timeout(state.queue_timeout_s):
                 await state.slots.acquire()
@@ -199,7 +226,6 @@ def _predict_handler(kind: str) -> Callable:
                           f"{state.queue_timeout_s:g} s; retry later", None, {"Retry-After": "1"})
         state.in_flight += 1
         try:
-            body = await request.read()
             loop = asyncio.get_running_loop()
             executor = state.service._worker()
             payload = await loop.run_in_executor(executor, _answer, state.service, kind, body)
@@ -231,7 +257,8 @@ async def _models(request: web.Request) -> web.Response:
     info = describe_models(state.service.bundle, state.service.max_batch)
     info["limits"] = {"max_body_bytes": state.max_body_bytes,
                       "max_concurrency": state.max_concurrency,
-                      "queue_timeout_s": state.queue_timeout_s}
+                      "queue_timeout_s": state.queue_timeout_s,
+                      "body_timeout_s": state.body_timeout_s}
     return web.json_response(info)
 
 
@@ -239,7 +266,8 @@ def make_app(bundle: Any, *, token: str | None = None,
              max_body_mb: float = DEFAULT_MAX_BODY_MB,
              max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
              queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S,
-             max_batch: int = DEFAULT_MAX_BATCH) -> web.Application:
+             max_batch: int = DEFAULT_MAX_BATCH,
+             body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> web.Application:
     """The aiohttp application serving ``bundle`` (see the module docstring for the contract).
 
     Args:
@@ -249,6 +277,7 @@ def make_app(bundle: Any, *, token: str | None = None,
         max_concurrency: prediction requests in progress at once.
         queue_timeout_s: how long an excess request waits for a slot before 503.
         max_batch: most jobs per batch (more: 400).
+        body_timeout_s: how long a client may take to send its body before 408.
 
     Raises:
         InputError: a limit is not positive.
@@ -259,6 +288,8 @@ def make_app(bundle: Any, *, token: str | None = None,
         raise InputError("--max-concurrency", repr(max_concurrency), "an integer >= 1")
     if not (isinstance(queue_timeout_s, int | float) and queue_timeout_s > 0):
         raise InputError("--queue-timeout", repr(queue_timeout_s), "a number > 0")
+    if not (isinstance(body_timeout_s, int | float) and 0 < body_timeout_s < float("inf")):
+        raise InputError("--body-timeout", repr(body_timeout_s), "a finite number > 0")
     if token is not None and not token:
         raise InputError("--token", "an empty string", "a non-empty token")
     max_body = max(1, int(max_body_mb * 2**20))
@@ -266,7 +297,7 @@ def make_app(bundle: Any, *, token: str | None = None,
     app = web.Application(client_max_size=max_body, middlewares=[_track, _errors, _auth])
     service = InProcessService(bundle, max_batch=max_batch, offload=True)
     app[_STATE] = _State(service, token, max_body, max_concurrency, float(queue_timeout_s),
-                         asyncio.Semaphore(max_concurrency))
+                         asyncio.Semaphore(max_concurrency), float(body_timeout_s))
     app.router.add_post("/v1/runtime", _predict_handler("runtime"))
     app.router.add_post("/v1/remaining", _predict_handler("remaining"))
     app.router.add_get("/health", _health)
@@ -366,6 +397,7 @@ def serve(models_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080,
           token: str | None = None, max_body_mb: float = DEFAULT_MAX_BODY_MB,
           max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
           queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S,
+          body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
           shutdown_timeout_s: float = 30.0, echo: Callable[[str], Any] = print) -> int:
     """Load ``models_dir`` and serve it until SIGTERM or SIGINT; returns 0 after a clean stop.
 
@@ -389,6 +421,7 @@ def serve(models_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080,
         server = await start_server(bundle, host=host, port=port, token=token,
                                     max_body_mb=max_body_mb, max_concurrency=max_concurrency,
                                     queue_timeout_s=queue_timeout_s,
+                                    body_timeout_s=body_timeout_s,
                                     shutdown_timeout_s=shutdown_timeout_s)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

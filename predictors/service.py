@@ -59,6 +59,9 @@ __all__ = [
     "ModelNotLoaded",
     "ServiceHTTPError",
     "ServiceResponseError",
+    "CircuitOpen",
+    "CircuitBreaker",
+    "fallback_line",
     "BatchError",
     "validate_batch",
     "required_columns",
@@ -148,6 +151,103 @@ class ServiceResponseError(ServiceError):
 
     def __init__(self, message: str):
         super().__init__(message, reason="bad response")
+
+
+class CircuitOpen(ServiceUnavailable):
+    """The client's circuit breaker is open: the call was not sent (see :class:`CircuitBreaker`)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.reason = "circuit open"
+
+
+class CircuitBreaker:
+    """Stops calling a service that keeps failing, so a hung server costs seconds, not the run.
+
+    Closed (normal): calls go through; ``failures`` failed calls in a row
+    (timeouts, lost connections, 503s, 5xx, answers that are not
+    predictions) open it. Open: every call fails at once with
+    :class:`CircuitOpen` for ``cooldown_s`` wall seconds, and the caller
+    keeps its own estimates. Then one probe call is let through (half-open):
+    an answer closes the breaker, a failure opens it for another cool-down.
+    Any answer the server gave (a 400 included) counts as alive.
+
+    Args:
+        failures: failed calls in a row that open the breaker (>= 1).
+        cooldown_s: wall seconds the breaker stays open before a probe.
+        clock: monotonic clock in seconds (tests pass their own).
+    """
+
+    def __init__(self, failures: int = 3, cooldown_s: float = 30.0,
+                 clock: Any = time.monotonic):
+        if not (isinstance(failures, int) and not isinstance(failures, bool) and failures >= 1):
+            raise InputError("breaker failures", repr(failures), "an integer >= 1")
+        if not (isinstance(cooldown_s, int | float) and cooldown_s >= 0):
+            raise InputError("breaker cooldown_s", repr(cooldown_s), "a number >= 0")
+        self.failures = failures
+        self.cooldown_s = float(cooldown_s)
+        self._clock = clock
+        self._in_a_row = 0
+        self._open_until: float | None = None
+        self._probing = False
+        self.opened = 0        # how many times it opened
+        self.refused = 0       # calls failed at once while open
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half-open"`` (the next call is a probe)."""
+        if self._open_until is None:
+            return "closed"
+        return "open" if self._clock() < self._open_until or self._probing else "half-open"
+
+    def before_call(self) -> None:
+        """Raise :class:`CircuitOpen` when the call must not be sent; else let it through."""
+        if self._open_until is None:
+            return
+        if self._probing or self._clock() < self._open_until:
+            self.refused += 1
+            left = max(0.0, self._open_until - self._clock())
+            raise CircuitOpen(f"{self._in_a_row} calls in a row failed; not calling the service "
+                              f"for {left:.1f} s more (user estimates meanwhile)")
+        self._probing = True   # half-open: this call is the one probe
+
+    def success(self) -> None:
+        """The service answered: close the breaker."""
+        self._in_a_row = 0
+        self._open_until = None
+        self._probing = False
+
+    def failure(self) -> None:
+        """The call got no usable answer: count it, open the breaker at the limit."""
+        self._in_a_row += 1
+        if self._probing or self._in_a_row >= self.failures:
+            if not self._probing:
+                self.opened += 1
+            self._probing = False
+            self._open_until = self._clock() + self.cooldown_s
+
+
+def fallback_line(label: str, metrics: Mapping[str, Any]) -> str | None:
+    """One stderr line saying how many decision points fell back to user estimates.
+
+    ``metrics`` holds ``prediction_fallbacks``, ``prediction_fallback_reasons``
+    and ``prediction_batches`` (a run's summary metrics, or
+    ``PredictionStats.as_dict()``); None when nothing fell back.
+
+    Examples:
+        >>> fallback_line("sjf+easy@rnn", {"prediction_fallbacks": 3, "prediction_batches": 10,
+        ...               "prediction_fallback_reasons": {"timeout": 1, "circuit open": 2}})
+        'warning: sjf+easy@rnn: 3 of 10 prediction batches used user estimates instead (circuit open 2, timeout 1)'
+    """
+    count = int(metrics.get("prediction_fallbacks") or 0)
+    if count <= 0:
+        return None
+    reasons = metrics.get("prediction_fallback_reasons") or {}
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    total = metrics.get("prediction_batches")
+    of = f" of {int(total)}" if isinstance(total, int) and total >= count else ""
+    return (f"warning: {label}: {count}{of} prediction batches used user estimates instead"
+            + (f" ({detail})" if detail else ""))
 
 
 def describe_models(bundle: Any, max_batch: int = DEFAULT_MAX_BATCH) -> dict[str, Any]:
@@ -351,8 +451,11 @@ class HttpService(PredictionService):
         token: bearer token, when the server was started with ``--token``.
         session: an ``aiohttp.ClientSession`` to share (not closed by
             :meth:`close`); by default one is opened on first use.
+        breaker: the :class:`CircuitBreaker` guarding every call (default:
+            open after 3 failures in a row, probe after 30 s); None for none.
 
     Raises (from every call):
+        CircuitOpen (a ServiceUnavailable: the breaker refused the call at once),
         ServiceTimeout, ServiceUnavailable (no connection, or 503),
         BatchRejected (400/413), ModelNotLoaded (404 on a model endpoint),
         ServiceHTTPError (other statuses), ServiceResponseError.
@@ -363,7 +466,7 @@ class HttpService(PredictionService):
     """
 
     def __init__(self, url: str, *, timeout_s: float = 5.0, token: str | None = None,
-                 session: Any = None):
+                 session: Any = None, breaker: CircuitBreaker | None | str = "default"):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InputError("prediction_service.url", repr(url), "an http:// or https:// URL")
         if not (isinstance(timeout_s, int | float) and timeout_s > 0):
@@ -374,6 +477,7 @@ class HttpService(PredictionService):
         self._session = session
         self._own_session = session is None
         self._closed = False
+        self.breaker = CircuitBreaker() if breaker == "default" else breaker
 
     def _get_session(self) -> Any:
         import aiohttp
@@ -387,6 +491,34 @@ class HttpService(PredictionService):
         return self._session
 
     async def _request(self, method: str, path: str, body: bytes | None = None) -> Any:
+        """One call through the circuit breaker (see :class:`CircuitBreaker`)."""
+        breaker = self.breaker
+        if breaker is None:
+            return await self._send(method, path, body)
+        breaker.before_call()
+        try:
+            data = await self._send(method, path, body)
+        except (ServiceTimeout, ServiceUnavailable, ServiceResponseError):
+            breaker.failure()
+            raise
+        except ServiceHTTPError as exc:
+            # 5xx: the server is in trouble; 401/404...: it answers, so it is alive
+            if exc.status >= 500:
+                breaker.failure()
+            else:
+                breaker.success()
+            raise
+        except ServiceError:
+            breaker.success()     # a 400/404 answer: the server is alive
+            raise
+        except asyncio.CancelledError:
+            # the caller's own deadline (the bridge's) ran out first: no answer either
+            breaker.failure()
+            raise
+        breaker.success()
+        return data
+
+    async def _send(self, method: str, path: str, body: bytes | None = None) -> Any:
         import aiohttp
 
         session = self._get_session()
@@ -523,7 +655,7 @@ def dataset_batch(data_dir: str | Path, *, kind: str = "runtime", n: int | None 
         feature_names: feature columns (default: the data set's).
     """
     from predictors.dataset import load_dataset
-    from predictors.remaining import PROGRESS_COLUMNS, Progress, scf_done_at
+    from predictors.observation import PROGRESS_COLUMNS, Progress, scf_done_at
     from predictors.runtime import FeatureSpec
 
     if kind not in KINDS:

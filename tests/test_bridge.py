@@ -75,7 +75,8 @@ def test_server_killed_mid_run_falls_back_and_the_run_completes(models, tmp_path
     assert proc.returncode == 0, err
     s = summary(out)
     assert s["prediction_fallbacks"] > 0
-    assert set(s["prediction_fallback_reasons"]) <= {"unavailable", "timeout", "ServiceUnavailable"}
+    assert set(s["prediction_fallback_reasons"]) <= {"unavailable", "timeout", "ServiceUnavailable",
+                                                     "circuit open"}
     assert s["runtime_predictions"] + s["remaining_predictions"] > 0
     assert s["jobs_finished"] == 400
     from cosim.records import read_jobs
@@ -135,5 +136,76 @@ def test_server_dead_between_two_policies_falls_back_and_the_run_completes(model
     first, second = summary(out, "sjf+easy@xgboost"), summary(out, "saf+easy@xgboost")
     assert first["prediction_fallbacks"] == 0 and first["runtime_predictions"] == 150
     assert second["prediction_fallbacks"] == second["prediction_batches"] > 0
-    assert set(second["prediction_fallback_reasons"]) == {"unavailable"}
+    # three refused connections open the client's breaker; the rest fall back at once
+    assert second["prediction_fallback_reasons"] == {
+        "unavailable": 3, "circuit open": second["prediction_batches"] - 3}
     assert second["runtime_predictions"] == 0 and second["jobs_finished"] == 150
+
+
+@pytest.fixture
+def hung_server(models):
+    """A server that lists its models, then never answers a prediction (connection open)."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    from predictors.bundle import ModelBundle
+    from predictors.service import describe_models
+
+    info = describe_models(ModelBundle.load(models))
+    ready, stop, where = threading.Event(), [], []
+
+    def serve():
+        async def listing(request):
+            return web.json_response(info)
+
+        async def hang(request):
+            await asyncio.sleep(3600)
+
+        async def main():
+            app = web.Application()
+            app.router.add_get("/models", listing)
+            app.router.add_post("/v1/runtime", hang)
+            app.router.add_post("/v1/remaining", hang)
+            runner = web.AppRunner(app, shutdown_timeout=0.1)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            where.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
+            done = asyncio.Event()
+            stop.append((asyncio.get_running_loop(), done))
+            ready.set()
+            await done.wait()
+            await runner.cleanup()
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    yield where[0]
+    loop, done = stop[0]
+    loop.call_soon_threadsafe(done.set)
+    thread.join(10)
+
+
+def test_hung_server_costs_three_timeouts_not_the_run(models, hung_server, tmp_path, capsys):
+    """Connection open, no answer: the breaker opens after 3 timeouts and the run of
+    hundreds of decision points ends at once, every batch on user estimates.
+    (Without the breaker each batch would wait the 0.5 s timeout.)"""
+    from cosim.__main__ import main
+
+    out = tmp_path / "hung"
+    code = main(["run", "scenarios/vasp.yaml", "--policy", "sjf+easy@rnn", "--set",
+                 "workload.jobs=200", "--set", f"predictor.models={models}", "--set",
+                 "predictor.update_interval=200", "--set", "prediction_service.backend=http",
+                 "--set", f"prediction_service.url={hung_server}", "--set",
+                 "prediction_service.timeout_s=0.5", "--out", str(out), "--no-plots", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    s = summary(out)
+    assert s["jobs_finished"] == 200 and s["prediction_batches"] > 100
+    assert s["prediction_fallbacks"] == s["prediction_batches"]
+    assert s["prediction_fallback_reasons"] == {"timeout": 3,
+                                                "circuit open": s["prediction_batches"] - 3}
+    assert s["runtime_predictions"] == s["remaining_predictions"] == 0

@@ -159,3 +159,65 @@ def test_ingest_then_train_without_run_times(tmp_path, capsys, shared):
     assert "expected folders holding VASP runs (INCAR + OSZICAR), got no readable VASP run " \
         "(0 found, nothing written)" in capsys.readouterr().err
     assert not (tmp_path / "d2").exists()   # ingesting nothing writes nothing
+
+
+def test_output_paths_that_cannot_be_written_are_one_line(trained, tmp_path, capsys):
+    """A folder where a file goes and a file where a folder goes: one line, exit 2, and no
+    temporary file left (the check runs before any work)."""
+    folder, file = tmp_path / "adir", tmp_path / "afile"
+    folder.mkdir()
+    file.write_text("keep me")
+    cases = [
+        (["evaluate", "--data", str(trained["data"]), "--models", str(trained["models"]),
+          "--json", str(folder)], f"error: {folder}: expected a file path for the JSON result, "
+         "got a folder\n"),
+        (["evaluate", "--data", str(trained["data"]), "--models", str(trained["models"]),
+          "--json", str(file / "eval.json")], f"error: {file / 'eval.json'}: expected a file "
+         f"path for the JSON result, got a path under the file {file}\n"),
+        (["generate", "--jobs", "5", "--out", str(file)],
+         f"error: {file}: expected a folder for the data set (new or existing), got a file\n"),
+        (["generate", "--jobs", "5", "--out", str(file / "sub")],
+         f"error: {file / 'sub'}: expected a folder for the data set (new or existing), got a "
+         f"path under the file {file}\n"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.err == message
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+        assert list(folder.iterdir()) == [] and file.read_text() == "keep me"
+
+
+def test_write_json_into_a_folder_leaves_no_temporary_file(tmp_path):
+    from cosim.errors import InputError
+    from predictors.evaluate import write_json
+
+    with pytest.raises(InputError, match="got a folder$"):
+        write_json({"a": 1}, tmp_path)
+    assert list(tmp_path.parent.glob(f".{tmp_path.name}.tmp-*")) == []
+
+
+def test_generate_refuses_more_jobs_than_memory_before_allocating(tmp_path, capsys, monkeypatch):
+    import predictors.dataset as dataset
+
+    monkeypatch.setattr(dataset, "available_memory", lambda: 2**30)
+    # 2**30 // 48,000 bytes a job = 22,369 jobs; 100,000 jobs need 4.47 GiB
+    assert main(["generate", "--jobs", "100000", "--out", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err == (
+        "error: --jobs: expected at most 22,369 jobs on this machine (1.0 GiB available), "
+        "got 100000 jobs (about 4.5 GiB to generate)\n")
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jobs", "100000000000"], "error: --jobs: expected at most "),
+    (["--jobs", "1e11"], "argument --jobs: expected a positive integer, got '1e11'"),
+    (["--jobs", "5", "--seed", "-3"], "argument --seed: expected an integer >= 0, got '-3'"),
+])
+def test_generate_sizes_and_seeds_are_one_line_exit_2(tmp_path, argv, message):
+    """Through the real CLI (no patched memory): 1e11 jobs would need 4.5 PB."""
+    r = run_cli("generate", *argv, "--out", tmp_path / "d")
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) <= 2
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert list(tmp_path.iterdir()) == []

@@ -170,6 +170,24 @@ BAD = [
     ("infinite elapsed", "remaining",
      lambda b: body_of(changed(b, "elapsed", 0, float("inf"))), "jobs.elapsed",
      "jobs.elapsed: expected finite numbers in [0, 1e+10], got inf in row 0"),
+    # numbers and nesting the parser cannot take: 400 naming the field, never a 500
+    ("huge int", "runtime", lambda b: body_of(changed(b, "cores", 0, 10**400)), "jobs.cores",
+     "jobs.cores: expected finite numbers in [0, 1e+08] (null for unknown), got an integer of "
+     "401 digits in row 0"),
+    ("huge negative int", "remaining", lambda b: body_of(changed(b, "elapsed", 2, -12345))
+     .replace(b"-12345", b"-" + b"9" * 5001),
+     "jobs.elapsed", "jobs.elapsed: expected finite numbers in [0, 1e+10], got an integer of "
+     "5001 digits in row 2"),
+    ("huge int id", "runtime", lambda b: body_of(changed(b, "job_id", 1, 10**400)), "jobs.job_id",
+     "jobs.job_id: expected strings or integers, got an integer of 401 digits (a number) in "
+     "row 1"),
+    ("deep nesting", "runtime", lambda b: b'{"jobs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "body", 'body: expected a JSON object {"jobs": {...}} a few levels deep, got JSON nested '
+     "too deep to parse"),
+    ("deep nesting in a column", "runtime",
+     lambda b: b'{"jobs": {"job_id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}", "body",
+     'body: expected a JSON object {"jobs": {...}} a few levels deep, got JSON nested '
+     "too deep to parse"),
     ("nan progress", "remaining",
      lambda b: body_of(changed(b, "progress", 3, [[1.0, float("nan"), 0.1, 5]])),
      "jobs.progress", "jobs.progress: expected finite numbers within +-1e+10 (elapsed and "
@@ -307,6 +325,85 @@ def test_bad_limits_are_input_errors(models_dir):
         make_app(bundle, max_body_mb=-1)
     with pytest.raises(InputError, match=r"^--token: expected a non-empty token"):
         make_app(bundle, token="")
+    with pytest.raises(InputError, match=r"^--body-timeout: expected a finite number > 0"):
+        make_app(bundle, body_timeout_s=0)
+
+
+def test_slow_clients_cannot_starve_valid_requests(models_dir, data_dir):
+    """12 clients trickling their bodies byte by byte while valid requests keep coming.
+
+    Bodies are read outside the two slots, so every valid request is answered
+    (200, never 503), and each trickler gets 408 once its read deadline passes.
+    """
+    bundle = ModelBundle.load(models_dir)
+    body = body_of(dataset_batch(data_dir, kind="runtime", n=5))
+    head = (b"POST /v1/runtime HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+
+    async def trickle(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+        async def drip():
+            writer.write(head)
+            for i in range(len(body)):      # one byte every 0.1 s: never finishes in time
+                writer.write(body[i:i + 1])
+                await writer.drain()
+                await asyncio.sleep(0.1)
+
+        dripping = asyncio.create_task(drip())
+        try:
+            status = await asyncio.wait_for(reader.readline(), 10.0)
+        finally:
+            dripping.cancel()
+            writer.close()
+        return status.split(b" ")[1].decode() if status else "closed"
+
+    async def main():
+        srv = await start_server(bundle, max_concurrency=2, queue_timeout_s=0.5,
+                                 body_timeout_s=2.0)
+        port = srv.port
+        try:
+            loop = asyncio.get_running_loop()
+            slow = [asyncio.create_task(trickle(port)) for _ in range(12)]
+            await asyncio.sleep(0.3)            # every trickler is inside its body
+            statuses = []
+            async with aiohttp.ClientSession() as s:
+                stop = loop.time() + 1.2        # well inside the tricklers' 2 s deadline
+                while loop.time() < stop and len(statuses) < 40:
+                    statuses.append((await _post(s, srv.url + "/v1/runtime", body))[0])
+            trickled = await asyncio.gather(*slow)
+            async with aiohttp.ClientSession() as s:
+                after = (await _post(s, srv.url + "/v1/runtime", body))[0]
+        finally:
+            await srv.close()
+        return statuses, trickled, after
+
+    statuses, trickled, after = run_async(main())
+    assert statuses and set(statuses) == {200}, statuses
+    assert trickled == ["408"] * 12
+    assert after == 200
+
+
+def test_body_timeout_answers_408_with_a_json_line(models_dir):
+    bundle = ModelBundle.load(models_dir)
+
+    async def main():
+        srv = await start_server(bundle, body_timeout_s=0.3)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(b"POST /v1/runtime HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+            await writer.drain()
+            raw = await asyncio.wait_for(reader.read(), 10.0)   # read to EOF: closed after
+            writer.close()
+        finally:
+            await srv.close()
+        return raw
+
+    raw = run_async(main())
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert json.loads(payload) == {"error": "request body not received within 0.3 s "
+                                            "(--body-timeout)", "field": "body"}
 
 
 # ----------------------------------------------------------------------------- shutdown

@@ -409,3 +409,147 @@ def test_http_bad_answers_are_service_errors(payload, status, error):
     assert isinstance(info.value, ServiceError)
     if status != 200:
         assert info.value.status == status
+
+
+# ----------------------------------------------------------------------------- circuit breaker
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_breaker_opens_after_failures_then_probes():
+    """Hand-checked sequence: 3 failures open it for 10 s, one probe, a failed probe reopens."""
+    from predictors.service import CircuitBreaker, CircuitOpen
+
+    clock = FakeClock()
+    b = CircuitBreaker(failures=3, cooldown_s=10.0, clock=clock)
+    for _ in range(2):
+        b.before_call()
+        b.failure()
+    assert b.state == "closed"
+    b.before_call()
+    b.failure()
+    assert b.state == "open" and b.opened == 1
+    clock.now = 9.9
+    with pytest.raises(CircuitOpen, match=r"^3 calls in a row failed; not calling the service "
+                                          r"for 0\.1 s more") as info:
+        b.before_call()
+    assert info.value.reason == "circuit open" and isinstance(info.value, ServiceUnavailable)
+    clock.now = 10.0
+    assert b.state == "half-open"
+    b.before_call()                       # the probe goes through ...
+    with pytest.raises(CircuitOpen):
+        b.before_call()                   # ... and only the probe
+    b.failure()                           # failed probe: open for another cool-down
+    assert b.state == "open" and b.opened == 1
+    clock.now = 19.9
+    with pytest.raises(CircuitOpen):
+        b.before_call()
+    clock.now = 20.0
+    b.before_call()
+    b.success()                           # answered probe: closed, count reset
+    assert b.state == "closed"
+    for _ in range(2):
+        b.before_call()
+        b.failure()
+    assert b.state == "closed" and b.refused == 3
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"failures": 0}, "breaker failures: expected an integer >= 1, got 0"),
+    ({"cooldown_s": -1}, "breaker cooldown_s: expected a number >= 0, got -1"),
+])
+def test_breaker_bad_settings(kwargs, message):
+    from predictors.service import CircuitBreaker
+
+    with pytest.raises(InputError, match=f"^{message}$"):
+        CircuitBreaker(**kwargs)
+
+
+def test_hung_server_costs_three_timeouts_not_every_call():
+    """A peer that accepts and never answers: 3 calls wait the timeout, the other 47 fall
+    back at once; after the cool-down one probe goes out (and waits) again."""
+    from predictors.service import CircuitBreaker, CircuitOpen
+
+    clock = FakeClock()
+
+    async def main():
+        seen = []
+
+        async def silent(reader, writer):
+            while data := await reader.read(1 << 16):
+                seen.append(data.count(b"POST /v1/runtime"))
+            writer.close()
+
+        listener = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        reasons = []
+        breaker = CircuitBreaker(failures=3, cooldown_s=30.0, clock=clock)
+        try:
+            async with HttpService(f"http://127.0.0.1:{port}", timeout_s=0.2,
+                                   breaker=breaker) as svc:
+                for i in range(52):
+                    if i == 50:
+                        clock.now = 30.0          # cool-down over: the next call probes
+                    try:
+                        await svc.runtime({"job_id": [1]})
+                    except ServiceError as exc:
+                        reasons.append(exc.reason)
+                        if exc.reason == "circuit open":
+                            assert isinstance(exc, CircuitOpen)
+        finally:
+            listener.close()
+        return reasons, sum(seen)
+
+    reasons, sent = run(main())
+    assert reasons == ["timeout"] * 3 + ["circuit open"] * 47 + ["timeout", "circuit open"]
+    assert sent == 4
+
+
+def test_answers_keep_the_breaker_closed():
+    """400 answers come from a live server: they never open the breaker."""
+
+    async def main():
+        async def reply(request):
+            await request.read()
+            return web.json_response({"error": "bad", "field": "jobs"}, status=400)
+
+        app = web.Application()
+        app.router.add_post("/v1/runtime", reply)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]
+        reasons = []
+        try:
+            async with HttpService(f"http://127.0.0.1:{port}") as svc:
+                for _ in range(6):
+                    try:
+                        await svc.runtime({"job_id": [1]})
+                    except ServiceError as exc:
+                        reasons.append(exc.reason)
+                state = svc.breaker.state
+        finally:
+            await runner.cleanup()
+        return reasons, state
+
+    reasons, state = run(main())
+    assert reasons == ["rejected"] * 6 and state == "closed"
+
+
+def test_fallback_line():
+    from predictors.service import fallback_line
+
+    assert fallback_line("fcfs+easy@rnn", {"prediction_fallbacks": 0}) is None
+    assert fallback_line("sjf+easy@rnn", {
+        "prediction_fallbacks": 50, "prediction_batches": 120,
+        "prediction_fallback_reasons": {"timeout": 3, "circuit open": 47}}) == (
+        "warning: sjf+easy@rnn: 50 of 120 prediction batches used user estimates instead "
+        "(circuit open 47, timeout 3)")
