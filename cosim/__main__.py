@@ -92,7 +92,7 @@ def _load(args) -> tuple:
 
 
 def _run(args) -> int:
-    from cosim.runner import default_out_dir, run_scenario
+    from cosim.compose import default_out_dir, run_scenario
 
     scenario, base = _load(args)
     policies = args.policy or list(scenario.scheduler.policies)
@@ -111,7 +111,7 @@ def _stderr(text: str) -> None:
 def _validate(args) -> int:
     import yaml
 
-    from cosim.runner import parse_policies
+    from cosim.compose import parse_policies
     from cosim.sweep import is_study, validate_study
     from cosim.workloads.loading import load_workload, resolve_machine, workload_warnings
 

@@ -93,6 +93,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cosim import records
+from cosim.compose import parse_policies, policy_dir
 from cosim.config import (
     Scenario,
     read_scenario_dict,
@@ -101,7 +102,6 @@ from cosim.config import (
     validation_error,
 )
 from cosim.errors import CosimError, InputError, ScenarioError
-from cosim.runner import parse_policies, policy_dir
 
 __all__ = ["Study", "SeedRange", "TrainSpec", "RunSpec", "StudyPlan", "load_study",
            "is_study", "validate_study", "plan_study", "run_study", "execute_run", "bootstrap_ci", "study_rows",
@@ -603,7 +603,7 @@ def _env_kwargs(env: dict[str, Any]) -> dict[str, Any]:
 def execute_run(spec: RunSpec, driver_node: str | None = None) -> dict[str, Any]:
     """Run one study run and return its record; never raises for a failing run.
 
-    A policy run is :func:`cosim.runner.run_policy` (the same folder as
+    A policy run is :func:`cosim.compose.run_policy` (the same folder as
     ``python -m cosim run`` writes per policy). A training run is
     :func:`agents.ppo.train` (or A2C) with ``resume=True``, so an
     interrupted training run continues from its last checkpoint; its summary
@@ -650,7 +650,7 @@ def _node_id() -> str:
 
 
 def _policy_run(spec: RunSpec, target: Path) -> dict[str, Any]:
-    from cosim.runner import run_policy
+    from cosim.compose import run_policy
 
     scenario = scenario_from_dict(spec.scenario, spec.scenario_path)
     return run_policy(scenario, spec.policy, target, base_dir=spec.base_dir)
@@ -659,7 +659,7 @@ def _policy_run(spec: RunSpec, target: Path) -> dict[str, Any]:
 def _train_run(spec: RunSpec, target: Path) -> dict[str, Any]:
     import functools
 
-    from agents.rl_policy import make_env
+    from cosim.compose import make_env
 
     cfg = spec.train
     scen_values = {k: v for k, v in spec.values.items() if not k.startswith("train.")}
@@ -829,8 +829,8 @@ def _on_ray(specs: Sequence[RunSpec], session, workers: int, progress: _Progress
 
 def _prepare_models(plan: StudyPlan, pending: Sequence[RunSpec]) -> None:
     """Train (or find in the cache) the predictors pending runs need, once, here."""
+    from cosim.compose import prepare_models
     from cosim.policies import parse_policy
-    from cosim.runner import prepare_models
 
     seen = set()
     for spec in pending:

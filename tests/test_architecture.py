@@ -23,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cosim", "predictors", "agents")
 #: The only cosim modules that may wire in predictors and agents.
-COMPOSITION = {"cosim.__main__", "cosim.runner", "cosim.sweep"}
+COMPOSITION = {"cosim.__main__", "cosim.compose", "cosim.sweep"}
 
 
 def _lint(cwd: Path) -> subprocess.CompletedProcess:
