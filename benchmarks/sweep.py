@@ -3,7 +3,7 @@
 1. Sweep: 3 policies x 10 seeds of ``scenarios/lublin256.yaml`` (10,000 jobs a
    run), each run writing its results folder. A plain sequential loop over
    :func:`cosim.compose.run_policy` in this process, then the same 30 runs
-   with ``python -m cosim sweep`` machinery (:func:`cosim.sweep.run_study`)
+   with ``python -m cosim sweep`` machinery (:func:`cosim.studies.run_study`)
    on a local Ray (one task per run, ``--workers`` at once) and in process
    (``--serial``, what the sweep's bookkeeping costs), and in a plain process
    pool, which says how much parallelism the (shared) machine gives at the
@@ -93,7 +93,7 @@ def run_seconds(out: Path) -> list[float]:
 
 def sweep_figures(seeds: list[int], workers: int) -> None:
     from cosim.distributed import ray_session
-    from cosim.sweep import run_study
+    from cosim.studies import run_study
 
     n = len(seeds) * len(POLICIES)
     with tempfile.TemporaryDirectory() as tmp_name:
