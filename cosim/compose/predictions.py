@@ -150,8 +150,8 @@ class HubFactory:
 
     The models are prepared when the factory is made (trained only if
     ``train_if_missing``, announced on stderr); each call makes a fresh hub
-    with an in-process backend for that workload. Picklable (the bundle is
-    plain data), so env factories that hold one can go to worker processes.
+    with an in-process backend for that workload. Picklable when its bundle is,
+    so env factories holding one can go to worker processes.
 
     Args:
         scenario: the scenario (predictor settings, kill rule).
