@@ -1,4 +1,6 @@
-"""Studies (``python -m cosim sweep``): many runs (policies x seeds x settings, or training runs) on Ray, one table, one report.
+"""Studies (``python -m cosim sweep``): many runs on Ray, one table, one report.
+
+Many runs means policies x seeds x settings, or training runs.
 
 A study file names a scenario, what to run on it, the seeds and the
 settings; every (setting, seed, policy) is one run, and every run is one Ray

@@ -26,9 +26,7 @@ import numpy as np
 import yaml
 
 from cosim import records
-from cosim.config import (
-    scenario_from_dict,
-)
+from cosim.config import scenario_from_dict
 from cosim.errors import CosimError, InputError
 from cosim.studies.plan import _args_class, _resolved_study, _scenario_set, _shape, plan_study
 from cosim.studies.report import _stats_table, study_rows, write_study_report, write_study_table
@@ -38,7 +36,7 @@ from cosim.studies.stats import summarize_study
 __all__ = ["run_study", "execute_run"]
 
 # -----------------------------------------------------------------------------------
-# 2. One run (in a Ray worker, or in this process)
+# One run (in a Ray worker, or in this process)
 # -----------------------------------------------------------------------------------
 def execute_run(spec: RunSpec, driver_node: str | None = None) -> dict[str, Any]:
     """Run one study run and return its record; never raises for a failing run.
@@ -133,7 +131,7 @@ def _train_run(spec: RunSpec, target: Path) -> dict[str, Any]:
 
 
 # -----------------------------------------------------------------------------------
-# 3. Executing a plan: skip what is done, run the rest, record every run
+# Executing a plan: skip what is done, run the rest, record every run
 # -----------------------------------------------------------------------------------
 def _read_record(spec: RunSpec) -> dict[str, Any] | None:
     path = Path(spec.out_dir) / "run.json"

@@ -25,7 +25,7 @@ from cosim.studies.stats import _num
 __all__ = ["study_rows", "write_study_table", "write_study_report"]
 
 # -----------------------------------------------------------------------------------
-# 4. The table and the statistics
+# The table of runs
 # -----------------------------------------------------------------------------------
 def study_rows(plan: StudyPlan, done: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One flat row per run of the plan (missing runs count as failed).
@@ -144,7 +144,7 @@ def _stats_table(plan: StudyPlan, stats: list[dict[str, Any]]) -> str:
 
 
 # -----------------------------------------------------------------------------------
-# 5. The report: tables and plots across seeds
+# The report: tables and plots across seeds
 # -----------------------------------------------------------------------------------
 def _plot_metric(plan: StudyPlan, rows: list[dict[str, Any]], stats: list[dict[str, Any]],
                  metric: str, path: Path) -> None:

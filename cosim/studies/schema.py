@@ -34,7 +34,7 @@ STATUS_COLUMNS = ("status", "error", "run_seconds", "dir")
 
 
 # -----------------------------------------------------------------------------------
-# 1. The study file
+# The study file
 # -----------------------------------------------------------------------------------
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
