@@ -234,7 +234,7 @@ def _default_out(scenario: str, algo: str, seed: int) -> Path:
 def _env_factory(env_config: dict[str, Any]):
     import functools
 
-    from agents.rl_policy import make_env
+    from cosim.compose import make_env
 
     return functools.partial(make_env, env_config)
 
@@ -505,7 +505,7 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
     """The agent's greedy episodes, and each heuristic on exactly the same jobs.
 
     Episode ``k`` is the env's episode for seed ``seed + k``; each heuristic
-    in ``heuristics`` is then run by :func:`cosim.runner.run_policy` on that
+    in ``heuristics`` is then run by :func:`cosim.compose.run_policy` on that
     episode's workload (the real policy with its backfilling, not its
     imitation through the agent's actions), so every row is measured on the
     same jobs by the same metric definitions.
@@ -519,7 +519,7 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
     import numpy as np
 
     from agents.ppo import METRIC_KEYS
-    from cosim.runner import run_policy
+    from cosim.compose import run_policy
 
     keys = ("mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue")
     summary_key = {"mean_bsld": "bsld_mean", "mean_wait": "wait_mean", "max_wait": "wait_max",
@@ -562,7 +562,8 @@ def _number(v) -> float:
 
 
 def _evaluate(ns) -> int:
-    from agents.rl_policy import load_rl_policy, make_env
+    from agents.rl_policy import load_rl_policy
+    from cosim.compose import make_env
 
     if ns.episodes < 1:
         raise InputError("--episodes", str(ns.episodes), "a positive number")

@@ -1,14 +1,16 @@
 """A trained agent as a greedy policy: load a checkpoint, act on (observation, mask).
 
-Used by ``python -m agents evaluate`` and by ``python -m cosim run --policy
-rl:DIR``. The checkpoint's ``meta.json`` records the environment the agent
-was trained in (:attr:`RLPolicy.env_config`); :attr:`RLPolicy.env_kwargs` are
-the keyword arguments to build a matching :class:`cosim.env.SchedulingEnv`
-(observation layout, window, kill slots, ...).
+Used by ``python -m agents evaluate`` and, through the front
+(:mod:`cosim.compose`), by ``python -m cosim run --policy rl:DIR``. The
+checkpoint's ``meta.json`` records the environment the agent was trained in
+(:attr:`RLPolicy.env_config`); :attr:`RLPolicy.env_kwargs` are the settings
+that shape what the agent sees (:data:`cosim.env.acting.ACTING_KEYS`). This
+module builds no environment and no predictions: the front does
+(:func:`cosim.compose.make_env`, :func:`cosim.env.acting.acting_policy`).
 
 Examples:
     >>> policy = load_rl_policy("runs/agents/lublin256-ppo-s1")     # doctest: +SKIP
-    >>> env = make_env(policy.env_config)                            # doctest: +SKIP
+    >>> env = cosim.compose.make_env(policy.env_config)              # doctest: +SKIP
     >>> obs, info = env.reset(seed=0)                                # doctest: +SKIP
     >>> action = policy.act(obs, info["action_mask"])                # doctest: +SKIP
 """
@@ -25,82 +27,10 @@ import torch
 from agents.checkpoint import load_checkpoint
 from agents.distributions import MaskedCategorical
 from agents.networks import network_from_spec
+from cosim.env.acting import acting_config
 from cosim.errors import InputError
 
-__all__ = ["RLPolicy", "load_rl_policy", "make_env", "prediction_hubs", "TRAINING_ONLY_KEYS"]
-
-#: env-config keys that only matter while training (left out of :attr:`RLPolicy.env_kwargs`).
-TRAINING_ONLY_KEYS = ("scenario", "scenario_set", "teacher")
-
-
-def make_env(env_config: dict[str, Any], **overrides: Any):
-    """Build a :class:`cosim.env.SchedulingEnv` from a saved env config.
-
-    Args:
-        env_config: ``{"scenario": path, "scenario_set": [KEY=VALUE, ...],
-            **SchedulingEnv keyword arguments}`` (``window`` may be a list;
-            ``scenario_set`` are scenario overrides as in ``--set``).
-        **overrides: keyword arguments that replace the saved ones (for example
-            ``scenario=...``, ``episode_jobs=...`` or ``workload=...``).
-
-    Raises:
-        InputError: no scenario given.
-    """
-    from cosim.env import SchedulingEnv
-
-    kwargs = {**env_config, **overrides}
-    scenario = kwargs.pop("scenario", None)
-    scenario_set = kwargs.pop("scenario_set", None) or []
-    predictor = kwargs.pop("predictor", None)
-    if scenario is None:
-        raise InputError("env.scenario", "nothing", "a scenario path or Scenario")
-    if isinstance(scenario, str | Path):
-        from cosim.config import load_scenario
-
-        kwargs.setdefault("base_dir", Path(scenario).resolve().parent)
-        scenario = load_scenario(scenario, list(scenario_set))
-    window = kwargs.get("window")
-    if window is not None and not isinstance(window, int):
-        kwargs["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
-    if predictor not in (None, "estimate"):
-        kwargs["predictions"] = prediction_hubs(scenario, predictor, kwargs.get("base_dir"))
-    base = kwargs.get("base_policy")
-    if isinstance(base, str) and base.startswith("rl:"):
-        kwargs["base_policy"] = _agent_factory(base, scenario, kwargs.get("base_dir"))
-    return SchedulingEnv(scenario, **kwargs)
-
-
-def _agent_factory(name: str, scenario, base_dir):
-    """Fresh plain policies of a trained agent ``rl:DIR`` (the base of a kill agent)."""
-    from cosim.policies import parse_policy
-    from cosim.runner import load_policy
-
-    spec = parse_policy(name, where="env.base_policy")
-
-    class _Factory:
-        def __call__(self, workload=None):
-            if workload is None:
-                raise InputError("env.base_policy", name, "a heuristic base policy for training "
-                                 "(an rl:DIR base needs the episode's workload)")
-            return load_policy(spec, scenario, workload, base_dir=base_dir)
-    return _Factory()
-
-
-def prediction_hubs(scenario, predictor: str, base_dir=None):
-    """``workload -> PredictionHub`` for ``predictor`` (models prepared as ``cosim run`` does)."""
-    from cosim.policies import parse_policy
-    from cosim.runner import make_prediction_hub, prediction_backend, prepare_models
-
-    spec = parse_policy(f"fcfs@{predictor}", where="env.predictor")
-    bundle = prepare_models(scenario, [spec], base_dir, echo=None)
-    names = bundle.feature_names if bundle is not None else None
-
-    def hub(workload):
-        return make_prediction_hub(spec, scenario, workload,
-                                   prediction_backend(predictor, workload, bundle),
-                                   feature_names=names)
-    return hub
-
+__all__ = ["RLPolicy", "load_rl_policy"]
 
 class RLPolicy:
     """A trained agent acting greedily: its most probable legal action, or for DQL its best Q.
@@ -135,14 +65,11 @@ class RLPolicy:
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
-        """``SchedulingEnv`` keyword arguments the agent was trained with (no scenario/teacher)."""
-        cfg = dict(self.env_config or {})
-        for key in TRAINING_ONLY_KEYS:
-            cfg.pop(key, None)
-        window = cfg.get("window")
-        if window is not None and not isinstance(window, int):
-            cfg["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
-        return cfg
+        """The env settings that shape what the agent sees and may do (:func:`acting_config`).
+
+        Training-only settings (scenario, teacher, episodes, rewards, predictor) are left out.
+        """
+        return acting_config(self.env_config)
 
     def _check(self, obs: np.ndarray, batched: bool) -> None:
         shape = tuple(obs.shape[1:] if batched else obs.shape)

@@ -51,9 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from repro import ROOT, command_cell, fmt_ci, mean_ci, train_selected, write_row  # noqa: E402
 
 from agents.a2c import A2CArgs  # noqa: E402
-from agents.rl_policy import make_env  # noqa: E402
+from cosim.compose import make_env, run_policy  # noqa: E402
 from cosim.config import load_scenario  # noqa: E402
-from cosim.runner import run_policy  # noqa: E402
 from cosim.workloads.mao import mao  # noqa: E402
 from cosim.workloads.windows import window  # noqa: E402
 

@@ -55,9 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from repro import ROOT, EnvFactory, command_cell, fmt_ci, train_selected, write_row  # noqa: E402
 from train_agents import HELDOUT_SEED, heldout, validation  # noqa: E402
 
-from agents.rl_policy import make_env  # noqa: E402
+from cosim.compose import make_env, run_policy  # noqa: E402
 from cosim.config import load_scenario  # noqa: E402
-from cosim.runner import run_policy  # noqa: E402
 
 SCENARIO = "scenarios/lublin256.yaml"
 REFERENCE = "fcfs+easy"

@@ -100,7 +100,7 @@ class EnvFactory:
         self.env_config, self.levels, self.wrap = env_config, levels, wrap
 
     def __call__(self):
-        from agents.rl_policy import make_env
+        from cosim.compose import make_env
 
         env = make_env(self.env_config)
         if self.levels is not None:

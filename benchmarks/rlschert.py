@@ -59,9 +59,8 @@ EnvFactory, command_cell, mean_ci = _repro.EnvFactory, _repro.command_cell, _rep
 train_selected, write_row = _repro.train_selected, _repro.write_row
 
 from agents import ppo  # noqa: E402
-from agents.rl_policy import make_env  # noqa: E402
+from cosim.compose import make_env, prepare_models, run_policy  # noqa: E402
 from cosim.config import load_scenario  # noqa: E402
-from cosim.runner import prepare_models, run_policy  # noqa: E402
 from cosim.workloads.windows import window  # noqa: E402
 
 SCENARIO = "scenarios/vasp.yaml"

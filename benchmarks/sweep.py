@@ -2,8 +2,8 @@
 
 1. Sweep: 3 policies x 10 seeds of ``scenarios/lublin256.yaml`` (10,000 jobs a
    run), each run writing its results folder. A plain sequential loop over
-   :func:`cosim.runner.run_policy` in this process, then the same 30 runs
-   with ``python -m cosim sweep`` machinery (:func:`cosim.sweep.run_study`)
+   :func:`cosim.compose.run_policy` in this process, then the same 30 runs
+   with ``python -m cosim sweep`` machinery (:func:`cosim.studies.run_study`)
    on a local Ray (one task per run, ``--workers`` at once) and in process
    (``--serial``, what the sweep's bookkeeping costs), and in a plain process
    pool, which says how much parallelism the (shared) machine gives at the
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim.compose import policy_dir, run_policy
 from cosim.config import load_scenario
-from cosim.runner import policy_dir, run_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "lublin256.yaml"
@@ -93,7 +93,7 @@ def run_seconds(out: Path) -> list[float]:
 
 def sweep_figures(seeds: list[int], workers: int) -> None:
     from cosim.distributed import ray_session
-    from cosim.sweep import run_study
+    from cosim.studies import run_study
 
     n = len(seeds) * len(POLICIES)
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -148,7 +148,7 @@ def train_figures(envs: int, steps: int) -> None:
     import torch
 
     from agents.ppo import Args, train
-    from agents.rl_policy import make_env
+    from cosim.compose import make_env
 
     torch.set_num_threads(1)
     config = {"scenario": str(SCENARIO), "window": [10, 0], "episode_jobs": 256}

@@ -15,7 +15,7 @@ noisy user requests, thesis ch. 2):
    snapshot is kept (model selection on training-distribution data only).
 3. Held-out test: 10 consecutive windows of 1,024 jobs from the Lublin
    model with a generator seed never used in training or selection (1001).
-   The agents run as plain policies (``rl:DIR`` through ``cosim.runner``) and
+   The agents run as plain policies (``rl:DIR`` through ``cosim.compose``) and
    the heuristics through the same runner, on the same jobs.
 
 Target (issue 10): the best agent's mean bsld at or below the best of SJF,
@@ -53,9 +53,9 @@ from agents import ppo  # noqa: E402
 from agents.checkpoint import save_checkpoint  # noqa: E402
 from agents.imitation import agreement, behaviour_cloning, collect_demonstrations  # noqa: E402
 from agents.networks import make_network  # noqa: E402
-from agents.rl_policy import RLPolicy, make_env  # noqa: E402
+from agents.rl_policy import RLPolicy  # noqa: E402
+from cosim.compose import make_env, run_policy  # noqa: E402
 from cosim.config import load_scenario  # noqa: E402
-from cosim.runner import run_policy  # noqa: E402
 from cosim.workloads.estimates import apply_estimates  # noqa: E402
 from cosim.workloads.lublin import lublin  # noqa: E402
 from cosim.workloads.windows import window  # noqa: E402

@@ -60,10 +60,10 @@ import torch
 
 from agents.checkpoint import latest_checkpoint
 from agents.ppo import METRIC_KEYS, Args, train
-from agents.rl_policy import RLPolicy, load_rl_policy, make_env
+from agents.rl_policy import RLPolicy, load_rl_policy
+from cosim.compose import make_env, run_policy
 from cosim.config import load_scenario
 from cosim.model import load_workload
-from cosim.runner import run_policy
 from cosim.workloads.windows import window
 
 REPO = Path(__file__).resolve().parents[1]

@@ -43,8 +43,8 @@ from repro import ROOT, command_cell, fmt_ci, mean_ci, write_row  # noqa: E402
 from train_agents import CONFIGS, HELDOUT_SEED, SCENARIO  # noqa: E402
 from train_agents import train as train_agent  # noqa: E402
 
+from cosim.compose import run_policy  # noqa: E402
 from cosim.config import load_scenario  # noqa: E402
-from cosim.runner import run_policy  # noqa: E402
 from cosim.workloads.lublin import lublin  # noqa: E402
 from cosim.workloads.windows import window  # noqa: E402
 

@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
 
     sw = sub.add_parser("sweep", help="run a study (policies x seeds x settings) on Ray")
-    sw.add_argument("study", help="study YAML file (see cosim.sweep)")
+    sw.add_argument("study", help="study YAML file (see cosim.studies)")
     sw.add_argument("--address", default=None, metavar="auto|HOST:PORT",
                     help="join a running Ray cluster (default: a local Ray in this process)")
     sw.add_argument("--workers", type=int, default=None, metavar="N",
@@ -92,7 +92,7 @@ def _load(args) -> tuple:
 
 
 def _run(args) -> int:
-    from cosim.runner import default_out_dir, run_scenario
+    from cosim.compose import default_out_dir, run_scenario
 
     scenario, base = _load(args)
     policies = args.policy or list(scenario.scheduler.policies)
@@ -111,8 +111,8 @@ def _stderr(text: str) -> None:
 def _validate(args) -> int:
     import yaml
 
-    from cosim.runner import parse_policies
-    from cosim.sweep import is_study, validate_study
+    from cosim.compose import parse_policies
+    from cosim.studies import is_study, validate_study
     from cosim.workloads.loading import load_workload, resolve_machine, workload_warnings
 
     if is_study(args.scenario):
@@ -136,7 +136,7 @@ def _validate(args) -> int:
 
 
 def _sweep(args) -> int:
-    from cosim.sweep import run_study
+    from cosim.studies import run_study
 
     return run_study(args.study, out=args.out, address=args.address, workers=args.workers,
                      serial=args.serial, dry_run=args.dry_run, quiet=args.quiet)

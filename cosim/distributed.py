@@ -1,6 +1,6 @@
 """Ray, the optional distributed engine: import it on demand, start or join a cluster.
 
-Sweeps (:mod:`cosim.sweep`) and Ray-backed vector environments
+Sweeps (:mod:`cosim.studies`) and Ray-backed vector environments
 (:class:`cosim.vector.RayVectorEnv`) run on Ray. Ray is an optional extra
 (``pip install -e ".[ray]"``); nothing imports it until one of them is
 used, so ``import cosim`` stays light.

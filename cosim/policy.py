@@ -26,17 +26,16 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     import simpy
 
-    from cosim.actors.nodes import Cluster
     from cosim.job import Job
     from cosim.queue import JobQueue
 
-__all__ = ["Decision", "Policy", "SchedulerView", "START", "RESERVE", "KILL", "WAIT",
+__all__ = ["Decision", "Policy", "SchedulerView", "ClusterState", "START", "RESERVE", "KILL", "WAIT",
            "start", "reserve", "release", "kill", "wait"]
 
 START, RESERVE, KILL, WAIT = "start", "reserve", "kill", "wait"
@@ -87,6 +86,29 @@ def wait(reason: str = "") -> Decision:
     return Decision(WAIT, None, reason=reason)
 
 
+class ClusterState(Protocol):
+    """What a policy may read of the cluster (the scheduler's ``Cluster`` satisfies it).
+
+    Typing the seam by this Protocol, not by the concrete ``Cluster``, keeps
+    policies below the actors: they read these figures and never call the
+    cluster's methods that change it.
+    """
+
+    capacity: int           # units (cores, or nodes on a node-granular cluster)
+    free: int               # free units on nodes that are up
+    up_units: int           # units on nodes that are up
+    free_mem: float         # free pooled memory (inf when memory is not modelled)
+    node_granular: bool
+    memory_pooled: bool
+    cores_per_node: int
+    memory_per_node: float
+    nodes: Sequence         # the nodes (a policy reads their count)
+
+    def fits_now(self, procs: int, mem: float) -> bool:
+        """Whether a job of this size fits in the free resources now."""
+        ...
+
+
 class SchedulerView:
     """What a policy may read: now, the queue, running jobs, free resources.
 
@@ -96,7 +118,7 @@ class SchedulerView:
     Args:
         env: the simulation environment.
         queue: the :class:`cosim.queue.JobQueue` of waiting jobs.
-        cluster: the :class:`cosim.actors.nodes.Cluster` (capacity, free units).
+        cluster: the cluster, read through :class:`ClusterState` (capacity, free units).
         ends: ``(expected_end, seq, job)`` of running jobs, kept sorted by
             whoever owns it (the scheduler); read, never modified, here.
         jobs: every job submitted so far (the scheduler's list).
@@ -111,7 +133,7 @@ class SchedulerView:
         new_jobs: jobs that joined the queue since the previous pass.
     """
 
-    def __init__(self, env: simpy.Environment, queue: JobQueue, cluster: Cluster,
+    def __init__(self, env: simpy.Environment, queue: JobQueue, cluster: ClusterState,
                  ends: list[tuple[float, int, Job]], jobs: list[Job] | None = None,
                  expected_jobs: int = -1):
         self.env = env

@@ -11,7 +11,8 @@ import torch
 
 from agents.__main__ import main
 from agents.checkpoint import load_checkpoint
-from agents.rl_policy import load_rl_policy, make_env
+from agents.rl_policy import load_rl_policy
+from cosim.compose import make_env
 from cosim.errors import InputError
 
 torch.set_num_threads(1)
@@ -80,7 +81,7 @@ def test_evaluate_runs_the_heuristics_on_the_same_jobs(trained):
     # The heuristic row is the real policy (with its backfilling) run by the
     # runner on each episode's workload: equal to running it directly.
     from agents.__main__ import evaluate_episodes
-    from cosim.runner import run_policy
+    from cosim.compose import run_policy
 
     policy = load_rl_policy(trained)
     env = make_env(policy.env_config, teacher=None, episode_jobs=40)
@@ -227,8 +228,8 @@ def test_rl_policy_in_cosim_run_schedules_as_its_env_episode(trained, tmp_path):
     import numpy as np
 
     from cosim import records
+    from cosim.compose import run_policy
     from cosim.config import load_scenario
-    from cosim.runner import run_policy
     from cosim.workloads.windows import window
 
     policy = load_rl_policy(trained)

@@ -3,14 +3,19 @@
 - The import-linter contracts in ``pyproject.toml`` pass (``lint-imports``),
   and fail, naming the contract, when a wrong import is added to a copy of
   the code.
-- No package has an import cycle between its modules, counting imports
-  inside functions and under ``if TYPE_CHECKING:`` (grimp's graph).
+- No import cycle among the modules of ``cosim``, ``agents`` and
+  ``predictors`` taken together, counting imports inside functions and under
+  ``if TYPE_CHECKING:`` (grimp's graph); the check finds the cycle the
+  learners once had with the runner.
 - Every module of ``cosim`` is either on the model side (forbidden to import
   ``agents`` and ``predictors``) or one of the named composition modules.
+- ``predictors`` imports from ``cosim`` only what an allow-list names, and
+  the contract's deny-list is exactly the rest.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -23,7 +28,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cosim", "predictors", "agents")
 #: The only cosim modules that may wire in predictors and agents.
-COMPOSITION = {"cosim.__main__", "cosim.runner", "cosim.sweep"}
+COMPOSITION = {"cosim.__main__", "cosim.compose", "cosim.studies"}
+#: The only parts of cosim that predictors may import.
+PREDICTORS_MAY_IMPORT = {"cosim.errors", "cosim.cli", "cosim.workloads", "cosim.metrics",
+                         "cosim.config"}
 
 
 def _lint(cwd: Path) -> subprocess.CompletedProcess:
@@ -52,6 +60,17 @@ def test_import_contracts_hold():
     ("cosim/env/rewards.py", "from predictors import history", "model side of cosim"),
     ("predictors/bundle.py", "import agents.checkpoint", "predictors never imports"),
     ("cosim/queue.py", "import cosim.actors.scheduler", "Layers inside cosim"),
+    # The learners never import the front.
+    ("agents/ppo.py", "from cosim.compose import run_policy", "agents holds learners"),
+    ("agents/rl_policy.py", "import cosim.studies", "agents holds learners"),
+    # actors and policies are siblings: the scheduler never imports a heuristic.
+    ("cosim/actors/scheduler.py", "from cosim.policies import heuristics", "Layers inside cosim"),
+    ("cosim/policies/heuristics.py", "import cosim.actors.nodes", "Layers inside cosim"),
+    # A type-checking import counts (the policy seam once typed by the concrete Cluster).
+    ("cosim/policy.py", "from typing import TYPE_CHECKING as _TC\nif _TC:\n"
+     "    from cosim.actors.nodes import Cluster", "Layers inside cosim"),
+    # predictors' allow-list: distributed is not on it.
+    ("predictors/bundle.py", "import cosim.distributed", "predictors never imports"),
 ])
 def test_a_wrong_import_breaks_a_contract(tmp_path, module, line, contract):
     tree = _copy_tree(tmp_path)
@@ -67,11 +86,18 @@ def test_a_wrong_import_breaks_a_contract(tmp_path, module, line, contract):
     assert contract in broken and "BROKEN" in broken, broken[-2000:]
 
 
-def cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
-    """Every module-level import cycle inside ``package`` (one cycle per strongly connected set)."""
-    modules = sorted(m for m in graph.modules if m == package or m.startswith(package + "."))
-    edges = {m: sorted(d for d in graph.find_modules_directly_imported_by(m) if d in modules)
-             for m in modules}
+def _edges(graph: grimp.ImportGraph, *packages: str) -> dict[str, list[str]]:
+    """Direct imports among the modules of ``packages``."""
+    modules = sorted(m for m in graph.modules
+                     if any(m == p or m.startswith(p + ".") for p in packages))
+    return {m: sorted(d for d in graph.find_modules_directly_imported_by(m) if d in modules)
+            for m in modules}
+
+
+def cycles(graph: grimp.ImportGraph | dict[str, list[str]], *packages: str) -> list[list[str]]:
+    """Every module-level import cycle among ``packages`` (one cycle per strongly connected set)."""
+    edges = graph if isinstance(graph, dict) else _edges(graph, *packages)
+    modules = sorted(edges)
     # Tarjan's strongly connected components; any component of two or more
     # modules (or a module importing itself) is a cycle.
     index: dict[str, int] = {}
@@ -120,10 +146,26 @@ def _graph(*packages: str, path: Path | None = None) -> grimp.ImportGraph:
             sys.path.remove(str(path))
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_no_import_cycles(package):
+def test_no_import_cycles_across_the_three_packages():
     graph = _graph(*PACKAGES)
-    assert cycles(graph, package) == []
+    assert cycles(graph, *PACKAGES) == []
+
+
+def test_the_cycle_check_sees_a_learner_importing_the_front(tmp_path):
+    # The cycle issue 19 found: agents.rl_policy imported the runner, which imports it back.
+    tree = _copy_tree(tmp_path)
+    path = tree / "agents" / "rl_policy.py"
+    anchor = "from __future__ import annotations\n"
+    path.write_text(path.read_text().replace(anchor, anchor + "from cosim.compose import policies\n", 1))
+    # A fresh interpreter, so the graph is the copy's (this process has imported the real cosim).
+    code = ("import json, sys, grimp; sys.path.insert(0, sys.argv[1]); from test_architecture "
+            "import _edges, PACKAGES; print(json.dumps(_edges(grimp.build_graph(*PACKAGES, "
+            "exclude_type_checking_imports=False, cache_dir=None), *PACKAGES)))")
+    proc = subprocess.run([sys.executable, "-c", code, str(tree)], capture_output=True, text=True,
+                          cwd=tree, env={"PYTHONPATH": f"{tree}:{ROOT / 'tests'}",
+                                         "PATH": "/usr/bin:/bin"}, check=True)
+    found = cycles(json.loads(proc.stdout), *PACKAGES)
+    assert ["agents.rl_policy", "cosim.compose.policies"] in found, found
 
 
 def test_the_cycle_check_finds_a_cycle(tmp_path):
@@ -146,3 +188,15 @@ def test_every_cosim_module_is_on_a_side():
     placed = set(model_side["source_modules"]) | COMPOSITION
     assert children <= placed, f"not placed: {sorted(children - placed)}"
     assert not set(model_side["source_modules"]) & COMPOSITION
+
+
+def test_predictors_imports_from_cosim_only_its_allow_list():
+    graph = _graph(*PACKAGES)
+    used = {d for m in graph.find_children("predictors") | graph.find_descendants("predictors")
+            for d in graph.find_modules_directly_imported_by(m) if d.startswith("cosim.")}
+    top = {".".join(d.split(".")[:2]) for d in used}
+    assert top <= PREDICTORS_MAY_IMPORT, sorted(top - PREDICTORS_MAY_IMPORT)
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    alone = next(c for c in config["contracts"] if c["id"] == "predictors-alone")
+    children = set(graph.find_children("cosim"))
+    assert set(alone["forbidden_modules"]) == {"agents"} | (children - PREDICTORS_MAY_IMPORT)

@@ -106,8 +106,8 @@ def test_unreachable_server_is_one_clear_line(models, tmp_path):
 
 def test_server_dead_between_two_policies_falls_back_and_the_run_completes(models, tmp_path,
                                                                           monkeypatch, capsys):
-    from cosim import runner
     from cosim.__main__ import main
+    from cosim.compose import run as runner
 
     server = ServerProcess(models)
     real = runner.run_policy

@@ -205,7 +205,7 @@ def test_resume_after_kill_9_gives_identical_weights(tmp_path):
 def test_resume_mid_episode_in_the_scheduling_env(tmp_path):
     import functools
 
-    from agents.rl_policy import make_env
+    from cosim.compose import make_env
 
     config = {"scenario": str(REPO / "scenarios" / "lublin256.yaml"), "observation": "compact",
               "window": [6, 2], "kill_slots": 2, "episode_jobs": 64, "reward": "bsld"}

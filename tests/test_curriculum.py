@@ -15,7 +15,7 @@ from agents.checkpoint import load_checkpoint
 from agents.pg import PGArgs
 from agents.pg import train as pg_train
 from agents.ppo import EnvRunner
-from agents.rl_policy import make_env
+from cosim.compose import make_env
 from cosim.env import SchedulingEnv
 
 torch.set_num_threads(1)

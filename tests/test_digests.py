@@ -79,8 +79,8 @@ def _models(cache: Path) -> Path:
 
 def run_case(scenario: str, sets: list[str], policies, out: Path, models: Path | None) -> dict:
     """``{policy: digest of its jobs.parquet}`` for one scenario."""
+    from cosim.compose import run_scenario
     from cosim.config import load_scenario
-    from cosim.runner import run_scenario
 
     sets = list(sets)
     if models is not None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from cosim.compose import parse_policies
 from cosim.config import load_scenario, scenario_from_dict
 from cosim.errors import ScenarioError
 from cosim.policies import PREDICTORS, make_policy, parse_policy
-from cosim.runner import parse_policies
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,7 +62,7 @@ def test_the_scenario_default_predictor_fills_in():
 
 def test_make_policy_ignores_the_predictor_part_and_refuses_agents():
     assert make_policy("sjf+easy@xgboost").name == make_policy("sjf+easy").name == "sjf+easy"
-    with pytest.raises(ScenarioError, match="loaded by cosim.runner"):
+    with pytest.raises(ScenarioError, match="loaded by cosim.compose"):
         make_policy("rl:runs/x")
 
 

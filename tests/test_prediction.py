@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import simpy
 
+from cosim.compose import attach_predictions, prediction_backend, prepare_models, run_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build, load_workload
 from cosim.policies import make_policy
 from cosim.prediction import KillRule, PredictionHub
-from cosim.runner import attach_predictions, prediction_backend, prepare_models, run_policy
 from cosim.workloads.base import Workload
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.rl_policy import load_rl_policy, make_env
-from cosim.runner import run_policy
+from agents.rl_policy import load_rl_policy
+from cosim.compose import make_env, run_policy
 from cosim.workloads.lublin import lublin
 
 ROOT = Path(__file__).resolve().parents[1]

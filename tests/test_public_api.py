@@ -34,7 +34,7 @@ def test_public_names_import_and_have_docstrings(name):
 
 
 def test_import_cosim_does_not_import_torch_or_xgboost():
-    code = ("import sys, cosim, cosim.model, cosim.env, cosim.runner, cosim.workloads, "
+    code = ("import sys, cosim, cosim.model, cosim.env, cosim.compose, cosim.workloads, "
             "predictors, agents; print('torch' in sys.modules, 'xgboost' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -197,8 +197,8 @@ def test_run_with_no_finished_job_and_no_events(tmp_path):
 
 
 def test_report_removes_stale_figures_and_temporary_files(tmp_path):
+    from cosim.compose import run_scenario
     from cosim.config import load_scenario
-    from cosim.runner import run_scenario
 
     root = Path(__file__).resolve().parents[1]
     sc = load_scenario(root / "scenarios" / "lublin256.yaml", ["workload.jobs=40"])
@@ -235,8 +235,8 @@ def _overlaps(texts) -> list:
 
 def test_mode_labels_never_overlap_and_utilization_has_a_strip_per_policy(tmp_path,
                                                                           monkeypatch):
+    from cosim.compose import run_scenario
     from cosim.config import load_scenario
-    from cosim.runner import run_scenario
 
     root = Path(__file__).resolve().parents[1]
     sc = load_scenario(root / "scenarios" / "lublin256.yaml", ["workload.jobs=150"])

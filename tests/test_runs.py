@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cosim import runner
 from cosim.__main__ import main
+from cosim.compose import default_out_dir, table
+from cosim.compose import run as runner
 from cosim.config import load_scenario
-from cosim.runner import default_out_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SWF = str(ROOT / "scenarios" / "swf.yaml")
@@ -217,7 +217,7 @@ def test_default_folder_names_the_workload(tmp_path, capsys, monkeypatch):
 
 
 def test_progress_goes_to_stderr_per_policy_with_jobs_done(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(runner, "PROGRESS_DELAY_S", 0.0)   # as if each policy ran > 2 s
+    monkeypatch.setattr(table, "PROGRESS_DELAY_S", 0.0)   # as if each policy ran > 2 s
     code, out, err = run_cli(capsys, "run", ROOT / "scenarios" / "lublin256.yaml", "--set",
                              "workload.jobs=300", "--out", tmp_path / "o", "--no-plots",
                              "--policy", "fcfs+easy", "--policy", "sjf+easy")

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from cosim.__main__ import main
+from cosim.compose import run_policy
 from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.records import read_jobs
-from cosim.runner import run_policy
-from cosim.sweep import bootstrap_ci, plan_study, run_study
+from cosim.studies import bootstrap_ci, plan_study, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 LUBLIN = ROOT / "scenarios" / "lublin256.yaml"

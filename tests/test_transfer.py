@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from agents.__main__ import main
-from agents.rl_policy import load_rl_policy, make_env
-from cosim.runner import run_policy
+from agents.rl_policy import load_rl_policy
+from cosim.compose import make_env, run_policy
 
 torch.set_num_threads(1)
 SCENARIO = "scenarios/lublin256.yaml"

@@ -51,8 +51,8 @@ def run(cache: Path, out: Path) -> dict[str, dict[str, float]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_digests import table_digest
 
+    from cosim.compose import run_scenario
     from cosim.config import load_scenario
-    from cosim.runner import run_scenario
 
     sc = load_scenario(ROOT / "scenarios/vasp.yaml", [*SETS, f"predictor.cache={cache}"])
     summaries = run_scenario(sc, list(POLICIES), out, base_dir=ROOT / "scenarios", plots=False,

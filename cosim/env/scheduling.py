@@ -126,7 +126,7 @@ class SchedulingEnv(gym.Env):
         predictions: ``predictions(workload) -> PredictionHub``, called for each
             episode: the agent then sees pre-run predictions instead of user
             estimates, and running jobs' expected ends follow remaining-time
-            predictions (the composition, e.g. ``agents.rl_policy.make_env``,
+            predictions (the composition, e.g. ``cosim.compose.make_env``,
             builds it from ``predictors``).
         workload: a prepared workload (skips loading the scenario's).
 

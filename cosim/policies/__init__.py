@@ -8,7 +8,7 @@
   (``HEURISTIC[+BACKFILL][@PREDICTOR[+kill]]``, ``knapsack``, ``rl:DIR``).
 
 Trained agents are policies too (``rl:DIR``); they need torch and live in
-``agents/``, loaded by :mod:`cosim.runner`.
+``agents/``, loaded by :mod:`cosim.compose`.
 """
 
 from cosim.policies.backfill import BACKFILLS, Profile, QueuePolicy, easy_admits

@@ -24,11 +24,11 @@ from cosim.job import Job
 from cosim.queue import JobQueue
 
 if TYPE_CHECKING:
-    from cosim.actors.nodes import Cluster
+    from cosim.policy import ClusterState
 
 __all__ = ["Heuristic", "HEURISTICS"]
 
-DynamicKey = Callable[[JobQueue, np.ndarray, float, "Cluster", np.random.Generator], np.ndarray]
+DynamicKey = Callable[[JobQueue, np.ndarray, float, "ClusterState", np.random.Generator], np.ndarray]
 
 
 @dataclass(frozen=True)

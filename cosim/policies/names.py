@@ -16,7 +16,7 @@ predictions from progress logs and RLSchert's kill rule), ``sjf+easy@rnn+kill=DI
 
 :func:`parse_policy` turns a name into a :class:`PolicySpec`;
 :func:`make_policy` builds the heuristic or selector policy of a spec (a
-trained agent needs torch, so :mod:`cosim.runner` loads those). The CLI's
+trained agent needs torch, so :mod:`cosim.compose` loads those). The CLI's
 ``run``, ``validate`` and ``policies``, the Gym environment's teacher and the
 learners all go through here.
 
@@ -183,7 +183,7 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
 
     Raises:
         ScenarioError: an invalid name, or ``rl:DIR`` (trained agents need
-            torch; :func:`cosim.runner.load_policy` builds them).
+            torch; :func:`cosim.compose.load_policy` builds them).
 
     Examples:
         >>> make_policy("sjf+easy").name
@@ -192,7 +192,7 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
     spec = name if isinstance(name, PolicySpec) else parse_policy(name, where=where)
     if spec.kind == "agent":
         raise _fail(where, spec.name, "a heuristic or selector here (a trained agent, "
-                                      "rl:DIR, is loaded by cosim.runner.load_policy)")
+                                      "rl:DIR, is loaded by cosim.compose.load_policy)")
     if spec.kind == "selector":
         return KnapsackPolicy()
     return QueuePolicy(HEURISTICS[spec.heuristic], spec.backfill, rng=rng)

@@ -1,0 +1,131 @@
+"""Policy names -> policies: heuristics, selectors, and trained agents through loaders.
+
+A name is parsed once (:func:`parse_policies`, the grammar of
+:func:`cosim.policies.parse_policy` plus the scenario's predictor defaults)
+and made into a policy by :func:`load_policy`. Heuristics come from
+:func:`cosim.policies.make_policy`; a prefixed name such as ``rl:DIR`` goes to
+the loader registered for its prefix in :data:`POLICY_LOADERS`, so a new kind
+of learned policy is one :func:`register_policy_loader` call. A loader gets
+the parsed spec, the run's scenario and workload, and returns a fresh policy
+for one simulation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cosim.config import Scenario
+from cosim.errors import InputError, ScenarioError
+from cosim.policies import PolicySpec, make_policy, parse_policy
+from cosim.workloads.base import Workload
+
+__all__ = ["parse_policies", "load_policy", "load_kill_agent", "register_policy_loader",
+           "POLICY_LOADERS", "PolicyLoader"]
+
+#: ``loader(spec, scenario, workload) -> policy`` for a prefixed policy name.
+PolicyLoader = Callable[[PolicySpec, Scenario, Workload], object]
+
+
+def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "--policy"
+                   ) -> list[PolicySpec]:
+    """Parse policy names and fill in the scenario's predictor defaults.
+
+    Args:
+        names: policy names.
+        scenario: gives ``predictor.runtime`` and ``predictor.kill.enabled``
+            for names without ``@PREDICTOR``.
+        source: where the names came from, for error messages: ``"--policy"``,
+            or the scenario file (errors then name ``FILE: scheduler.policies[i]``).
+
+    Raises:
+        ScenarioError: a name that does not parse, or ``rl:DIR`` without a folder.
+    """
+    specs = []
+    for i, name in enumerate(names):
+        where = source if source.startswith("--") else f"{source}: scheduler.policies[{i}]"
+        spec = parse_policy(name, where=where)
+        if spec.kind == "agent" and spec.predictor is None:
+            # A trained agent sees what it was trained with, unless the name says otherwise.
+            spec = spec.resolved(_agent_predictor(spec.checkpoint, where))
+        spec = spec.resolved(scenario.predictor.runtime, scenario.predictor.kill.enabled)
+        if spec.kill and spec.predictor != "rnn":
+            raise ScenarioError(where, repr(name), "+kill (predictor.kill.enabled) only with "
+                                "@rnn predictions: it needs in-run predictions")
+        if spec.kind == "agent" and not Path(spec.checkpoint).is_dir():
+            raise InputError(where, repr(name), "rl:DIR with DIR a checkpoint folder written by "
+                             "'python -m agents train'")
+        if spec.kill_agent and not Path(spec.kill_agent).is_dir():
+            raise InputError(where, repr(name), "+kill=DIR with DIR a kill agent's checkpoint "
+                             "folder ('python -m agents train --actions kill')")
+        specs.append(spec)
+    return specs
+
+
+def _agent_predictor(folder: str, where: str) -> str:
+    """The predictor a checkpoint's agent was trained with (``estimate`` if none)."""
+    if not Path(folder).is_dir():
+        raise InputError(where, repr(f"rl:{folder}"), "rl:DIR with DIR a checkpoint folder "
+                         "written by 'python -m agents train'")
+    from agents.checkpoint import read_meta
+
+    return (read_meta(folder).get("env") or {}).get("predictor") or "estimate"
+
+
+def _load_rl(spec: PolicySpec, scenario: Scenario, workload: Workload):
+    """``rl:DIR``: the trained agent, acting greedily through its training env's eyes."""
+    from agents.rl_policy import load_rl_policy
+    from cosim.env.acting import acting_policy
+
+    agent = load_rl_policy(spec.checkpoint)
+    return acting_policy(agent.env_config or {}, scenario, workload, agent.act, name=spec.name)
+
+
+#: Loaders of prefixed policy names (``PREFIX:...``), by prefix.
+POLICY_LOADERS: dict[str, PolicyLoader] = {"rl": _load_rl}
+
+
+def register_policy_loader(prefix: str, loader: PolicyLoader) -> None:
+    """Make ``PREFIX:...`` policy names load through ``loader`` (replacing any earlier one)."""
+    POLICY_LOADERS[prefix] = loader
+
+
+def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
+                rng=None, base_dir: str | Path | None = None):
+    """The policy a spec names: a heuristic, a selector, or a loaded one (``rl:DIR``).
+
+    A trained agent becomes an :class:`cosim.env.AgentPolicy` acting in
+    process (:func:`cosim.env.acting.acting_policy`): the same window, mask
+    and observation as the environment it was trained in, answered by the
+    network (greedy). ``base_dir`` is accepted for callers that pass it; the
+    workload is already loaded.
+
+    Raises:
+        InputError: a prefix no loader is registered for.
+    """
+    if spec.kind != "agent":
+        return make_policy(spec, rng=rng)
+    prefix = spec.name.split(":", 1)[0]
+    loader = POLICY_LOADERS.get(prefix)
+    if loader is None:
+        raise InputError("policy", repr(spec.name),
+                         f"a prefix with a loader: {', '.join(p + ':' for p in POLICY_LOADERS)}")
+    return loader(spec, scenario, workload)
+
+
+def load_kill_agent(folder: str, scenario: Scenario, workload: Workload, base, hub, *,
+                    name: str, base_dir: str | Path | None = None):
+    """A trained kill agent around ``base``: it decides kills from ``hub``'s predictions.
+
+    Raises:
+        InputError: the checkpoint's agent does not decide kills.
+    """
+    from agents.rl_policy import load_rl_policy
+    from cosim.env.acting import acting_policy
+
+    agent = load_rl_policy(folder)
+    if (agent.env_config or {}).get("actions") != "kill":
+        raise InputError(f"+kill={folder}", "an agent that does not decide kills",
+                         "a checkpoint of 'python -m agents train --actions kill'")
+    return acting_policy(agent.env_config, scenario, workload, agent.act, name=name, base=base,
+                         hub=hub)

@@ -1,0 +1,195 @@
+"""Prediction set-up: the models, the backend and the hub behind ``@PREDICTOR``.
+
+One path for every caller (``cosim run``, studies, the env factory): the
+front decides which models a run uses (:func:`prepare_models`), makes the
+in-process backend (:func:`prediction_backend`) or, with a configured
+prediction service, asks the service for its feature names
+(:func:`service_feature_names`), and wraps the backend in the
+:class:`~cosim.prediction.PredictionHub` the scheduler consults
+(:func:`make_prediction_hub`). :class:`HubFactory` is that set-up made once
+and handed, picklable, to whoever needs a hub per workload (the env's
+``predictions``).
+
+Predictors are trained only when asked: without ``predictor.models``,
+:func:`prepare_models` trains (or reuses from the cache) models on a
+generated VASP history only when ``train_if_missing`` is true, and then says
+so on stderr; otherwise it stops with a message naming the fix.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cosim.config import Scenario
+from cosim.errors import InputError, ScenarioError
+from cosim.policies import PolicySpec, parse_policy
+from cosim.prediction import KillRule, PredictionHub, feature_columns
+from cosim.workloads.base import Workload
+
+__all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
+           "service_feature_names", "HubFactory", "MODEL_PREDICTORS"]
+
+#: Predictors that need trained models (a bundle, or the prediction service).
+MODEL_PREDICTORS = ("xgboost", "rnn")
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _training_only(text: str) -> None:
+    """What a quiet caller still hears: training is announced, a cache hit is not."""
+    if not text.endswith("(cached)"):
+        _stderr(text)
+
+
+def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
+                   base_dir: str | Path | None = None,
+                   echo: Callable[[str], None] | None = _stderr, *,
+                   train_if_missing: bool = True):
+    """The model bundle the policies need (None if only estimates or history).
+
+    Uses ``predictor.models`` when given. Without it, and only when
+    ``train_if_missing``, trains (once, cached) on a generated VASP history,
+    announcing training on stderr even when ``echo`` is None (never silent).
+
+    Args:
+        scenario: gives ``predictor`` (models folder, cache, training set-up).
+        names: the policies, names or parsed (their ``predictor`` says what is needed).
+        base_dir: where a relative ``predictor.models`` is resolved.
+        echo: hears which models folder is used (None: quiet).
+        train_if_missing: train when no models folder is given.
+
+    Raises:
+        ScenarioError: no models folder and training not allowed or not possible
+            (not a VASP workload), or a folder without the remaining-time model @rnn needs.
+    """
+    from cosim.compose.policies import parse_policies
+
+    specs = [n if isinstance(n, PolicySpec) else parse_policies([n], scenario)[0] for n in names]
+    preds = {s.predictor for s in specs}
+    if not preds & set(MODEL_PREDICTORS):
+        return None
+    from predictors.bundle import ModelBundle, ensure_models
+
+    pc = scenario.predictor
+    if pc.models:
+        path = Path(pc.models)
+        if base_dir is not None and not path.is_absolute() and not path.exists():
+            path = Path(base_dir) / path
+        bundle = ModelBundle.load(path)
+        if echo is not None:
+            echo(f"predictors: {path}")
+    else:
+        if scenario.workload.kind != "vasp":
+            raise ScenarioError("predictor.models", "nothing",
+                                "a models folder (training a model is automatic only for VASP workloads)")
+        if not train_if_missing:
+            raise ScenarioError("predictor.models", "nothing", "a models folder "
+                                "(python -m predictors train), or training if missing")
+        folder = ensure_models(pc.cache, jobs=pc.train_jobs, seed=pc.train_seed,
+                               remaining="rnn" in preds, epochs=pc.train_epochs,
+                               generator_params=dict(scenario.workload.params),
+                               echo=echo or _training_only)
+        bundle = ModelBundle.load(folder)
+    if "rnn" in preds and bundle.remaining_model is None:
+        raise ScenarioError("predictor.models", "a folder without remaining/",
+                            "a remaining-time model for @rnn (python -m predictors train remaining)")
+    return bundle
+
+
+def prediction_backend(predictor: str, workload: Workload, bundle=None):
+    """The in-process backend for ``@PREDICTOR`` (None for ``estimate``).
+
+    ``history`` learns per-user run times online; ``xgboost`` and ``rnn``
+    use the bundle, whose pre-run predictions depend only on each job's own
+    inputs and are therefore made for the whole workload in one batch up
+    front (the same numbers as one arrival at a time, far faster).
+    """
+    if predictor == "estimate":
+        return None
+    if predictor == "history":
+        from predictors.history import HistoryBackend
+
+        return HistoryBackend()
+    return bundle.precomputed(feature_columns(workload, list(range(len(workload))),
+                                              bundle.feature_names))
+
+
+def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload, backend, *,
+                        feature_names: list[str] | None = None) -> PredictionHub | None:
+    """The hub that gives a policy its ``@PREDICTOR`` beliefs (None for ``@estimate``).
+
+    With ``+kill`` the hub applies the scenario's kill rule; with ``+kill=DIR``
+    the kill agent decides instead (see :func:`cosim.compose.policies.load_kill_agent`).
+    """
+    if spec.predictor == "estimate" and not spec.kill:
+        return None
+    pc = scenario.predictor
+    rule = KillRule.from_config(pc.kill) if spec.kill and not spec.kill_agent else None
+    return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
+                         interval=pc.update_interval, min_remaining=pc.min_remaining,
+                         kill_rule=rule, feature_names=feature_names or [])
+
+
+def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
+    """Add the prediction hub of ``@PREDICTOR[+kill]`` to a built simulation (before it runs)."""
+    spec = PolicySpec(name="attached", kind="queue", predictor=predictor, kill=kill)
+    backend = prediction_backend(predictor, sim.workload, bundle)
+    hub = make_prediction_hub(spec, scenario, sim.workload, backend,
+                              feature_names=bundle.feature_names if bundle is not None else None)
+    if hub is not None:
+        sim.scheduler.add_hook(hub)
+    return hub
+
+
+class HubFactory:
+    """``workload -> PredictionHub`` for one predictor: the prediction set-up made once.
+
+    The models are prepared when the factory is made (trained only if
+    ``train_if_missing``, announced on stderr); each call makes a fresh hub
+    with an in-process backend for that workload. Picklable when its bundle is,
+    so env factories holding one can go to worker processes.
+
+    Args:
+        scenario: the scenario (predictor settings, kill rule).
+        predictor: ``history``, ``xgboost`` or ``rnn``.
+        base_dir: where a relative ``predictor.models`` is resolved.
+        train_if_missing: see :func:`prepare_models`.
+    """
+
+    def __init__(self, scenario: Scenario, predictor: str, base_dir: str | Path | None = None, *,
+                 train_if_missing: bool = True):
+        self.scenario = scenario
+        self.spec = parse_policy(f"fcfs@{predictor}", where="env.predictor")
+        self.bundle = prepare_models(scenario, [self.spec], base_dir, echo=None,
+                                     train_if_missing=train_if_missing)
+
+    def __call__(self, workload: Workload) -> PredictionHub | None:
+        bundle = self.bundle
+        return make_prediction_hub(self.spec, self.scenario, workload,
+                                   prediction_backend(self.spec.predictor, workload, bundle),
+                                   feature_names=bundle.feature_names if bundle is not None else None)
+
+
+async def service_feature_names(scenario: Scenario) -> list[str]:
+    """The feature names the configured service's models take (``GET /models``).
+
+    Raises:
+        InputError: the service does not answer (not started, wrong URL or token).
+    """
+    from predictors.service import make_service
+
+    cfg = scenario.prediction_service
+    async with make_service(cfg.backend, url=cfg.url, timeout_s=cfg.timeout_s,
+                            token=cfg.token) as service:
+        try:
+            return list((await service.models())["feature_names"])
+        except Exception as exc:
+            raise InputError("prediction_service.url", f"no answer from {cfg.url} "
+                             f"({getattr(exc, 'reason', type(exc).__name__)})",
+                             "a running 'python -m predictors serve'") from None
+
+
