@@ -277,6 +277,12 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
                                               workload=workload, base_dir=base_dir,
                                               progress=progress, bundle=bundle,
                                               service_features=features)
+            if notify is not None:
+                from predictors.service import fallback_line
+
+                line = fallback_line(spec.name, summaries[spec.name])
+                if line:
+                    notify(line)
         records.write_json_atomic(stage / "comparison.json", {
             "schema": "comparison/1", "scenario": scenario.name,
             "policies": [{"policy": s.name, "dir": policy_dir(s.name)} for s in specs],
