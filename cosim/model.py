@@ -31,6 +31,7 @@ import numpy as np
 import simpy
 
 from cosim import records
+from cosim.actors.faults import FaultGuard
 from cosim.actors.nodes import Cluster
 from cosim.actors.scheduler import Scheduler, SchedulerHooks, SchedulerRules
 from cosim.actors.users import Users
@@ -118,8 +119,11 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
     users = Users(env, scheduler, workload, estimate=estimate,
                   user_aware=scenario.workload.user_aware)
     if scenario.faults.mtbf > 0:
+        f = scenario.faults
+        scheduler.add_hook(FaultGuard(f.start_limit if f.start_limit is not None
+                                      else 10.0 * f.mttr))
         rng = streams(scenario.seed)["faults"]
         for node in cluster.nodes:
-            env.process(node.fail_and_recover(cluster, scenario.faults.mtbf,
-                                              scenario.faults.mttr, rng))
+            env.process(node.fail_and_recover(cluster, f.mtbf, f.mttr, rng,
+                                              stop=scheduler.finished))
     return Simulation(env, scenario, cluster, scheduler, users, workload)

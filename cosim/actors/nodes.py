@@ -79,11 +79,19 @@ class Node:
         self.jobs: dict[Job, int] = {}   # job -> cores it holds here
 
     def fail_and_recover(self, cluster: Cluster, mtbf: float, mttr: float,
-                         rng: np.random.Generator) -> Generator:
-        """Process: go down after Exp(mtbf), come back after Exp(mttr), forever."""
+                         rng: np.random.Generator,
+                         stop: simpy.Event | None = None) -> Generator:
+        """Process: go down after Exp(mtbf), come back after Exp(mttr), until ``stop``.
+
+        ``stop`` (the scheduler's ``finished``) ends the process at its next
+        wake-up once it has fired, so a model whose jobs are all done runs out
+        of events instead of failing nodes forever (``env.run()`` returns).
+        """
         env = self.env
-        while True:
+        while stop is None or not stop.triggered:
             yield env.timeout(rng.exponential(mtbf))
+            if stop is not None and stop.triggered:
+                return
             cluster.node_down(self)
             yield env.timeout(rng.exponential(mttr))
             cluster.node_up(self)
@@ -133,6 +141,12 @@ class Cluster:
         self._partial: dict[int, None] = {}
         self._empty: dict[int, None] = dict.fromkeys(range(nodes))
         self.listener: ClusterListener | None = None
+        # Nodes that came back while ``hold_for`` (a queued job wider than the
+        # nodes up) waits: kept out of the pool, and out of ``up_units``, so
+        # backfilling cannot take them before the wide job gets its chance.
+        self.hold_for: Job | None = None
+        self.held = 0                          # units on held nodes
+        self._held: dict[int, None] = {}
 
     def bind(self, listener: ClusterListener) -> None:
         """Tell ``listener`` (the scheduler) about job ends, interrupts and node changes."""
@@ -272,7 +286,11 @@ class Cluster:
             return
         node.up = False
         i = node.index
-        if self.node_granular:
+        if i in self._held:
+            # Held nodes are empty and already outside the pool and ``up_units``.
+            del self._held[i]
+            self.held -= self._units(node)
+        elif self.node_granular:
             self.up_units -= 1
             if i in self._empty:
                 del self._empty[i]
@@ -295,6 +313,19 @@ class Cluster:
             return
         node.up = True
         i = node.index
+        if self.hold_for is not None and node.free_cores == node.cores:
+            self._held[i] = None
+            self.held += self._units(node)
+        else:
+            self._rejoin(node)
+        self.listener.node_changed(node, up=True)
+
+    def _units(self, node: Node) -> int:
+        return 1 if self.node_granular else node.cores
+
+    def _rejoin(self, node: Node) -> None:
+        """Put an up node's free units (and pooled memory) back in the pool."""
+        i = node.index
         if self.node_granular:
             self.up_units += 1
             self.free += 1
@@ -307,7 +338,16 @@ class Cluster:
             self._empty[i] = None
         elif node.free_cores:
             self._partial[i] = None
-        self.listener.node_changed(node, up=True)
+
+    def release_held(self) -> int:
+        """Give the held nodes back to the pool and stop holding; returns the units freed."""
+        units = self.held
+        for i in self._held:
+            self._rejoin(self.nodes[i])
+        self._held.clear()
+        self.held = 0
+        self.hold_for = None
+        return units
 
 
 class Attempt:
