@@ -116,6 +116,10 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
         max_attempts=scenario.faults.max_attempts)
     scheduler = Scheduler(env, cluster, policy, rules=rules, record=record, hooks=tuple(hooks),
                           expected_jobs=len(workload))
+    # A policy that needs the trace and timers of its own (``recorded``) binds here.
+    attach = getattr(policy, "attach_model", None)
+    if attach is not None:
+        attach(scheduler, workload)
     users = Users(env, scheduler, workload, estimate=estimate,
                   user_aware=scenario.workload.user_aware)
     if scenario.faults.mtbf > 0:
