@@ -69,7 +69,7 @@ Examples:
     ...                 "7|2025-01-01T00:00:00|2025-01-01T00:00:30|2025-01-01T00:10:30|"
     ...                 "01:00:00|4|COMPLETED\\n")
     >>> w = read_sacct(path)
-    >>> int(w.procs[0]), float(w.run[0]), float(w.req_time[0]), w.features["slurm_id"][0]
+    >>> int(w.procs[0]), float(w.run[0]), float(w.req_time[0]), str(w.features["slurm_id"][0])
     (4, 600.0, 3600.0, '7')
 """
 
