@@ -199,25 +199,34 @@ def test_issue_probe_50_jobs_ends():
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(nodes=st.integers(2, 12), mtbf=st.floats(200.0, 1e5), mttr=st.floats(50.0, 1e4),
-       on_failure=st.sampled_from(["requeue", "fail"]), max_attempts=st.integers(1, 3),
-       policy=st.sampled_from(["fcfs+easy", "sjf+conservative", "fcfs+none", "fcfs+greedy"]),
+@given(nodes=st.integers(2, 12), cpn=st.sampled_from([1, 2, 4]),
+       granularity=st.sampled_from(["core", "node"]), mtbf=st.floats(200.0, 1e5),
+       mttr=st.floats(50.0, 1e4), on_failure=st.sampled_from(["requeue", "fail"]),
+       max_attempts=st.integers(1, 3), start_limit=st.none() | st.floats(1.0, 1e5),
+       policy=st.sampled_from(["fcfs+easy", "sjf+conservative", "fcfs+none", "fcfs+greedy",
+                               "wfp3+easy", "knapsack", "recorded"]),
        seed=st.integers(0, 2**16), data=st.data())
-def test_every_fault_setting_ends_with_every_job_accounted(nodes, mtbf, mttr, on_failure,
-                                                           max_attempts, policy, seed, data):
+def test_every_fault_setting_ends_with_every_job_accounted(nodes, cpn, granularity, mtbf, mttr,
+                                                           on_failure, max_attempts, start_limit,
+                                                           policy, seed, data):
     n = data.draw(st.integers(1, 10), label="jobs")
+    capacity = nodes if granularity == "node" else nodes * cpn
     submit = sorted(data.draw(st.lists(st.floats(0, 5000), min_size=n, max_size=n)))
     run = data.draw(st.lists(st.floats(1, 5000), min_size=n, max_size=n))
-    procs = data.draw(st.lists(st.integers(1, nodes), min_size=n, max_size=n))
+    procs = data.draw(st.lists(st.integers(1, capacity), min_size=n, max_size=n))
     w = Workload.from_columns(submit=submit, run=run, procs=procs)
-    sc = scenario_from_dict({"seed": seed, "cluster": {"nodes": nodes},
-                             "workload": {"kind": "lublin", "jobs": n},
-                             "faults": {"mtbf": mtbf, "mttr": mttr, "on_failure": on_failure,
-                                        "max_attempts": max_attempts}})
+    faults = {"mtbf": mtbf, "mttr": mttr, "on_failure": on_failure,
+              "max_attempts": max_attempts}
+    if start_limit is not None:
+        faults["start_limit"] = start_limit
+    sc = scenario_from_dict({"seed": seed, "cluster": {"nodes": nodes, "cores_per_node": cpn,
+                                                       "granularity": granularity},
+                             "workload": {"kind": "lublin", "jobs": n}, "faults": faults})
     # The bound: the run lasts at most about (jobs x attempts) x (longest run +
     # start limit) past the last submit; node events come at most every
     # min(mtbf, mttr)/nodes on average. A generous multiple of that.
-    horizon = submit[-1] + n * max_attempts * (max(run) + 10 * mttr) + 10 * mttr
+    limit = 10 * mttr if start_limit is None else start_limit
+    horizon = submit[-1] + n * max_attempts * (max(run) + limit) + limit
     bound = int(50 * (n + 10) + 20 * nodes * horizon / min(mtbf, mttr)) + 1000
     sim, tally, _ = _run_counted(sc, w, policy, bound)
     assert sorted(tally.done) == list(range(1, n + 1))
