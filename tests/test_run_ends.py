@@ -236,3 +236,37 @@ def test_every_fault_setting_ends_with_every_job_accounted(nodes, cpn, granulari
     assert all(j.outcome in ("completed", "timeout", "failed", "rejected") for j in jobs)
     assert np.all([not math.isnan(j.end) for j in jobs])
     assert sim.cluster.held == 0 or sim.cluster.hold_for is not None
+
+
+def test_issue_probe_3000_jobs_tsafrir_fail_once_ends_and_reports_never_started():
+    # The second probe of issue 21 (11 minutes and 6.4 GB before): 3,000 jobs,
+    # mtbf 1e5 s, mttr 7200 s, on_failure fail, one attempt, Tsafrir
+    # estimates. 256-wide jobs on 256 nodes never find every node up.
+    from cosim.config import load_scenario
+    from cosim.runner import run_policy
+
+    sc = load_scenario("scenarios/lublin256.yaml", overrides=[
+        "workload.jobs=3000", "faults.mtbf=1e5", "faults.mttr=7200", "faults.on_failure=fail",
+        "faults.max_attempts=1", "workload.estimates.model=tsafrir"])
+    s = run_policy(sc, "fcfs+easy", None)
+    assert s["jobs_total"] == 3000 and s["jobs_unfinished"] == 0
+    assert s["jobs_completed"] + s["jobs_timeout"] + s["jobs_failed"] + s["jobs_rejected"] == 3000
+    assert s["jobs_never_started"] == s["jobs_given_up"] > 0
+    # the given-up jobs count in the starvation figure
+    assert s["wait_max"] >= s["wait_mean_failed"] > 0
+
+
+def test_cli_says_on_stderr_and_in_summary_which_jobs_never_started(tmp_path, capsys):
+    import json
+
+    from cosim.__main__ import main
+
+    out = tmp_path / "r"
+    assert main(["run", "scenarios/lublin256.yaml", "--set", "workload.jobs=50", "--set",
+                 "cluster.nodes=64", "--set", "faults.mtbf=2000", "--set", "faults.mttr=2000",
+                 "--policy", "fcfs+easy", "--no-plots", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    s = json.loads((out / "fcfs+easy" / "summary.json").read_text())["metrics"]
+    n = s["jobs_never_started"]
+    assert n >= 1
+    assert f"warning: fcfs+easy: {n} of 50 jobs never started" in err

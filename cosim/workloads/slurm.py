@@ -3,7 +3,7 @@
 A cluster operator's own jobs, straight from the accounting database::
 
     sacct --allocations --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \\
-          --format JobID,User,Submit,Start,End,Elapsed,Timelimit,NCPUS,NNodes,ReqMem,State,Partition \\
+          --format JobID,User,Submit,Start,End,Elapsed,Timelimit,NCPUS,NNodes,ReqMem,State,Partition,NodeList \\
           > jobs.txt
     python -m cosim run scenarios/slurm.yaml --set workload.path=jobs.txt
     python -m cosim convert jobs.txt --to swf          # jobs.swf, for any SWF tool
