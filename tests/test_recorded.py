@@ -86,3 +86,18 @@ def test_recorded_is_listed_beside_the_other_policies(capsys):
     assert "recorded" in dict(policy_names())
     assert main(["policies"]) == 0
     assert "recorded" in capsys.readouterr().out
+
+
+def test_unbound_recorded_policy_starts_jobs_in_queue_order():
+    from cosim.actors.nodes import Cluster
+    from cosim.actors.scheduler import Scheduler
+    from cosim.job import Job
+
+    env = simpy.Environment()
+    sched = Scheduler(env, Cluster(env, nodes=2, cores_per_node=1), make_policy("recorded"),
+                      expected_jobs=2)
+    jobs = [Job(1, 0, 0.0, 10.0, 2, 10.0, 10.0), Job(2, 1, 0.0, 5.0, 1, 5.0, 5.0)]
+    for j in jobs:
+        sched.submit(j)
+    env.run(until=sched.finished)
+    assert [(j.start, j.end) for j in jobs] == [(0.0, 10.0), (10.0, 15.0)]

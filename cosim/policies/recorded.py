@@ -49,7 +49,8 @@ class RecordedPolicy:
 
     The model binds it to the scheduler and the workload before the run
     (:meth:`attach_model`): it keeps one timer per queued job that wakes the
-    scheduler at the job's recorded start.
+    scheduler at the job's recorded start. Unbound (used outside
+    :func:`cosim.model.build`), it starts queued jobs in queue order as they fit.
 
     Attributes:
         late: starts that came after the recorded time (the job did not fit then).
@@ -85,6 +86,14 @@ class RecordedPolicy:
 
     def decide(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the due jobs that fit, in the order of their recorded starts."""
+        if self._scheduler is None:
+            # Not bound to a model (no trace times, no timers): every queued
+            # job is due at once, in queue order.
+            q, cl = view.queue, view.cluster
+            for job in q.live_jobs():
+                if cl.fits_now(job.procs, job.mem):
+                    yield start(job, Mode.READY, "as recorded (no recorded start known)")
+            return
         due = self._due
         if not due:
             return
