@@ -127,9 +127,10 @@ class FaultsConfig(_Section):
         on_failure: what happens to a job on a failed node.
         max_attempts: a job lost this many times fails instead of requeueing.
         start_limit: seconds a job may wait, in all, as the head of the queue
-            needing more nodes than are up (returning nodes are held for it
-            meanwhile) before it is given up and reported as never started;
-            None: 10 x ``mttr``. See ``docs/metrics.md`` (failures).
+            needing more nodes than are up while failures alone keep it
+            waiting (returning nodes are held for it meanwhile) before it is
+            given up and reported as never started; None: 10 x ``mttr``. See
+            ``docs/metrics.md`` (failures).
     """
 
     mtbf: float = Field(0.0, ge=0)

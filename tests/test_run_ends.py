@@ -103,6 +103,33 @@ def test_returning_nodes_are_held_for_a_starved_head():
     assert cluster.held == 0 and cluster.hold_for is None
 
 
+def test_only_returning_nodes_are_held_freed_cores_stay_with_backfilling():
+    # Node 3 is down 0..10. A (4 wide, t=1) is starved; B (1 wide, 2 s) and C
+    # (2 wide, 100 s) backfill at 1 and 2. B's core, freed at 3, is not held:
+    # D (1 wide, 50 s, t=4) backfills on it. At 10 node 3 is back: held, and
+    # at once released (A is no longer wider than the nodes up); EASY
+    # reserves A for 102 (C's end).
+    env, cluster, guard = _guarded(1000.0)
+    sched = Scheduler(env, cluster, make_policy("fcfs+easy"), hooks=(guard,), expected_jobs=4)
+    cluster.node_down(cluster.nodes[3])
+    a, b, c, d = (_job(1, 1.0, 10.0, 4), _job(2, 1.0, 2.0, 1), _job(3, 2.0, 100.0, 2),
+                  _job(4, 4.0, 50.0, 1))
+    for j in (a, b, c, d):
+        _submit_at(env, sched, j)
+    _at(env, 10.0, lambda: cluster.node_up(cluster.nodes[3]))
+    seen = []
+    for t in (1.5, 5.0):
+        _at(env, t, lambda: seen.append((cluster.hold_for, guard.counting)))
+    env.run(until=sched.finished)
+    assert [(j.start, j.end) for j in (a, b, c, d)] == [
+        (102.0, 112.0), (1.0, 3.0), (2.0, 102.0), (4.0, 54.0)]
+    # A is starved 1..10, but its start-limit clock runs only while failures
+    # alone keep it waiting, as seen at each pass: from the pass at 1 (before B
+    # started: 3 free + the down node = 4) until the pass at 2 (B and C hold
+    # cores it needs anyway), so it runs at 1.5 and not at 5.
+    assert seen == [(a, a), (a, None)]
+
+
 def test_starved_head_is_given_up_after_start_limit():
     # Node 3 is down for good: A (4 wide) can never start. It is the starved
     # head from its submit at 1, so it is given up at 1 + 100; B (1 wide)
@@ -169,15 +196,22 @@ class _Tally(SchedulerHooks):
         self.done[job.id] = self.done.get(job.id, 0) + 1
 
 
-def _run_counted(sc, w, policy, bound):
+def _run_counted(sc, w, policy, bound, check=False):
     env = simpy.Environment()
     tally = _Tally()
     sim = build(env, sc, make_policy(policy), workload=w, hooks=[tally])
     steps = 0
+    cl = sim.cluster
+    per = cl.cores_per_node if cl.node_granular else 1   # cores per unit
     while not sim.finished.triggered:
         env.step()
         steps += 1
         assert steps <= bound, "the run did not end within the bound of events"
+        if check:
+            # Held units are free units on up nodes kept out of the pool.
+            actual = sum(n.free_cores for n in cl.nodes if n.up) // per
+            assert cl.free >= 0 and cl.held >= 0 and cl.free + cl.held == actual
+            assert cl.up_units + cl.held == sum(n.cores for n in cl.nodes if n.up) // per
     return sim, tally, steps
 
 
@@ -228,7 +262,7 @@ def test_every_fault_setting_ends_with_every_job_accounted(nodes, cpn, granulari
     limit = 10 * mttr if start_limit is None else start_limit
     horizon = submit[-1] + n * max_attempts * (max(run) + limit) + limit
     bound = int(50 * (n + 10) + 20 * nodes * horizon / min(mtbf, mttr)) + 1000
-    sim, tally, _ = _run_counted(sc, w, policy, bound)
+    sim, tally, _ = _run_counted(sc, w, policy, bound, check=True)
     assert sorted(tally.done) == list(range(1, n + 1))
     assert set(tally.done.values()) == {1}
     jobs = sim.scheduler.jobs

@@ -141,12 +141,15 @@ class Cluster:
         self._partial: dict[int, None] = {}
         self._empty: dict[int, None] = dict.fromkeys(range(nodes))
         self.listener: ClusterListener | None = None
-        # Nodes that came back while ``hold_for`` (a queued job wider than the
-        # nodes up) waits: kept out of the pool, and out of ``up_units``, so
-        # backfilling cannot take them before the wide job gets its chance.
+        # Units of nodes that came back while ``hold_for`` (a queued job wider
+        # than the nodes up) waits: a count kept out of ``free`` and
+        # ``up_units`` alike (they count as down), so backfilling cannot take
+        # them before the wide job gets its chance. Which cores are held does
+        # not matter: jobs take any free ones. Cores freed by ending jobs are
+        # not held: draining the machine for a job that may never start idled
+        # it (lublin256, mtbf 1e6 s: mean wait 6x that of holding returns only).
         self.hold_for: Job | None = None
-        self.held = 0                          # units on held nodes
-        self._held: dict[int, None] = {}
+        self.held = 0
 
     def bind(self, listener: ClusterListener) -> None:
         """Tell ``listener`` (the scheduler) about job ends, interrupts and node changes."""
@@ -286,11 +289,10 @@ class Cluster:
             return
         node.up = False
         i = node.index
-        if i in self._held:
-            # Held nodes are empty and already outside the pool and ``up_units``.
-            del self._held[i]
-            self.held -= self._units(node)
-        elif self.node_granular:
+        # Hold counts are not tied to nodes: give them back, take the node out,
+        # then hold again what is still free (at most what was held).
+        held = self._unhold()
+        if self.node_granular:
             self.up_units -= 1
             if i in self._empty:
                 del self._empty[i]
@@ -302,6 +304,8 @@ class Cluster:
             self._empty.pop(i, None)
             if self.memory_pooled:
                 self.free_mem -= node.memory
+        if held:
+            self._hold(min(held, self.free))
         for job in list(node.jobs):
             if job.process is not None and job.process.is_alive:
                 job.process.interrupt(NodeFailure(node=i))
@@ -313,19 +317,7 @@ class Cluster:
             return
         node.up = True
         i = node.index
-        if self.hold_for is not None and node.free_cores == node.cores:
-            self._held[i] = None
-            self.held += self._units(node)
-        else:
-            self._rejoin(node)
-        self.listener.node_changed(node, up=True)
-
-    def _units(self, node: Node) -> int:
-        return 1 if self.node_granular else node.cores
-
-    def _rejoin(self, node: Node) -> None:
-        """Put an up node's free units (and pooled memory) back in the pool."""
-        i = node.index
+        free_before = self.free
         if self.node_granular:
             self.up_units += 1
             self.free += 1
@@ -338,16 +330,27 @@ class Cluster:
             self._empty[i] = None
         elif node.free_cores:
             self._partial[i] = None
+        if self.hold_for is not None:
+            self._hold(self.free - free_before)
+        self.listener.node_changed(node, up=True)
+
+    def _hold(self, units: int) -> None:
+        """Keep ``units`` free units out of the pool (and out of ``up_units``)."""
+        self.held += units
+        self.free -= units
+        self.up_units -= units
+
+    def _unhold(self) -> int:
+        units = self.held
+        self.held = 0
+        self.free += units
+        self.up_units += units
+        return units
 
     def release_held(self) -> int:
-        """Give the held nodes back to the pool and stop holding; returns the units freed."""
-        units = self.held
-        for i in self._held:
-            self._rejoin(self.nodes[i])
-        self._held.clear()
-        self.held = 0
+        """Give the held units back to the pool and stop holding; returns how many."""
         self.hold_for = None
-        return units
+        return self._unhold()
 
 
 class Attempt:
