@@ -26,7 +26,6 @@ from collections.abc import Iterator
 import numpy as np
 import simpy
 
-from cosim.actors.scheduler import SchedulerHooks
 from cosim.job import Job, Mode
 from cosim.policy import Decision, SchedulerView, start
 
@@ -121,8 +120,12 @@ class RecordedPolicy:
         self._scheduler.wake()
 
 
-class _Timers(SchedulerHooks):
-    """The policy's side of the scheduler: a timer per queued job to its recorded start."""
+class _Timers:
+    """The policy's side of the scheduler: a timer per queued job to its recorded start.
+
+    A scheduler hook by its methods (:class:`cosim.actors.scheduler.SchedulerHooks`;
+    policies may not import the actors), the moments it does not need left empty.
+    """
 
     def __init__(self, policy: RecordedPolicy):
         self.policy = policy
@@ -140,3 +143,16 @@ class _Timers(SchedulerHooks):
             policy._make_due(job)
             return
         simpy.Timeout(env, t - env.now).callbacks.append(lambda _e: policy._make_due(job))
+
+    def job_started(self, job: Job) -> None:
+        """Nothing to do."""
+
+    def job_left(self, job: Job, completed: bool) -> None:
+        """Nothing to do."""
+
+    def job_done(self, job: Job) -> None:
+        """Nothing to do."""
+
+    def prepare(self, view) -> Iterator:
+        """Nothing to prepare."""
+        yield from ()
