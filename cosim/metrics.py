@@ -11,10 +11,12 @@ Rules shared by all metrics here:
 
 * **Finished jobs** are those with outcome ``completed`` or ``timeout``: they
   ran and ended. Averages, maxima and percentiles of per-job metrics (wait,
-  response, slowdown, bsld) are over finished jobs only. ``failed``,
+  response, slowdown, bsld) are over finished jobs only, except ``wait_max``:
+  the longest time queued also counts failed jobs and jobs given up in the
+  queue (:func:`queued_time`; their mean is ``wait_mean_failed``). ``failed``,
   ``rejected`` and ``unfinished`` jobs are counted (``jobs_unfinished`` says
-  how many were still queued or running when the run stopped) but enter no
-  average.
+  how many were still queued or running when the run stopped,
+  ``jobs_never_started`` how many never started) but enter no average.
 * **Useful work** is the core-time of attempts that *completed*. A job
   killed at its walltime (``timeout``) finished but did not complete: its
   last attempt is busy time, wasted, like attempts that were killed or lost
@@ -492,7 +494,9 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
           ``jobs_failed``, ``jobs_rejected``, ``jobs_unfinished``,
           ``jobs_finished`` (completed + timeout: the jobs every average is over);
         * ``wait_mean``, ``wait_median``, ``wait_p95``, ``wait_p99``
-          (linear-interpolated percentiles), ``wait_max``, ``response_mean``,
+          (linear-interpolated percentiles), ``wait_max`` (over finished,
+          failed and given-up jobs), ``wait_mean_failed`` (failed and given-up
+          jobs), ``jobs_never_started``, ``jobs_given_up``, ``response_mean``,
           ``slowdown_mean`` (over finished jobs with run > 0; jobs with run 0
           are counted in ``slowdown_excluded``), ``bsld_mean``, ``bsld_max``;
         * ``useful_core_seconds``: sum of ``procs * run`` over completed
