@@ -75,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default=None, help="output file (default: FILE with .swf; "
                    "a name ending in .gz is compressed)")
     c.add_argument("--max-procs", type=int, default=None,
-                   help="machine size in CPUs (default: the peak allocated at once)")
+                   help="machine size in CPUs, e.g. the partition's (default: the nodes "
+                   "NodeList shows times CPUs per node, else a loudly marked guess: the peak "
+                   "allocated at once)")
     c.add_argument("--status", default="all",
                    help="jobs to keep: all (default), completed, or comma-separated Slurm states")
     return p

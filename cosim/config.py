@@ -126,12 +126,18 @@ class FaultsConfig(_Section):
         mttr: mean time to repair (s).
         on_failure: what happens to a job on a failed node.
         max_attempts: a job lost this many times fails instead of requeueing.
+        start_limit: seconds a job may wait, in all, as the head of the queue
+            needing more nodes than are up while failures alone keep it
+            waiting (returning nodes are held for it meanwhile) before it is
+            given up and reported as never started; None: 10 x ``mttr``. See
+            ``docs/metrics.md`` (failures).
     """
 
     mtbf: float = Field(0.0, ge=0)
     mttr: float = Field(3600.0, gt=0)
     on_failure: Literal["requeue", "fail"] = "requeue"
     max_attempts: int = Field(3, gt=0)
+    start_limit: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
 class KillConfig(_Section):

@@ -11,10 +11,12 @@ Rules shared by all metrics here:
 
 * **Finished jobs** are those with outcome ``completed`` or ``timeout``: they
   ran and ended. Averages, maxima and percentiles of per-job metrics (wait,
-  response, slowdown, bsld) are over finished jobs only. ``failed``,
+  response, slowdown, bsld) are over finished jobs only, except ``wait_max``:
+  the longest time queued also counts failed jobs and jobs given up in the
+  queue (:func:`queued_time`; their mean is ``wait_mean_failed``). ``failed``,
   ``rejected`` and ``unfinished`` jobs are counted (``jobs_unfinished`` says
-  how many were still queued or running when the run stopped) but enter no
-  average.
+  how many were still queued or running when the run stopped,
+  ``jobs_never_started`` how many never started) but enter no average.
 * **Useful work** is the core-time of attempts that *completed*. A job
   killed at its walltime (``timeout``) finished but did not complete: its
   last attempt is busy time, wasted, like attempts that were killed or lost
@@ -103,7 +105,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "wait_median": "median wait",
     "wait_p95": "95th percentile of wait (linear interpolation)",
     "wait_p99": "99th percentile of wait",
-    "wait_max": "longest wait (starvation)",
+    "wait_max": "longest time queued (starvation), over finished, failed and given-up jobs",
+    "wait_mean_failed": "mean time queued of failed and given-up jobs (end - submit - time run)",
+    "jobs_never_started": "jobs that never started (rejected, given up or still queued)",
+    "jobs_given_up": "jobs taken out of the queue unstarted (start limit under faults, stall)",
     "response_mean": "mean end - submit",
     "slowdown_mean": "mean response / run, finished jobs with run > 0",
     "slowdown_excluded": "finished jobs with run = 0, left out of slowdown_mean",
@@ -333,6 +338,21 @@ def job_metrics(jobs: Mapping[str, Any], *, tau: float = 10.0) -> dict[str, np.n
 
 # ------------------------------------------------------------ summary ----
 
+def queued_time(c: Mapping[str, np.ndarray], outcome: np.ndarray) -> np.ndarray:
+    """Per job, the time it spent queued, summed over its stints in the queue.
+
+    Finished jobs: ``start - submit - killed_seconds`` (their wait). Jobs that
+    left the queue without finishing and have an end (failed: every attempt
+    lost; rejected after waiting, i.e. given up): ``end - submit -
+    killed_seconds``, all the time they were not running. NaN otherwise
+    (rejected at submit, unfinished).
+    """
+    finished = np.isin(outcome, _FINISHED)
+    left = np.isin(outcome, ("failed", "rejected")) & np.isfinite(c["end"])
+    return np.where(finished, c["start"] - c["submit"] - c["killed_seconds"],
+                    np.where(left, c["end"] - c["submit"] - c["killed_seconds"], np.nan))
+
+
 def _span(c: Mapping[str, np.ndarray]) -> tuple[float, float, float]:
     """First submit, last end and the span between them (0 when nothing ended)."""
     ended = np.isfinite(c["end"])
@@ -375,12 +395,14 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
     useful, _ = _areas(c, outcome)
     t0, t1, span = _span(c)
     wait = per["wait"][fin]
+    queued = queued_time(c, outcome)
+    queued = queued[np.isfinite(queued)]
     queue = None
     if events is not None and span > 0:
         t = np.asarray(events["time"], dtype=np.float64)
         queue = step_integral(t, np.asarray(events["queue_len"], dtype=np.float64), t0, t1) / span
     return {"jobs_finished": int(fin.sum()), "wait_mean": _mean(wait),
-            "wait_max": _f(wait.max()) if len(wait) else None,
+            "wait_max": _f(queued.max()) if len(queued) else None,
             "bsld_mean": _mean(per["bsld"][fin]),
             "utilization": _f(float(useful.sum()) / (cores * span)) if span > 0 else None,
             "queue_len_mean": queue}
@@ -472,7 +494,9 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
           ``jobs_failed``, ``jobs_rejected``, ``jobs_unfinished``,
           ``jobs_finished`` (completed + timeout: the jobs every average is over);
         * ``wait_mean``, ``wait_median``, ``wait_p95``, ``wait_p99``
-          (linear-interpolated percentiles), ``wait_max``, ``response_mean``,
+          (linear-interpolated percentiles), ``wait_max`` (over finished,
+          failed and given-up jobs), ``wait_mean_failed`` (failed and given-up
+          jobs), ``jobs_never_started``, ``jobs_given_up``, ``response_mean``,
           ``slowdown_mean`` (over finished jobs with run > 0; jobs with run 0
           are counted in ``slowdown_excluded``), ``bsld_mean``, ``bsld_max``;
         * ``useful_core_seconds``: sum of ``procs * run`` over completed
@@ -527,10 +551,17 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
     out["wait_mean"] = _mean(wait)
     if len(wait):
         med, p95, p99 = np.percentile(wait, [50, 95, 99])
-        out.update(wait_median=_f(med), wait_p95=_f(p95), wait_p99=_f(p99),
-                   wait_max=_f(wait.max()))
+        out.update(wait_median=_f(med), wait_p95=_f(p95), wait_p99=_f(p99))
     else:
-        out.update(wait_median=None, wait_p95=None, wait_p99=None, wait_max=None)
+        out.update(wait_median=None, wait_p95=None, wait_p99=None)
+    # Failures: jobs that waited and then left unfinished count in the
+    # starvation figure and have their own mean (docs/metrics.md, failures).
+    queued = queued_time(c, outcome)
+    left = np.isfinite(queued) & ~fin
+    out["wait_max"] = _f(np.nanmax(queued)) if np.isfinite(queued).any() else None
+    out["wait_mean_failed"] = _mean(queued[left])
+    out["jobs_never_started"] = int(np.sum(~np.isfinite(c["start"])))
+    out["jobs_given_up"] = int(np.sum((outcome == "rejected") & np.isfinite(c["end"])))
     out["response_mean"] = _mean(per["response"][fin])
     sld = per["slowdown"][fin]
     out["slowdown_mean"] = _mean(sld[np.isfinite(sld)])

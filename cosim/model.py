@@ -31,6 +31,7 @@ import numpy as np
 import simpy
 
 from cosim import records
+from cosim.actors.faults import FaultGuard
 from cosim.actors.nodes import Cluster
 from cosim.actors.scheduler import Scheduler, SchedulerHooks, SchedulerRules
 from cosim.actors.users import Users
@@ -115,11 +116,18 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
         max_attempts=scenario.faults.max_attempts)
     scheduler = Scheduler(env, cluster, policy, rules=rules, record=record, hooks=tuple(hooks),
                           expected_jobs=len(workload))
+    # A policy that needs the trace and timers of its own (``recorded``) binds here.
+    attach = getattr(policy, "attach_model", None)
+    if attach is not None:
+        attach(scheduler, workload)
     users = Users(env, scheduler, workload, estimate=estimate,
                   user_aware=scenario.workload.user_aware)
     if scenario.faults.mtbf > 0:
+        f = scenario.faults
+        scheduler.add_hook(FaultGuard(f.start_limit if f.start_limit is not None
+                                      else 10.0 * f.mttr))
         rng = streams(scenario.seed)["faults"]
         for node in cluster.nodes:
-            env.process(node.fail_and_recover(cluster, scenario.faults.mtbf,
-                                              scenario.faults.mttr, rng))
+            env.process(node.fail_and_recover(cluster, f.mtbf, f.mttr, rng,
+                                              stop=scheduler.finished))
     return Simulation(env, scenario, cluster, scheduler, users, workload)

@@ -13,7 +13,7 @@ each decision point and follows jobs; it changes the scheduler only through
 its public methods (``set_queued_estimate``, ``set_expected_end``, ``apply``).
 
 Backends (:class:`PredictionBackend`) are handed in by whoever composes the
-run (``cosim.runner``): models called in process, a user-history learner, or
+run (``cosim.compose``): models called in process, a user-history learner, or
 a prediction service in process or over HTTP behind the asyncio bridge
 (``cosim.bridge``). They answer two batched calls on JSON-able column dicts:
 

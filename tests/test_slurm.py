@@ -11,7 +11,13 @@ import pytest
 
 from cosim.__main__ import main
 from cosim.errors import InputError, WorkloadError
-from cosim.workloads.slurm import parse_duration, parse_memory, read_sacct
+from cosim.workloads.slurm import (
+    PEAK_SOURCE,
+    parse_duration,
+    parse_hostlist,
+    parse_memory,
+    read_sacct,
+)
 from cosim.workloads.swf import read_swf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +110,8 @@ def test_sample_counts(sample):
                                     "NODE_FAIL": 1, "OUT_OF_MEMORY": 1, "PENDING": 2,
                                     "RUNNING": 1}
     # Running at 930-990 s: 100 (8 CPUs), 101 (4) and 104 (32): the peak, 44.
-    assert (sample.max_procs, sample.machine_source) == (44, "peak cpus allocated at once")
+    assert (sample.max_procs, sample.machine_source) == (44, PEAK_SOURCE.format(unit="cpus"))
+    assert sample.machine_source.startswith("peak cpus allocated at once (GUESSED")
 
 
 def test_status_choices_nodes_and_machine_size():
@@ -216,7 +223,7 @@ def test_unset_machine_is_the_peak_and_the_swf_header_carries_it(tmp_path, capsy
     assert "; MaxProcs: 44" in text and "; Partition: 1 batch" in text
     assert "; Partition: 2 gpu" in text and "; Cleaning: steps_ignored 3" in text
     err = capsys.readouterr().err
-    assert "machine size from the peak cpus allocated at once (44)" in err
+    assert "machine size from the peak cpus allocated at once (GUESSED" in err and "(44)" in err
     for kind, path in (("slurm", SAMPLE), ("swf", tmp_path / "s.swf")):
         out = tmp_path / f"run-{kind}"
         assert main(["run", str(ROOT / "scenarios" / f"{kind}.yaml"), "--set",
@@ -225,7 +232,7 @@ def test_unset_machine_is_the_peak_and_the_swf_header_carries_it(tmp_path, capsy
         assert "nodes: 44" in resolved and "cores_per_node: 1" in resolved
     summary = json.loads((tmp_path / "run-slurm" / "fcfs+easy" / "summary.json").read_text())
     assert summary["metrics"]["workload_status"]["PENDING"] == 2
-    assert summary["metrics"]["machine_source"] == "peak cpus allocated at once"
+    assert summary["metrics"]["machine_source"] == PEAK_SOURCE.format(unit="cpus")
 
 
 def test_convert_errors(tmp_path, capsys):
@@ -243,3 +250,39 @@ def test_convert_errors(tmp_path, capsys):
                  f"workload.path={p}", "--out", str(tmp_path / "o")]) == 2
     assert "no job left after cleaning" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text,names", [
+    ("n[08-10,2],gpu1", ["n08", "n09", "n10", "n2", "gpu1"]),
+    ("c1", ["c1"]),
+    ("a[1-2]-ib,b", ["a1-ib", "a2-ib", "b"]),
+    ("None assigned", []),
+    ("", []),
+])
+def test_hostlists(text, names):
+    assert parse_hostlist(text) == names
+
+
+@pytest.mark.parametrize("text", ["n[1-", "n[3-1]", "n1]", "n[a-b]"])
+def test_bad_hostlists(text):
+    with pytest.raises(ValueError):
+        parse_hostlist(text)
+
+
+def test_machine_from_the_nodes_the_accounting_shows(tmp_path):
+    # Three nodes appear (n01, n02, n03); the widest per-node use is 16 CPUs
+    # (job 2: 32 CPUs on 2 nodes): the machine is 3 x 16 = 48 CPUs, although
+    # at most 32 were ever in use at once.
+    p = tmp_path / "s.txt"
+    p.write_text("JobID|Submit|Start|End|Timelimit|NCPUS|NNodes|NodeList|State\n"
+                 "1|0|0|100|00:10:00|8|1|n01|COMPLETED\n"
+                 "2|0|100|200|00:10:00|32|2|n[02-03]|COMPLETED\n"
+                 "3|0|300|400|00:10:00|4|1|n02|COMPLETED\n")
+    w = read_sacct(p)
+    assert (w.max_procs, w.max_nodes) == (48, 3)
+    assert w.machine_source.startswith("nodes in NodeList (3 nodes x 16 cpus")
+    assert (read_sacct(p, unit="nodes").max_procs, read_sacct(p, max_procs=64).max_procs) == (3, 64)
+    p.write_text("JobID|Submit|Start|End|Timelimit|NCPUS|NNodes|NodeList|State\n"
+                 "1|0|0|100|00:10:00|8|1|n[01|COMPLETED\n")
+    with pytest.raises(WorkloadError, match=r"s.txt:2: .*NodeList"):
+        read_sacct(p)

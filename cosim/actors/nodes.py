@@ -79,11 +79,19 @@ class Node:
         self.jobs: dict[Job, int] = {}   # job -> cores it holds here
 
     def fail_and_recover(self, cluster: Cluster, mtbf: float, mttr: float,
-                         rng: np.random.Generator) -> Generator:
-        """Process: go down after Exp(mtbf), come back after Exp(mttr), forever."""
+                         rng: np.random.Generator,
+                         stop: simpy.Event | None = None) -> Generator:
+        """Process: go down after Exp(mtbf), come back after Exp(mttr), until ``stop``.
+
+        ``stop`` (the scheduler's ``finished``) ends the process at its next
+        wake-up once it has fired, so a model whose jobs are all done runs out
+        of events instead of failing nodes forever (``env.run()`` returns).
+        """
         env = self.env
-        while True:
+        while stop is None or not stop.triggered:
             yield env.timeout(rng.exponential(mtbf))
+            if stop is not None and stop.triggered:
+                return
             cluster.node_down(self)
             yield env.timeout(rng.exponential(mttr))
             cluster.node_up(self)
@@ -133,6 +141,15 @@ class Cluster:
         self._partial: dict[int, None] = {}
         self._empty: dict[int, None] = dict.fromkeys(range(nodes))
         self.listener: ClusterListener | None = None
+        # Units of nodes that came back while ``hold_for`` (a queued job wider
+        # than the nodes up) waits: a count kept out of ``free`` and
+        # ``up_units`` alike (they count as down), so backfilling cannot take
+        # them before the wide job gets its chance. Which cores are held does
+        # not matter: jobs take any free ones. Cores freed by ending jobs are
+        # not held: draining the machine for a job that may never start idled
+        # it (lublin256, mtbf 1e6 s: mean wait 6x that of holding returns only).
+        self.hold_for: Job | None = None
+        self.held = 0
 
     def bind(self, listener: ClusterListener) -> None:
         """Tell ``listener`` (the scheduler) about job ends, interrupts and node changes."""
@@ -272,6 +289,9 @@ class Cluster:
             return
         node.up = False
         i = node.index
+        # Hold counts are not tied to nodes: give them back, take the node out,
+        # then hold again what is still free (at most what was held).
+        held = self._unhold()
         if self.node_granular:
             self.up_units -= 1
             if i in self._empty:
@@ -284,6 +304,8 @@ class Cluster:
             self._empty.pop(i, None)
             if self.memory_pooled:
                 self.free_mem -= node.memory
+        if held:
+            self._hold(min(held, self.free))
         for job in list(node.jobs):
             if job.process is not None and job.process.is_alive:
                 job.process.interrupt(NodeFailure(node=i))
@@ -295,6 +317,7 @@ class Cluster:
             return
         node.up = True
         i = node.index
+        free_before = self.free
         if self.node_granular:
             self.up_units += 1
             self.free += 1
@@ -307,7 +330,27 @@ class Cluster:
             self._empty[i] = None
         elif node.free_cores:
             self._partial[i] = None
+        if self.hold_for is not None:
+            self._hold(self.free - free_before)
         self.listener.node_changed(node, up=True)
+
+    def _hold(self, units: int) -> None:
+        """Keep ``units`` free units out of the pool (and out of ``up_units``)."""
+        self.held += units
+        self.free -= units
+        self.up_units -= units
+
+    def _unhold(self) -> int:
+        units = self.held
+        self.held = 0
+        self.free += units
+        self.up_units += units
+        return units
+
+    def release_held(self) -> int:
+        """Give the held units back to the pool and stop holding; returns how many."""
+        self.hold_for = None
+        return self._unhold()
 
 
 class Attempt:

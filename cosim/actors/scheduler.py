@@ -263,6 +263,8 @@ class Scheduler:
         view.released = False
         view.surprise = False
         view.new_jobs = []
+        if not self.ends and q.count:
+            self._check_stalled()
         if self.record:
             cl = self.cluster
             free = cl.free
@@ -510,6 +512,36 @@ class Scheduler:
         if self.record:
             self._event("node_up" if up else "node_down", -1, node.index)
         self.wake()
+
+    def give_up(self, job: Job, reason: str) -> None:
+        """Take a queued job out for good, now: it can never start as the run goes.
+
+        Its outcome is ``rejected`` if it never started, else ``failed``; its
+        end is now, so its time queued counts in the failure metrics.
+        """
+        if job.state != _QUEUED:
+            return
+        now = float(self.env._now)
+        self.queue.remove(job)
+        self.queued_area -= job.procs * job.estimate
+        job.promised = math.nan
+        job.state = _DONE
+        job.outcome = Outcome.REJECTED if job.attempts == 0 else Outcome.FAILED
+        job.reason = reason
+        job.end = now
+        self.view.surprise = True
+        if self.record:
+            self._event("reject", job.id)
+        self.wake()
+        self._done(job)
+
+    def _check_stalled(self) -> None:
+        """Nothing runs, jobs wait and no event is left that could change that:
+        give up every queued job, so :attr:`finished` fires and the run ends."""
+        if self.ends or not self.queue.count or self.env._queue:
+            return
+        for job in self.queue.live_jobs():
+            self.give_up(job, "stalled: nothing ran and no event was left to start it")
 
     def _done(self, job: Job) -> None:
         self.done_count += 1

@@ -277,6 +277,11 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
                                               workload=workload, base_dir=base_dir,
                                               progress=progress, bundle=bundle,
                                               service_features=features)
+            s = summaries[spec.name]
+            if notify is not None and s.get("jobs_never_started"):
+                notify(f"warning: {spec.name}: {s['jobs_never_started']} of {s['jobs_total']} "
+                       f"jobs never started ({s['jobs_given_up']} given up in the queue); "
+                       f"reasons in jobs.parquet")
             if notify is not None:
                 from predictors.service import fallback_line
 

@@ -9,6 +9,9 @@ backfilling variant (``fcfs+easy``, ``sjf+conservative``, ``f1``).
 Sources: F1 from Carastan-Santos & de Camargo (SC 2017); WFP3 and UNICEF from
 Tang et al. (IPDPS 2009); Tetris alignment score from Grandl et al. (SIGCOMM
 2014) as used by DeepRM (Mao et al. 2016); all as listed in seeds 001 and 003.
+Tetris* (``tetris_star``) is the variant of sched-rl-gym (Cunha, seed 003's
+environment; renatolfc/sched-rl-gym, ``schedgym/scheduler/tetris_scheduler.py``
+and ``packer_scheduler.py`` at commit 1507b60), restated in :func:`_tetris_star`.
 """
 
 from __future__ import annotations
@@ -78,6 +81,31 @@ def _tetris(q: JobQueue, slots, now, cluster, rng):
     return -score
 
 
+#: Tetris*'s dial between packing (1) and shortest-job-first (0); sched-rl-gym's default.
+TETRIS_STAR_RATIO = 0.5
+
+
+def _tetris_star(q: JobQueue, slots, now, cluster, rng):
+    """Tetris* as sched-rl-gym defines it: a larger priority runs first,
+
+    ``p = r * (free_procs * procs + free_mem + mem) + (1 - r) / requested_time``
+
+    with ``r`` = :data:`TETRIS_STAR_RATIO`, resources in absolute units (not
+    normalized), free resources as they are when the pass starts (the queue is
+    sorted once per pass, then every job that fits starts in that order). The
+    memory term is written there as a sum, not the product its Packer uses;
+    it is kept as written. Memory counts only where the cluster pools it
+    (elsewhere both memory terms are 0). Here the requested time is the
+    scheduler's estimate (at least 1 s), as for SJF.
+    """
+    r = TETRIS_STAR_RATIO
+    pack = float(cluster.free) * q.procs[slots]
+    if cluster.memory_pooled:
+        pack = pack + (cluster.free_mem + q.mem[slots])
+    sjf = 1.0 / np.maximum(q.estimate[slots], 1.0)
+    return -(r * pack + (1.0 - r) * sjf)
+
+
 HEURISTICS: dict[str, Heuristic] = {h.name: h for h in [
     Heuristic("fcfs", "first come, first served (submit time)", static=lambda j: j.submit),
     Heuristic("lcfs", "last come, first served", static=lambda j: -j.submit),
@@ -96,4 +124,7 @@ HEURISTICS: dict[str, Heuristic] = {h.name: h for h in [
               default_backfill="greedy"),
     Heuristic("tetris", "Tetris alignment of demand with free resources (DeepRM)",
               dynamic=_tetris, default_backfill="greedy"),
+    Heuristic("tetris_star", "Tetris* (sched-rl-gym): 0.5*(free*procs + free_mem + mem) "
+              "+ 0.5/estimate, largest first, packing mixed with SJF",
+              dynamic=_tetris_star, default_backfill="greedy"),
 ]}

@@ -40,6 +40,7 @@ from cosim.errors import ScenarioError
 from cosim.policies.backfill import BACKFILLS, QueuePolicy
 from cosim.policies.heuristics import HEURISTICS
 from cosim.policies.knapsack import KnapsackPolicy
+from cosim.policies.recorded import RecordedPolicy
 
 __all__ = ["PolicySpec", "parse_policy", "make_policy", "policy_names", "grammar_help",
            "PREDICTORS", "SELECTORS"]
@@ -56,6 +57,9 @@ PREDICTORS: dict[str, str] = {
 SELECTORS: dict[str, str] = {
     "knapsack": "0-1 knapsack (dynamic programming) over the first 50 queued jobs that fit, "
                 "value from DRAS's capability reward (DRAS's Optimization baseline)",
+    "recorded": "as recorded: every job starts at its recorded start (submit + the trace's "
+                "wait: sacct Start, SWF field 3), or as soon after as it fits; the production "
+                "scheduler's row beside the simulated ones",
 }
 
 _AGENT = "rl:"
@@ -194,7 +198,7 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
         raise _fail(where, spec.name, "a heuristic or selector here (a trained agent, "
                                       "rl:DIR, is loaded by cosim.compose.load_policy)")
     if spec.kind == "selector":
-        return KnapsackPolicy()
+        return RecordedPolicy() if spec.selector == "recorded" else KnapsackPolicy()
     return QueuePolicy(HEURISTICS[spec.heuristic], spec.backfill, rng=rng)
 
 

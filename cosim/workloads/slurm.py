@@ -3,7 +3,7 @@
 A cluster operator's own jobs, straight from the accounting database::
 
     sacct --allocations --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \\
-          --format JobID,User,Submit,Start,End,Elapsed,Timelimit,NCPUS,NNodes,ReqMem,State,Partition \\
+          --format JobID,User,Submit,Start,End,Elapsed,Timelimit,NCPUS,NNodes,ReqMem,State,Partition,NodeList \\
           > jobs.txt
     python -m cosim run scenarios/slurm.yaml --set workload.path=jobs.txt
     python -m cosim convert jobs.txt --to swf          # jobs.swf, for any SWF tool
@@ -14,7 +14,7 @@ trailing ``|`` of ``--parsable`` is accepted too). Columns may come in any
 order and extra ones are ignored. Required: ``JobID``, ``Submit``,
 ``Start``, ``End``, ``Timelimit``, ``State`` and ``NCPUS`` (or
 ``AllocCPUS``). Used when present: ``User``, ``Elapsed``, ``NNodes``,
-``ReqMem``, ``Partition``.
+``ReqMem``, ``Partition``, ``NodeList`` (the machine size, below).
 
 What each field becomes:
 
@@ -52,10 +52,14 @@ What each field becomes:
   ``Partition`` names 1..k in alphabetical order (``features["partition"]``,
   with the names in ``Workload.labels``).
 
-The machine: ``max_procs`` when given, else the peak number of CPUs (or
-nodes) allocated at once in the file, a lower bound of the real machine
-(``Workload.machine_source`` says so; give the real size in the scenario's
-``cluster`` section). Every rule is counted in ``Workload.cleaning``.
+The machine: ``max_procs`` when given (``convert --max-procs``; in a scenario,
+``cluster.nodes`` and ``cluster.cores_per_node`` override it); else, with a
+``NodeList`` column, the partition as the accounting shows it: the distinct
+nodes that ran a job times the most CPUs a job had per node (``max_nodes`` is
+the node count); else, loudly marked as a guess (:data:`PEAK_SOURCE`, and a
+warning on every run), the peak number of CPUs (or nodes) allocated at once,
+a lower bound under which no policy makes a job wait. Every rule is counted
+in ``Workload.cleaning``.
 
 Examples:
     >>> import tempfile, os
@@ -65,7 +69,7 @@ Examples:
     ...                 "7|2025-01-01T00:00:00|2025-01-01T00:00:30|2025-01-01T00:10:30|"
     ...                 "01:00:00|4|COMPLETED\\n")
     >>> w = read_sacct(path)
-    >>> int(w.procs[0]), float(w.run[0]), float(w.req_time[0]), w.features["slurm_id"][0]
+    >>> int(w.procs[0]), float(w.run[0]), float(w.req_time[0]), str(w.features["slurm_id"][0])
     (4, 600.0, 3600.0, '7')
 """
 
@@ -82,8 +86,12 @@ import numpy as np
 from cosim.errors import InputError, WorkloadError
 from cosim.workloads.base import Workload, read_input
 
-__all__ = ["read_sacct", "parse_duration", "parse_memory", "CLEANING_RULES", "REQUIRED_COLUMNS",
-           "SWF_STATUS"]
+__all__ = ["read_sacct", "parse_duration", "parse_memory", "parse_hostlist", "CLEANING_RULES",
+           "REQUIRED_COLUMNS", "SWF_STATUS", "PEAK_SOURCE"]
+
+#: ``Workload.machine_source`` when nothing gave the machine size: a guess, loudly marked.
+PEAK_SOURCE = ("peak {unit} allocated at once (GUESSED: a lower bound of the machine, "
+               "under which every job waits as little as possible)")
 
 #: Columns every file needs (and one of ``NCPUS`` / ``AllocCPUS``).
 REQUIRED_COLUMNS: tuple[str, ...] = ("JobID", "Submit", "Start", "End", "Timelimit", "State")
@@ -191,7 +199,7 @@ class _Job:
     """One allocation (het components merged) while the file is read."""
 
     __slots__ = ("sid", "line", "user", "submit", "start", "end", "elapsed", "limit", "cpus",
-                 "nodes", "mem", "state", "partition", "parts")
+                 "nodes", "mem", "state", "partition", "parts", "hosts")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -296,6 +304,7 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
             j.nodes += nodes
             j.mem += mem
             j.parts += 1
+            j.hosts = ",".join(h for h in (j.hosts, get("NodeList")) if h)
             for attr, value, pick in (("submit", submit, min), ("start", start, min),
                                       ("end", end, max)):
                 old = getattr(j, attr)
@@ -313,7 +322,7 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
         jobs[base if "+" in sid else sid] = _Job(
             sid=base if "+" in sid else sid, line=lineno, user=get("User"), submit=submit,
             start=start, end=end, elapsed=elapsed, limit=limit, cpus=cpus, nodes=nodes, mem=mem,
-            state=state, partition=get("Partition"), parts=1)
+            state=state, partition=get("Partition"), parts=1, hosts=get("NodeList"))
 
     kept: list[_Job] = []
     for j in jobs.values():
@@ -367,9 +376,30 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
 
     machine = max_procs
     source = ""
+    max_nodes = 0
     if machine is None:
         machine = _peak(submit + wait, submit + wait + run, procs)
-        source = f"peak {unit} allocated at once"
+        source = PEAK_SOURCE.format(unit=unit)
+        # The partition as the accounting shows it: every node that ran a job
+        # (NodeList), each with the most CPUs a job had per node. Still a lower
+        # bound (a node idle all period is missed), but far closer than the peak.
+        hosts: set[str] = set()
+        cpn = 0
+        for j in kept:
+            try:
+                names = parse_hostlist(j.hosts)
+            except ValueError:
+                raise WorkloadError(f"{path}:{j.line}", f"NodeList {j.hosts!r}",
+                                    "a Slurm host list like node[01-04,07],gpu1") from None
+            hosts.update(names)
+            if j.nodes > 0 and names:
+                cpn = max(cpn, -(-j.cpus // j.nodes))
+        if hosts and cpn:
+            size = len(hosts) if unit == "nodes" else len(hosts) * cpn
+            if size >= machine:
+                machine, max_nodes = size, len(hosts)
+                source = (f"nodes in NodeList ({len(hosts)} nodes x {cpn} cpus, "
+                          "the partition as the accounting shows it)")
     over = procs > machine
     cleaning["procs_over_machine_dropped"] = int(over.sum())
     keep = ~over
@@ -396,7 +426,7 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
                                         dtype=np.int64),
                   "nodes": np.array([kept[i].nodes for i in sel.tolist()], dtype=np.int64),
                   "slurm_id": np.array([kept[i].sid for i in sel.tolist()], dtype=str)},
-        max_procs=int(machine), machine_source=source, cleaning=cleaning,
+        max_procs=int(machine), max_nodes=max_nodes, machine_source=source, cleaning=cleaning,
         status_counts=status_counts, source=str(path))
     w.labels = {"partition": {v: k for k, v in part_id.items()},
                 "user": {v: k for k, v in users.items()}}
@@ -431,6 +461,65 @@ def _int(text: str, where: str, name: str) -> int:
         return int(t)
     except ValueError:
         raise WorkloadError(where, f"{name} {text!r}", "a whole number") from None
+
+
+def parse_hostlist(text: str) -> list[str]:
+    """The node names of a Slurm host list (``node[01-03,07],gpu1`` -> 5 names).
+
+    ``None assigned``, ``(null)`` and empty give no names. Ranges keep their
+    zero padding; a bracket may hold several ranges and single numbers.
+
+    Raises:
+        ValueError: unbalanced brackets or a malformed range.
+
+    Examples:
+        >>> parse_hostlist("n[08-10,2],gpu1")
+        ['n08', 'n09', 'n10', 'n2', 'gpu1']
+    """
+    text = text.strip()
+    if not text or text.lower() in ("none assigned", "(null)", "none"):
+        return []
+    names: list[str] = []
+    depth, part = 0, ""
+    parts: list[str] = []
+    for ch in text:   # split on commas outside brackets
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(text)
+        if ch == "," and depth == 0:
+            parts.append(part)
+            part = ""
+        else:
+            part += ch
+    if depth:
+        raise ValueError(text)
+    parts.append(part)
+    for part in parts:
+        part = part.strip()
+        if not part:
+            continue
+        if "[" not in part:
+            names.append(part)
+            continue
+        prefix, _, rest = part.partition("[")
+        body, _, suffix = rest.partition("]")
+        if "[" in suffix or "]" in suffix:
+            raise ValueError(text)   # one bracket group per name is what sacct writes
+        for item in body.split(","):
+            lo, dash, hi = item.strip().partition("-")
+            if not lo.isdigit() or (dash and not hi.isdigit()):
+                raise ValueError(text)
+            if not dash:
+                names.append(f"{prefix}{lo}{suffix}")
+                continue
+            a, b = int(lo), int(hi)
+            if b < a or b - a > 1_000_000:
+                raise ValueError(text)
+            names.extend(f"{prefix}{k:0{len(lo)}d}{suffix}" for k in range(a, b + 1))
+    return names
 
 
 def _peak(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> int:

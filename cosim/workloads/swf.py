@@ -358,7 +358,7 @@ def read_swf(
         user=t[:, 11],
         prev_job=t[:, 16],
         think=t[:, 17],
-        features={"status": codes[keep]},
+        features={"status": codes[keep], "wait": t[:, 2]},
         max_procs=int(machine),
         max_nodes=header.max_nodes,
         machine_source=source,
@@ -425,7 +425,8 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
         return _fmt(w.features[name]).tolist() if name in w.features else default
 
     cols = [
-        _fmt(w.job_id).tolist(), _fmt(w.submit).tolist(), minus1, _fmt(w.run).tolist(), procs_text,
+        _fmt(w.job_id).tolist(), _fmt(w.submit).tolist(), feature("wait", minus1),
+        _fmt(w.run).tolist(), procs_text,
         minus1, minus1, procs_text, _fmt(w.req_time).tolist(), _fmt(mem_kb).tolist(),
         feature("status", ["1"] * n), _fmt(w.user).tolist(), minus1, minus1,
         feature("queue", minus1), feature("partition", minus1), _fmt(w.prev_job).tolist(),
