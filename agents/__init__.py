@@ -17,7 +17,7 @@ _LAZY = {
     "MaskedCategorical": "agents.distributions",
     "compute_gae": "agents.gae",
     "make_network": "agents.networks",
-    "Args": "agents.ppo",
+    "Args": "agents.loop",
     "A2CArgs": "agents.a2c",
     "PGArgs": "agents.pg",
     "DQLArgs": "agents.dql",

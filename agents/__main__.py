@@ -440,7 +440,7 @@ def _train(ns) -> int:
         args.time_budget_s = ns.time_budget
         _apply_arg_overrides(args, ns.arg)
     args.validate()
-    from agents.ppo import check_discounting
+    from agents.loop import check_discounting
 
     check_discounting(args, env_config)
     probe = _env_factory(env_config)()   # fail fast on a bad scenario or option, before any work
@@ -518,7 +518,7 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
     """
     import numpy as np
 
-    from agents.ppo import METRIC_KEYS
+    from agents.loop import METRIC_KEYS
     from cosim.runner import run_policy
 
     keys = ("mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue")

@@ -31,7 +31,8 @@ from torch import nn
 from agents.distributions import MaskedCategorical
 from cosim.errors import InputError
 
-__all__ = ["Demonstrations", "collect_demonstrations", "behaviour_cloning", "agreement"]
+__all__ = ["Demonstrations", "collect_demonstrations", "behaviour_cloning", "agreement",
+           "mimic_loss"]
 
 Teacher = Callable[[np.ndarray, dict[str, Any]], int]
 
@@ -175,3 +176,17 @@ def agreement(net: nn.Module, demos: Demonstrations, batch_size: int = 4096) -> 
         mode = MaskedCategorical(logits, torch.as_tensor(demos.masks[sl])).mode()
         hits += int((mode.numpy() == demos.actions[sl]).sum())
     return hits / len(demos)
+
+
+def mimic_loss(dist: MaskedCategorical, teacher: torch.Tensor,
+               masks: torch.Tensor) -> torch.Tensor | None:
+    """The RLSchert imitation term (seed 001, eq. 11) of a batch, for the RL updates.
+
+    Mean ``-log pi(a_teacher | s)`` over the steps whose teacher action is
+    legal (``teacher`` is -1 where the env gave none); None when no step has one.
+    """
+    idx = teacher.clamp(min=0)
+    valid = (teacher >= 0) & masks.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+    if not bool(valid.any()):
+        return None
+    return -dist.log_prob(idx)[valid].mean()

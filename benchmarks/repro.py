@@ -156,7 +156,7 @@ def train_selected(algo: str, args, env_fn, env_config: dict, budget_s: float, o
 
     import torch
 
-    from agents import dql, pg, ppo
+    from agents import dql, loop, pg, ppo
     from agents.checkpoint import save_checkpoint
     from agents.imitation import agreement, behaviour_cloning, collect_demonstrations
     from agents.networks import make_network
@@ -204,7 +204,7 @@ def train_selected(algo: str, args, env_fn, env_config: dict, budget_s: float, o
             consider(live["net"].state_dict(), int(row["update"]), int(row["global_step"]))
             live["last"] = time.monotonic()
 
-    result = ppo.run(algo, learner, env_fn, args, init_state_dict=net.state_dict(), log=on_row,
+    result = loop.run(algo, learner, env_fn, args, init_state_dict=net.state_dict(), log=on_row,
                      on_start=lambda n: live.__setitem__("net", n), env_config=env_config)
     consider(result.net.state_dict(), result.update, result.global_step)
     if out.exists():

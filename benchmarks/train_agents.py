@@ -49,7 +49,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents import ppo  # noqa: E402
+from agents import loop, ppo  # noqa: E402
 from agents.checkpoint import save_checkpoint  # noqa: E402
 from agents.imitation import agreement, behaviour_cloning, collect_demonstrations  # noqa: E402
 from agents.networks import make_network  # noqa: E402
@@ -180,7 +180,7 @@ def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: in
         if state["n"] % 8 == 0:
             consider(state["net"].state_dict(), int(row["update"]), int(row["global_step"]))
 
-    result = ppo.run("ppo", ppo.ppo_update, env_fn, args, init_state_dict=net.state_dict(),
+    result = loop.run("ppo", ppo.ppo_update, env_fn, args, init_state_dict=net.state_dict(),
                      log=on_row, on_start=lambda n: state.__setitem__("net", n))
     consider(result.net.state_dict(), result.update, result.global_step)
     folder = out / config.name

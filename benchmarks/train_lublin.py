@@ -59,7 +59,8 @@ import numpy as np
 import torch
 
 from agents.checkpoint import latest_checkpoint
-from agents.ppo import METRIC_KEYS, Args, train
+from agents.loop import METRIC_KEYS
+from agents.ppo import Args, train
 from agents.rl_policy import RLPolicy, load_rl_policy, make_env
 from cosim.config import load_scenario
 from cosim.model import load_workload

@@ -14,8 +14,8 @@ from agents.__main__ import main
 from agents.checkpoint import load_checkpoint
 from agents.pg import PGArgs
 from agents.pg import train as pg_train
-from agents.ppo import EnvRunner
 from agents.rl_policy import make_env
+from agents.rollout import EnvRunner
 from cosim.env import SchedulingEnv
 
 torch.set_num_threads(1)
