@@ -49,15 +49,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from repro import ROOT, command_cell, fmt_ci, write_row
+from train_agents import HELDOUT_SEED, heldout, validation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from repro import ROOT, EnvFactory, command_cell, fmt_ci, train_selected, write_row  # noqa: E402
-from train_agents import HELDOUT_SEED, heldout, validation  # noqa: E402
-
-from agents.rl_policy import make_env  # noqa: E402
-from cosim.config import load_scenario  # noqa: E402
-from cosim.runner import run_policy  # noqa: E402
+from agents import recipe
+from agents.rl_policy import make_env
+from cosim.config import load_scenario
+from cosim.runner import run_policy
 
 SCENARIO = "scenarios/lublin256.yaml"
 REFERENCE = "fcfs+easy"
@@ -130,9 +128,13 @@ def main() -> int:
     for k in range(ns.seeds):
         seed = k + 1
         cfg = env_config(seed, ns.episode_jobs)
-        kept = train_selected(ns.algo, learner_args(ns.algo, seed), EnvFactory(cfg, TEACHER), cfg,
-                              share, out / f"seed-{seed}", score, bc_steps=ns.bc_steps,
-                              log=lambda m: print(m, flush=True), name=f"{ns.algo} seed {seed}")
+        kept = recipe.train(recipe.EnvFactory(cfg, TEACHER), ns.algo, learner_args(ns.algo, seed),
+                            budget_s=share,
+                            warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
+                                                            batch_size=256),
+                            selection=recipe.Selection(score), out=out / f"seed-{seed}",
+                            env_config=cfg, say=lambda m: print(m, flush=True),
+                            name=f"{ns.algo} seed {seed}")
         rows = [run_policy(scenario, f"rl:{kept['path']}", None, workload=w) for w in test]
         mean_wait = float(np.mean([r["wait_mean"] for r in rows]))
         max_wait = max(r["wait_max"] for r in rows)
