@@ -17,6 +17,7 @@ drives the whole.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,14 +79,9 @@ class _EpisodeIndexed(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
-class _IndexedFactory:
-    """Picklable factory of :class:`_EpisodeIndexed` envs (worker processes build their own)."""
-
-    def __init__(self, env_fn: Callable[[], gym.Env], index: int):
-        self.env_fn, self.index = env_fn, index
-
-    def __call__(self) -> gym.Env:
-        return _EpisodeIndexed(self.env_fn(), self.index)
+def _indexed(env_fn: Callable[[], gym.Env], index: int) -> gym.Env:
+    """Env ``index`` of a runner (bound with :func:`functools.partial`, so it pickles)."""
+    return _EpisodeIndexed(env_fn(), index)
 
 
 def _rows(info: dict[str, Any], key: str, n: int, default: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +134,7 @@ class EnvRunner:
             index = (np.asarray(resume["episode_index"]).tolist() if "episode_index" in resume
                      else [None] * self.num_envs)
             fns = [_Replayed(fn, s, a, k) for fn, s, a, k in zip(fns, seeds, actions, index)]
-        fns = [_IndexedFactory(fn, i) for i, fn in enumerate(fns)]
+        fns = [functools.partial(_indexed, fn, i) for i, fn in enumerate(fns)]
         if ray is not None:
             self.envs = RayVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED,
                                      address=None if ray == "local" else ray)

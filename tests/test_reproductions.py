@@ -6,11 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-# Loaded from its file: putting benchmarks/ on sys.path would shadow the
-# predictors package with benchmarks/predictors.py.
+# Loaded from its file: benchmarks/ holds scripts, not a package.
 _spec = importlib.util.spec_from_file_location("benchmarks_repro", ROOT / "benchmarks" / "repro.py")
 repro = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repro)
