@@ -210,11 +210,6 @@ class Selected:
     path: Path
     elapsed_s: float
 
-    def __getitem__(self, key: str):
-        # The benchmarks read the result as a dict (``kept["path"]``).
-        value = getattr(self, key)
-        return str(value) if key == "path" else value
-
 
 def _say(log: Callable[[str], None] | None, text: str) -> None:
     if log is not None:

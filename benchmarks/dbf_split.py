@@ -117,11 +117,11 @@ def main() -> int:
                                 out=out / f"{name}-seed-{seed}", env_config=cfg,
                                 say=lambda s: print(s, flush=True),
                                 name=f"{name} {window[0]}+{window[1]} seed {seed}")
-            rows = [run_policy(scenario, f"rl:{kept['path']}", None, workload=w) for w in test]
+            rows = [run_policy(scenario, f"rl:{kept.path}", None, workload=w) for w in test]
             res = {"seed": seed, "mean_wait": float(np.mean([r["wait_mean"] for r in rows])),
                    "mean_queue": float(np.mean([r["queue_len_mean"] for r in rows])),
                    "bsld": float(np.mean([r["bsld_mean"] for r in rows])),
-                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept["update"]}
+                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept.update}
             results[name].append(res)
             print(f"{name} {window[0]}+{window[1]} seed {seed}: mean wait {res['mean_wait']:.0f} s, "
                   f"mean queue {res['mean_queue']:.1f}, bsld {res['bsld']:.1f}", flush=True)

@@ -157,13 +157,13 @@ def main() -> int:
                             selection=recipe.Selection(score), out=out / f"seed-{seed}",
                             env_config=env_config(), say=lambda s: print(s, flush=True),
                             name=f"a2c seed {seed}")
-        agent = {r: float(np.mean([run_policy(scenario, f"rl:{kept['path']}", None,
+        agent = {r: float(np.mean([run_policy(scenario, f"rl:{kept.path}", None,
                                               workload=w)["slowdown_mean"] for w in test[r]]))
                  for r in RATES}
         best = {r: min(base[n][r] for n in BASELINES) for r in RATES}
         ratios = {r: agent[r] / best[r] for r in RATES}
         per_seed.append({"seed": seed, "slowdown": agent, "ratio_to_best": ratios,
-                         "kept_update": kept["update"]})
+                         "kept_update": kept.update})
         print(f"seed {seed}: " + ", ".join(f"{r}: {agent[r]:.3f} ({ratios[r]:.3f}x)"
                                             for r in RATES), flush=True)
     minutes = (time.monotonic() - t_start) / 60

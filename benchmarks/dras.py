@@ -135,13 +135,13 @@ def main() -> int:
                             selection=recipe.Selection(score), out=out / f"seed-{seed}",
                             env_config=cfg, say=lambda m: print(m, flush=True),
                             name=f"{ns.algo} seed {seed}")
-        rows = [run_policy(scenario, f"rl:{kept['path']}", None, workload=w) for w in test]
+        rows = [run_policy(scenario, f"rl:{kept.path}", None, workload=w) for w in test]
         mean_wait = float(np.mean([r["wait_mean"] for r in rows]))
         max_wait = max(r["wait_max"] for r in rows)
         per_seed.append({"seed": seed, "mean_wait": mean_wait, "max_wait": max_wait,
                          "wait_ratio": mean_wait / ref_wait, "max_ratio": max_wait / ref_max,
                          "bsld": float(np.mean([r["bsld_mean"] for r in rows])),
-                         "kept_update": kept["update"]})
+                         "kept_update": kept.update})
         print(f"seed {seed}: mean wait {mean_wait:.0f} s ({mean_wait / ref_wait - 1:+.1%} vs "
               f"{REFERENCE}), max wait {max_wait:.0f} s ({max_wait / ref_max:.2f}x)", flush=True)
 
