@@ -9,7 +9,6 @@ or ``from agents import load_rl_policy``.
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import Any
 
 # name -> module that defines it; loaded lazily (PEP 562) so torch stays unloaded.
@@ -17,7 +16,9 @@ _LAZY = {
     "MaskedCategorical": "agents.distributions",
     "compute_gae": "agents.gae",
     "make_network": "agents.networks",
-    "Args": "agents.ppo",
+    "Args": "agents.loop",
+    "train": "agents.recipe",
+    "warm_start": "agents.imitation",
     "A2CArgs": "agents.a2c",
     "PGArgs": "agents.pg",
     "DQLArgs": "agents.dql",
@@ -29,18 +30,10 @@ _LAZY = {
     "RLPolicy": "agents.rl_policy",
 }
 
-#: Names that moved to cosim.policies; still found here, with a warning, for one release.
-_MOVED = {"HEURISTICS": "cosim.policies", "make_policy": "cosim.policies",
-          "policy_names": "cosim.policies"}
-
 __all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        warnings.warn(f"agents.{name} moved to {_MOVED[name]}; import it from there",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(_MOVED[name]), name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agents' has no attribute {name!r}")

@@ -231,14 +231,6 @@ def _default_out(scenario: str, algo: str, seed: int) -> Path:
     return Path("runs") / "agents" / f"{Path(scenario).stem}-{algo}-s{seed}"
 
 
-def _env_factory(env_config: dict[str, Any]):
-    import functools
-
-    from cosim.compose import make_env
-
-    return functools.partial(make_env, env_config)
-
-
 class _TensorBoard:
     """Scalars to OUT/tb when TensorBoard is installed; otherwise nothing."""
 
@@ -261,15 +253,6 @@ class _TensorBoard:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def _algorithm(name: str):
-    """``(module with train(), Args class)`` of an ``--algo`` name."""
-    import importlib
-
-    module = importlib.import_module(f"agents.{name}")
-    args_cls = {"ppo": "Args", "a2c": "A2CArgs", "pg": "PGArgs", "dql": "DQLArgs"}[name]
-    return module, getattr(module, args_cls)
 
 
 #: ``SchedulingEnv`` keywords the command line sets itself (not through ``--env``).
@@ -395,8 +378,9 @@ def _env_config(ns) -> dict[str, Any]:
 
 def _train(ns) -> int:
     from agents.checkpoint import latest_checkpoint, read_meta
+    from agents.recipe import algorithm
 
-    module, args_cls = _algorithm(ns.algo)
+    _, args_cls = algorithm(ns.algo)
     out = Path(ns.out) if ns.out else _default_out(ns.scenario, ns.algo, ns.seed)
     resuming = ns.resume and latest_checkpoint(out) is not None
     if ns.resume and not resuming:
@@ -440,31 +424,25 @@ def _train(ns) -> int:
         args.time_budget_s = ns.time_budget
         _apply_arg_overrides(args, ns.arg)
     args.validate()
-    from agents.ppo import check_discounting
+    from agents.loop import check_discounting
+    from agents.recipe import WarmStartSpec, train
+    from cosim.compose import EnvFactory, pin_scales
 
     check_discounting(args, env_config)
-    probe = _env_factory(env_config)()   # fail fast on a bad scenario or option, before any work
-    # Pin the scales to the training workload's and machine's, so that the
-    # saved policy sees the same feature scales on any other workload or
-    # cluster size (transfer, seed 003).
-    base = probe.unwrapped
-    env_config.setdefault("max_time", float(base.max_time))
-    if base.observation_kind == "image":
-        env_config.setdefault("image_slot_s", float(base.image_slot_s))
-    if base.observation_kind == "dras":
-        env_config.setdefault("node_rows", int(base.node_rows))
-    env_fn = _env_factory(env_config)
-    init = None
-    if not resuming and ns.bc_steps:
-        init = _clone_teacher(env_fn, probe, args, ns)
-    probe.close()
-
+    # Fail fast on a bad scenario or option, before any work; pin the
+    # feature scales to the training workload's and machine's.
+    probe = pin_scales(env_config)
+    env_fn = EnvFactory(env_config)
+    warm = WarmStartSpec(ns.bc_steps, epochs=ns.bc_epochs) if ns.bc_steps and not resuming else None
     tb = _TensorBoard(out)
     try:
-        result = module.train(env_fn, args, out_dir=out, resume=ns.resume, env_config=env_config,
-                              init_state_dict=init, progress=not ns.quiet, log=tb)
+        result = train(env_fn, ns.algo, args, warm_start=warm, out=out, resume=ns.resume,
+                       env_config=env_config, progress=not ns.quiet, log=tb,
+                       say=lambda text: print(text, file=sys.stderr), teacher=ns.teacher,
+                       probe=probe)
     finally:
         tb.close()
+        probe.close()
     last = next((r for r in reversed(result.curve) if math.isfinite(r["mean_return"])), None)
     status = "finished" if result.finished else "stopped (time budget)"
     print(f"{ns.algo} {status}: {result.update} updates, {result.global_step} steps"
@@ -472,22 +450,6 @@ def _train(ns) -> int:
     print(f"checkpoint: {result.checkpoint}")
     print(f"curve: {out / 'curve.csv'}")
     return 0
-
-
-def _clone_teacher(env_fn, probe, args, ns):
-    import torch
-
-    from agents.imitation import agreement, behaviour_cloning, collect_demonstrations
-    from agents.networks import make_network
-
-    demos = collect_demonstrations(env_fn, ns.bc_steps, seed=args.seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(args.seed)
-        net = make_network(probe.observation_space, probe.action_space, args.network, args.hidden)
-    behaviour_cloning(net, demos, epochs=ns.bc_epochs, seed=args.seed)
-    print(f"behaviour cloning of {ns.teacher}: {len(demos)} decisions, "
-          f"agreement {agreement(net, demos):.3f}", file=sys.stderr)
-    return net.state_dict()
 
 
 def evaluate_policy(policy, env, episodes: int, seed: int, baseline: str | None = None
@@ -518,7 +480,7 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
     """
     import numpy as np
 
-    from agents.ppo import METRIC_KEYS
+    from agents.loop import METRIC_KEYS
     from cosim.compose import run_policy
 
     keys = ("mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue")

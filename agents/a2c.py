@@ -7,7 +7,7 @@ Here the n-step advantage is :func:`agents.gae.compute_gae` with
 ``lambda = 1`` over rollouts of ``num_steps`` decisions (bootstrapped from the
 last value, and from the final observation's value at truncations), and one
 gradient step is taken per rollout. Everything else (vector envs, masks,
-mimic term, checkpoints, exact resume) is the loop of :mod:`agents.ppo`.
+mimic term, checkpoints, exact resume) is the loop of :mod:`agents.loop`.
 
 Examples:
     >>> from agents.a2c import A2CArgs, train                    # doctest: +SKIP
@@ -26,14 +26,16 @@ import torch
 from torch import nn
 
 from agents.distributions import MaskedCategorical
-from agents.ppo import Args, Rollout, TrainResult, _mimic_loss, run
+from agents.imitation import mimic_loss
+from agents.loop import Args, TrainResult, run
+from agents.rollout import Rollout
 
 __all__ = ["A2CArgs", "a2c_update", "train"]
 
 
 @dataclass
 class A2CArgs(Args):
-    """A2C hyper-parameters: :class:`agents.ppo.Args` with A2C defaults.
+    """A2C hyper-parameters: :class:`agents.loop.Args` with A2C defaults.
 
     The PPO-only fields (``num_minibatches``, ``update_epochs``, ``clip_coef``,
     ``clip_vloss``, ``target_kl``) are ignored.
@@ -68,7 +70,7 @@ def a2c_update(net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollou
     v_loss = 0.5 * ((value - b["returns"]) ** 2).mean()
     entropy = dist.entropy().mean()
     loss = pg_loss + args.vf_coef * v_loss - args.ent_coef * entropy
-    mimic = _mimic_loss(dist, b["teacher"], b["masks"]) if mimic_coef > 0 else None
+    mimic = mimic_loss(dist, b["teacher"], b["masks"]) if mimic_coef > 0 else None
     if mimic is not None:
         loss = loss + mimic_coef * mimic
     optimizer.zero_grad()
@@ -84,5 +86,5 @@ def a2c_update(net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollou
 
 def train(env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
           args: A2CArgs | None = None, **kwargs) -> TrainResult:
-    """Train an A2C agent; keyword arguments as :func:`agents.ppo.run`."""
+    """Train an A2C agent; keyword arguments as :func:`agents.loop.run`."""
     return run("a2c", a2c_update, env_fn, args or A2CArgs(), **kwargs)

@@ -35,7 +35,7 @@ import numpy as np
 from cosim.errors import InputError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "read_meta",
-           "capture_rng", "restore_rng", "FORMAT"]
+           "capture_rng", "restore_rng", "inference_threads", "FORMAT"]
 
 FORMAT = "hpc-cosim-agent/1"
 _LATEST = "LATEST"
@@ -201,3 +201,19 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise InputError(str(ckpt / "state.pt"), "an unknown file", f"a {FORMAT} training state")
     return state, meta
+
+
+def inference_threads() -> None:
+    """Let torch use one thread where a trained policy acts outside training.
+
+    The networks are small and act on one decision at a time, so torch's
+    intra-op threads cost more in hand-offs than they gain (issue 20: a
+    600-job replay took 1.9 s on one thread, 33 s on two). Called when a
+    policy is loaded to act; an ``OMP_NUM_THREADS`` set by the user wins.
+    """
+    import os
+
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)

@@ -22,8 +22,8 @@ that keeps Q-learning with a neural network stable is added:
   with ``smdp`` (thesis eq. 2.18), stored per transition;
 - Huber loss and gradient-norm clipping.
 
-Acting, the loop, checkpoints and exact resume are :func:`agents.ppo.run`'s
-(through :class:`agents.ppo.Learner`); the replay buffer, the target network
+Acting, the loop, checkpoints and exact resume are :func:`agents.loop.run`'s
+(through :class:`agents.loop.Learner`); the replay buffer, the target network
 and the update count (hence epsilon) are saved in every checkpoint as plain
 tensors, so a resumed run is the same as an uninterrupted one. The greedy
 policy (``rl:DIR``) is the argmax of the Q-values over legal actions.
@@ -48,7 +48,8 @@ from torch import nn
 
 from agents.distributions import MaskedCategorical
 from agents.gae import step_discounts
-from agents.ppo import Args, Learner, Rollout, TrainResult, run
+from agents.loop import Args, Learner, TrainResult, run
+from agents.rollout import Rollout
 from cosim.errors import InputError
 
 __all__ = ["DQLArgs", "DQLLearner", "ReplayBuffer", "masked_max", "train"]
@@ -56,7 +57,7 @@ __all__ = ["DQLArgs", "DQLLearner", "ReplayBuffer", "masked_max", "train"]
 
 @dataclass
 class DQLArgs(Args):
-    """DQL hyper-parameters: :class:`agents.ppo.Args` with DQL defaults and fields.
+    """DQL hyper-parameters: :class:`agents.loop.Args` with DQL defaults and fields.
 
     ``num_steps`` is the number of decisions per environment between
     updates. The PPO-only fields (``num_minibatches``, ``update_epochs``,
@@ -306,5 +307,5 @@ class DQLLearner(Learner):
 
 def train(env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
           args: DQLArgs | None = None, **kwargs) -> TrainResult:
-    """Train a DRAS-DQL agent; keyword arguments as :func:`agents.ppo.run`."""
+    """Train a DRAS-DQL agent; keyword arguments as :func:`agents.loop.run`."""
     return run("dql", DQLLearner(), env_fn, args or DQLArgs(), **kwargs)

@@ -10,6 +10,10 @@ fitted by cross-entropy *under the mask*, i.e. ``-log pi(a_teacher | s)`` of
 the masked distribution, so probability mass is only moved among legal
 actions.
 
+:func:`warm_start` is the whole recipe (demonstrations, a fresh network
+seeded like the learner's, cloning, agreement) that the agents CLI and
+:mod:`agents.recipe` use before RL.
+
 Examples:
     >>> demos = collect_demonstrations(lambda: SchedulingEnv(path, teacher="sjf"), 5000)  # doctest: +SKIP
     >>> net = make_network(env.observation_space, env.action_space)  # doctest: +SKIP
@@ -29,9 +33,11 @@ import torch
 from torch import nn
 
 from agents.distributions import MaskedCategorical
+from agents.networks import make_network
 from cosim.errors import InputError
 
-__all__ = ["Demonstrations", "collect_demonstrations", "behaviour_cloning", "agreement"]
+__all__ = ["Demonstrations", "collect_demonstrations", "behaviour_cloning", "agreement",
+           "mimic_loss", "WarmStart", "warm_start"]
 
 Teacher = Callable[[np.ndarray, dict[str, Any]], int]
 
@@ -175,3 +181,75 @@ def agreement(net: nn.Module, demos: Demonstrations, batch_size: int = 4096) -> 
         mode = MaskedCategorical(logits, torch.as_tensor(demos.masks[sl])).mode()
         hits += int((mode.numpy() == demos.actions[sl]).sum())
     return hits / len(demos)
+
+
+def mimic_loss(dist: MaskedCategorical, teacher: torch.Tensor,
+               masks: torch.Tensor) -> torch.Tensor | None:
+    """The RLSchert imitation term (seed 001, eq. 11) of a batch, for the RL updates.
+
+    Mean ``-log pi(a_teacher | s)`` over the steps whose teacher action is
+    legal (``teacher`` is -1 where the env gave none); None when no step has one.
+    """
+    idx = teacher.clamp(min=0)
+    valid = (teacher >= 0) & masks.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+    if not bool(valid.any()):
+        return None
+    return -dist.log_prob(idx)[valid].mean()
+
+
+@dataclass
+class WarmStart:
+    """A network cloned from a teacher, and how well it copies it.
+
+    Attributes:
+        net: the cloned network (train it further, or save ``net.state_dict()``).
+        decisions: teacher decisions it was fitted to.
+        agreement: fraction of those where its greedy policy picks the teacher's action.
+        losses: mean cloning loss per epoch.
+    """
+
+    net: nn.Module
+    decisions: int
+    agreement: float
+    losses: list[float]
+
+    def describe(self, teacher: str | None = None) -> str:
+        """One line for a log: ``behaviour cloning of T: N decisions, agreement A``."""
+        who = f" of {teacher}" if teacher else ""
+        return f"behaviour cloning{who}: {self.decisions} decisions, agreement {self.agreement:.3f}"
+
+
+def warm_start(env_fn: Callable[[], gym.Env], args: Any, steps: int, *, epochs: int = 10,
+               batch_size: int = 64, balance: bool = False,
+               probe: gym.Env | None = None) -> WarmStart:
+    """Behaviour-cloning warm start before RL (RLSchert, seed 001, section 4.4).
+
+    Collects ``steps`` teacher decisions from ``env_fn``'s envs (episode seeds
+    from ``args.seed``), builds the network the learner would build (the
+    architecture of ``args.network``/``args.hidden``, initialised under
+    ``torch.manual_seed(args.seed)`` without touching the global generator),
+    and fits it with :func:`behaviour_cloning`.
+
+    Args:
+        env_fn: factory of envs that report ``info["teacher_action"]``.
+        args: the learner's hyper-parameters (an :class:`agents.loop.Args`).
+        steps: teacher decisions to collect.
+        epochs, batch_size, balance: as :func:`behaviour_cloning`.
+        probe: an env of the same spaces, to size the network (default: one from ``env_fn``).
+
+    Returns:
+        The cloned network and its agreement with the teacher on the demonstrations.
+    """
+    demos = collect_demonstrations(env_fn, steps, seed=args.seed)
+    env = probe if probe is not None else env_fn()
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(args.seed)
+            net = make_network(env.observation_space, env.action_space, args.network, args.hidden)
+    finally:
+        if probe is None:
+            env.close()
+    losses = behaviour_cloning(net, demos, epochs=epochs, batch_size=batch_size, seed=args.seed,
+                               balance=balance)
+    return WarmStart(net=net, decisions=len(demos), agreement=agreement(net, demos),
+                     losses=losses)

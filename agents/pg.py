@@ -23,11 +23,11 @@ per position k of the update. The optimizer is Adam with learning rate
 - ``b_k`` averages the returns at position k of every earlier update and
   every environment (0 before the first update); it is kept, with its count,
   in the checkpoint, so a resumed run continues with the same baseline;
-- the entropy bonus and the RLSchert imitation term of :mod:`agents.ppo` are
+- the entropy bonus and the RLSchert imitation term (:func:`agents.imitation.mimic_loss`) are
   available and off unless asked for (``ent_coef``, ``--teacher``).
 
 Acting, the loop, checkpoints and exact resume are those of
-:func:`agents.ppo.run` (through :class:`agents.ppo.Learner`). The network's
+:func:`agents.loop.run` (through :class:`agents.loop.Learner`). The network's
 value head is not used.
 
 Examples:
@@ -49,14 +49,16 @@ from torch import nn
 
 from agents.distributions import MaskedCategorical
 from agents.gae import step_discounts
-from agents.ppo import Args, Learner, Rollout, TrainResult, _mimic_loss, run
+from agents.imitation import mimic_loss
+from agents.loop import Args, Learner, TrainResult, run
+from agents.rollout import Rollout
 
 __all__ = ["PGArgs", "PGLearner", "update_returns", "train"]
 
 
 @dataclass
 class PGArgs(Args):
-    """PG hyper-parameters: :class:`agents.ppo.Args` with DRAS-PG defaults.
+    """PG hyper-parameters: :class:`agents.loop.Args` with DRAS-PG defaults.
 
     ``num_steps`` is the number of decisions per environment between updates
     (the K of eq. 3). The PPO-only fields (``num_minibatches``,
@@ -136,7 +138,7 @@ class PGLearner(Learner):
         pg_loss = -(logp * a).mean()
         entropy = dist.entropy().mean()
         loss = pg_loss - args.ent_coef * entropy
-        mimic = _mimic_loss(dist, b["teacher"], b["masks"]) if mimic_coef > 0 else None
+        mimic = mimic_loss(dist, b["teacher"], b["masks"]) if mimic_coef > 0 else None
         if mimic is not None:
             loss = loss + mimic_coef * mimic
         optimizer.zero_grad()
@@ -171,5 +173,5 @@ class PGLearner(Learner):
 
 def train(env_fn: Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
           args: PGArgs | None = None, **kwargs) -> TrainResult:
-    """Train a DRAS-PG agent; keyword arguments as :func:`agents.ppo.run`."""
+    """Train a DRAS-PG agent; keyword arguments as :func:`agents.loop.run`."""
     return run("pg", PGLearner(), env_fn, args or PGArgs(), **kwargs)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.checkpoint import load_checkpoint
+from agents.checkpoint import inference_threads, load_checkpoint
 from agents.distributions import MaskedCategorical
 from agents.networks import network_from_spec
 from cosim.env.acting import acting_config
@@ -139,6 +139,7 @@ def load_rl_policy(path: str | Path) -> RLPolicy:
         InputError: no checkpoint at ``path``, or one this version cannot read.
     """
     state, meta = load_checkpoint(path)
+    inference_threads()
     net = network_from_spec(meta["network"])
     try:
         net.load_state_dict(state["model"])

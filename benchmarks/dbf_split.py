@@ -41,15 +41,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from repro import ROOT, command_cell, fmt_ci, write_row
+from train_agents import HELDOUT_SEED, heldout, validation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from repro import ROOT, EnvFactory, command_cell, fmt_ci, train_selected, write_row  # noqa: E402
-from train_agents import HELDOUT_SEED, heldout, validation  # noqa: E402
-
-from agents.ppo import Args  # noqa: E402
-from cosim.compose import make_env, run_policy  # noqa: E402
-from cosim.config import load_scenario  # noqa: E402
+from agents import recipe
+from agents.ppo import Args
+from cosim.compose import EnvFactory, make_env, run_policy
+from cosim.config import load_scenario
 
 SCENARIO = "scenarios/lublin256.yaml"
 GUARD_WAIT = 3 * 86400.0
@@ -111,15 +109,18 @@ def main() -> int:
             args = Args(seed=seed, num_envs=2, async_envs=True, num_steps=256, lr=3e-4,
                         ent_coef=0.003, gamma=0.995, mimic_coef=1.0, mimic_decay=0.6)
             teach = EnvFactory({**cfg, "teacher": ns.teacher})
-            kept = train_selected("ppo", args, teach, cfg, share,
-                                  out / f"{name}-seed-{seed}", scorer(probes[name]),
-                                  bc_steps=ns.bc_steps, log=lambda s: print(s, flush=True),
-                                  name=f"{name} {window[0]}+{window[1]} seed {seed}")
-            rows = [run_policy(scenario, f"rl:{kept['path']}", None, workload=w) for w in test]
+            kept = recipe.train(teach, "ppo", args, budget_s=share,
+                                warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
+                                                                batch_size=256),
+                                selection=recipe.Selection(scorer(probes[name])),
+                                out=out / f"{name}-seed-{seed}", env_config=cfg,
+                                say=lambda s: print(s, flush=True),
+                                name=f"{name} {window[0]}+{window[1]} seed {seed}")
+            rows = [run_policy(scenario, f"rl:{kept.path}", None, workload=w) for w in test]
             res = {"seed": seed, "mean_wait": float(np.mean([r["wait_mean"] for r in rows])),
                    "mean_queue": float(np.mean([r["queue_len_mean"] for r in rows])),
                    "bsld": float(np.mean([r["bsld_mean"] for r in rows])),
-                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept["update"]}
+                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept.update}
             results[name].append(res)
             print(f"{name} {window[0]}+{window[1]} seed {seed}: mean wait {res['mean_wait']:.0f} s, "
                   f"mean queue {res['mean_queue']:.1f}, bsld {res['bsld']:.1f}", flush=True)

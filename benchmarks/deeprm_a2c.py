@@ -45,16 +45,14 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from repro import ROOT, command_cell, fmt_ci, mean_ci, write_row
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from repro import ROOT, command_cell, fmt_ci, mean_ci, train_selected, write_row  # noqa: E402
-
-from agents.a2c import A2CArgs  # noqa: E402
-from cosim.compose import make_env, run_policy  # noqa: E402
-from cosim.config import load_scenario  # noqa: E402
-from cosim.workloads.mao import mao  # noqa: E402
-from cosim.workloads.windows import window  # noqa: E402
+from agents import recipe
+from agents.a2c import A2CArgs
+from cosim.compose import make_env, run_policy
+from cosim.config import load_scenario
+from cosim.workloads.mao import mao
+from cosim.workloads.windows import window
 
 SCENARIO = "scenarios/deeprm.yaml"
 RATES = (0.6, 0.7, 0.8, 0.9)
@@ -152,16 +150,19 @@ def main() -> int:
 
         args = A2CArgs(seed=seed, num_envs=4, async_envs=True, lr=ns.lr, mimic_coef=0.5,
                        mimic_decay=0.6, ent_coef=0.01, gamma=0.99)
-        kept = train_selected("a2c", args, Factory(seed, ns.teacher), env_config(), share,
-                              out / f"seed-{seed}", score, bc_steps=ns.bc_steps,
-                              log=lambda s: print(s, flush=True), name=f"a2c seed {seed}")
-        agent = {r: float(np.mean([run_policy(scenario, f"rl:{kept['path']}", None,
+        kept = recipe.train(Factory(seed, ns.teacher), "a2c", args, budget_s=share,
+                            warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
+                                                            batch_size=256),
+                            selection=recipe.Selection(score), out=out / f"seed-{seed}",
+                            env_config=env_config(), say=lambda s: print(s, flush=True),
+                            name=f"a2c seed {seed}")
+        agent = {r: float(np.mean([run_policy(scenario, f"rl:{kept.path}", None,
                                               workload=w)["slowdown_mean"] for w in test[r]]))
                  for r in RATES}
         best = {r: min(base[n][r] for n in BASELINES) for r in RATES}
         ratios = {r: agent[r] / best[r] for r in RATES}
         per_seed.append({"seed": seed, "slowdown": agent, "ratio_to_best": ratios,
-                         "kept_update": kept["update"]})
+                         "kept_update": kept.update})
         print(f"seed {seed}: " + ", ".join(f"{r}: {agent[r]:.3f} ({ratios[r]:.3f}x)"
                                             for r in RATES), flush=True)
     minutes = (time.monotonic() - t_start) / 60

@@ -32,36 +32,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
+from repro import ROOT, command_cell, mean_ci, write_row
 
-ROOT = Path(__file__).resolve().parents[1]
-# This folder holds a predictors.py benchmark: keep it off the path so that
-# ``import predictors`` finds the package, and load the shared helpers by file.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
-sys.path.insert(0, str(ROOT))
-
-
-def _load_repro():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("repro", ROOT / "benchmarks" / "repro.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["repro"] = module     # the worker processes unpickle repro.EnvFactory
-    spec.loader.exec_module(module)
-    return module
-
-
-_repro = _load_repro()
-EnvFactory, command_cell, mean_ci = _repro.EnvFactory, _repro.command_cell, _repro.mean_ci
-train_selected, write_row = _repro.train_selected, _repro.write_row
-
-from agents import ppo  # noqa: E402
-from cosim.compose import make_env, prepare_models, run_policy  # noqa: E402
-from cosim.config import load_scenario  # noqa: E402
-from cosim.workloads.windows import window  # noqa: E402
+from agents import ppo, recipe
+from cosim.compose import EnvFactory, make_env, pin_scales, prepare_models, run_policy
+from cosim.config import load_scenario
+from cosim.workloads.windows import window
 
 SCENARIO = "scenarios/vasp.yaml"
 TRAIN_SETS = ["seed=101", "workload.jobs=6000"]
@@ -122,23 +101,26 @@ def main() -> None:
 
     sel_cfg = {**base, "actions": "select", "observation": "kernel", "window": 128,
                "backfill_order": teacher.split("+")[0], "teacher": teacher}
-    sel_cfg["max_time"] = float(make_env(sel_cfg).max_time)
-    train_selected("ppo", ppo.Args(seed=args.seed, num_envs=2, async_envs=True,
-                                   num_steps=256, ent_coef=0.003, mimic_coef=1.0,
-                                   mimic_decay=0.6, gamma=0.995),
-                   EnvFactory(sel_cfg), sel_cfg, budget * 0.5, out / "scheduler",
-                   scorer(sel_cfg, val), bc_steps=args.bc_steps, bc_epochs=6,
-                   name="scheduler")
+    pin_scales(sel_cfg).close()
+    recipe.train(EnvFactory(sel_cfg), "ppo",
+                 ppo.Args(seed=args.seed, num_envs=2, async_envs=True, num_steps=256,
+                          ent_coef=0.003, mimic_coef=1.0, mimic_decay=0.6, gamma=0.995),
+                 budget_s=budget * 0.5,
+                 warm_start=recipe.WarmStartSpec(args.bc_steps, epochs=6, batch_size=256),
+                 selection=recipe.Selection(scorer(sel_cfg, val)), out=out / "scheduler",
+                 env_config=sel_cfg, say=print, name="scheduler")
     sel_dir = out / "scheduler"
     kill_cfg = {**base, "actions": "kill", "kill_slots": 4, "base_policy": f"rl:{sel_dir}",
                 "teacher": "rule"}
     kill_cfg["max_time"] = sel_cfg["max_time"]
-    train_selected("ppo", ppo.Args(seed=args.seed, num_envs=2, async_envs=True, num_steps=128,
-                                   ent_coef=0.003, mimic_coef=1.0, mimic_decay=0.6,
-                                   gamma=0.995),
-                   EnvFactory(kill_cfg), kill_cfg, budget * 0.5, out / "killer",
-                   scorer(kill_cfg, val), bc_steps=args.bc_steps // 2, bc_epochs=6,
-                   name="killer", bc_balance=True)
+    recipe.train(EnvFactory(kill_cfg), "ppo",
+                 ppo.Args(seed=args.seed, num_envs=2, async_envs=True, num_steps=128,
+                          ent_coef=0.003, mimic_coef=1.0, mimic_decay=0.6, gamma=0.995),
+                 budget_s=budget * 0.5,
+                 warm_start=recipe.WarmStartSpec(args.bc_steps // 2, epochs=6, batch_size=256,
+                                                 balance=True),
+                 selection=recipe.Selection(scorer(kill_cfg, val)), out=out / "killer",
+                 env_config=kill_cfg, say=print, name="killer")
     kill_dir = out / "killer"
 
     names = {"SJF": "sjf+easy@rnn", "SJF + rule kill": "sjf+easy@rnn+kill",

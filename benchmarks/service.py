@@ -28,14 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from predictors.bundle import ModelBundle, ensure_models  # noqa: E402
 from predictors.dataset import generate_dataset  # noqa: E402

@@ -54,14 +54,15 @@ import sys
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import torch
 
+from agents import recipe
 from agents.checkpoint import latest_checkpoint
-from agents.ppo import METRIC_KEYS, Args, train
+from agents.loop import METRIC_KEYS
+from agents.ppo import Args
 from agents.rl_policy import RLPolicy, load_rl_policy
-from cosim.compose import make_env, run_policy
+from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
 from cosim.config import load_scenario
 from cosim.model import load_workload
 from cosim.workloads.windows import window
@@ -75,37 +76,6 @@ SUMMARY_KEYS = {"bsld_mean": "mean_bsld", "wait_mean": "mean_wait",
                 "queue_len_mean": "mean_queue"}
 
 
-class VariableLengthEpisodes(gym.Wrapper):
-    """Draw each episode's job count uniformly in ``[low, high]`` from its reset seed.
-
-    Deterministic given the seed, so training runs stay exactly resumable.
-    """
-
-    def __init__(self, env: gym.Env, low: int, high: int):
-        super().__init__(env)
-        self.low, self.high = int(low), int(high)
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, *, seed=None, options=None):
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        self.env.unwrapped.episode_jobs = int(self._rng.integers(self.low, self.high + 1))
-        return self.env.reset(seed=seed, options=options)
-
-    def action_masks(self):
-        return self.env.unwrapped.action_masks()
-
-
-class _TrainEnv:
-    """Picklable env factory (for ``--async``)."""
-
-    def __init__(self, config: dict, low: int, high: int):
-        self.config, self.low, self.high = config, low, high
-
-    def __call__(self) -> gym.Env:
-        return VariableLengthEpisodes(make_env(self.config), self.low, self.high)
-
-
 def train_agent(out: Path, window_split: tuple[int, int], budget_s: float, ns) -> Path:
     """Train one agent for ``budget_s`` seconds of wall time; returns its output folder."""
     config = {"scenario": str(SCENARIO), "observation": ns.observation,
@@ -114,36 +84,24 @@ def train_agent(out: Path, window_split: tuple[int, int], budget_s: float, ns) -
               "teacher": None, "guard_wait": ns.guard_wait}
     # Pin the time normalization to the training workload's (the held-out windows
     # would otherwise derive their own from their longest request).
-    config["max_time"] = float(make_env(config).max_time)
+    pin_scales(config).close()
     args = Args(seed=ns.seed, total_steps=10**12, num_envs=ns.envs, async_envs=ns.async_envs,
                 num_steps=ns.num_steps, lr=ns.lr, gamma=ns.gamma, ent_coef=ns.ent_coef,
                 time_budget_s=budget_s, checkpoint_every_s=120.0,
                 mimic_coef=0.5 if ns.teacher else 0.0, mimic_decay=0.5)
     run_dir = out / f"window-{window_split[0]}-{window_split[1]}"
-    env_fn = _TrainEnv({**config, "teacher": ns.teacher}, ns.min_jobs, ns.max_jobs)
+    env_fn = EnvFactory({**config, "teacher": ns.teacher},
+                     episode_range=(ns.min_jobs, ns.max_jobs))
     t0 = time.monotonic()
-    init = None
+    warm = None
     if ns.teacher and ns.bc_steps and not (ns.resume and latest_checkpoint(run_dir)):
-        init = clone_teacher(env_fn, args, ns.bc_steps)
-    result = train(env_fn, args, out_dir=run_dir, resume=ns.resume, env_config=config,
-                   init_state_dict=init, progress=not ns.quiet)
+        warm = recipe.WarmStartSpec(ns.bc_steps, epochs=10)
+    result = recipe.train(env_fn, "ppo", args, warm_start=warm, out=run_dir, resume=ns.resume,
+                          env_config=config, progress=not ns.quiet, teacher=ns.teacher,
+                          say=lambda text: print(text, file=sys.stderr))
     print(f"window {window_split}: {result.update} updates, {result.global_step} steps in "
           f"{time.monotonic() - t0:.0f} s", file=sys.stderr)
     return run_dir
-
-
-def clone_teacher(env_fn, args: Args, steps: int) -> dict:
-    """Behaviour-cloning warm start (RLSchert, seed 001, section 4.4)."""
-    from agents.imitation import agreement, behaviour_cloning, collect_demonstrations
-    from agents.networks import make_network
-
-    demos = collect_demonstrations(env_fn, steps, seed=args.seed)
-    probe = env_fn()
-    net = make_network(probe.observation_space, probe.action_space, args.network, args.hidden)
-    behaviour_cloning(net, demos, epochs=10, seed=args.seed)
-    print(f"behaviour cloning: {len(demos)} decisions, agreement {agreement(net, demos):.3f}",
-          file=sys.stderr)
-    return net.state_dict()
 
 
 def held_out_windows(n_windows: int, n_jobs: int, seed: int):

@@ -36,9 +36,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from repro import ROOT, command_cell, fmt_ci, mean_ci, write_row  # noqa: E402
 from train_agents import CONFIGS, HELDOUT_SEED, SCENARIO  # noqa: E402
 from train_agents import train as train_agent  # noqa: E402

@@ -8,7 +8,7 @@ from test_ppo import PickEnv, greedy_return, pair_env, random_return
 
 from agents.a2c import A2CArgs, a2c_update, train
 from agents.networks import MLPPolicy
-from agents.ppo import EnvRunner, collect_rollout
+from agents.rollout import EnvRunner, collect_rollout
 
 torch.set_num_threads(1)
 

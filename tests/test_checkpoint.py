@@ -219,3 +219,22 @@ def test_resume_mid_episode_in_the_scheduling_env(tmp_path):
     rest = train(fn, Args(**args), out_dir=tmp_path, resume=True, env_config=config)
     assert same_state_dicts(full.net.state_dict(), rest.net.state_dict())
     assert curve_without_timing(full.curve) == curve_without_timing(rest.curve)
+
+
+def test_loading_a_policy_to_act_uses_one_torch_thread(monkeypatch):
+    from agents.rl_policy import load_rl_policy
+
+    shipped = Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "lublin256"
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        load_rl_policy(shipped)
+        assert torch.get_num_threads() == 1
+        # A thread count the user set for OpenMP wins.
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        torch.set_num_threads(2)
+        load_rl_policy(shipped)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

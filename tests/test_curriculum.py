@@ -14,7 +14,7 @@ from agents.__main__ import main
 from agents.checkpoint import load_checkpoint
 from agents.pg import PGArgs
 from agents.pg import train as pg_train
-from agents.ppo import EnvRunner
+from agents.rollout import EnvRunner
 from cosim.compose import make_env
 from cosim.env import SchedulingEnv
 

@@ -14,7 +14,7 @@ from agents.dql import train as dql_train
 from agents.networks import MLPPolicy
 from agents.pg import PGArgs, PGLearner, update_returns
 from agents.pg import train as pg_train
-from agents.ppo import EnvRunner, collect_rollout
+from agents.rollout import EnvRunner, collect_rollout
 from cosim.errors import InputError
 
 torch.set_num_threads(1)

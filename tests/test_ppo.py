@@ -13,8 +13,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from agents.loop import Args
 from agents.networks import MLPPolicy
-from agents.ppo import Args, EnvRunner, Rollout, collect_rollout, ppo_update, train
+from agents.ppo import ppo_update, train
+from agents.rollout import EnvRunner, Rollout, collect_rollout
 from cosim.errors import InputError
 
 torch.set_num_threads(1)

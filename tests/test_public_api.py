@@ -7,6 +7,7 @@ import inspect
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,12 +15,11 @@ import agents
 import cosim
 import predictors
 
-#: Old import paths kept for one release; they warn (checked below).
-DEPRECATED = {"agents.heuristics": "cosim.policies", "agents.backfill": "cosim.policies.backfill",
-              "agents.knapsack": "cosim.policies.knapsack"}
+#: Old import paths, removed (issue 19): the policies live in cosim.policies.
+REMOVED = ("agents.heuristics", "agents.backfill", "agents.knapsack")
 MODULES = sorted({m.name for pkg in (cosim, predictors, agents)
                   for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
-                  if not m.name.endswith("__main__")} - set(DEPRECATED)
+                  if not m.name.endswith("__main__")}
                  | {"cosim", "predictors", "agents"})
 
 
@@ -50,23 +50,9 @@ def test_agents_learning_names_load_on_first_use():
         agents.nope  # noqa: B018
 
 
-@pytest.mark.parametrize("old,new", sorted(DEPRECATED.items()))
-def test_moved_modules_still_import_with_a_deprecation_warning(old, new):
-    code = ("import warnings, importlib; warnings.simplefilter('error'); "
-            f"importlib.import_module({old!r})")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode != 0 and "DeprecationWarning" in proc.stderr and new in proc.stderr
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        module = importlib.reload(importlib.import_module(old))
-    target = importlib.import_module(new)
-    for name in module.__all__:
-        assert getattr(module, name) is getattr(target, name, getattr(module, name))
-
-
-def test_old_make_policy_import_keeps_working():
-    with pytest.warns(DeprecationWarning, match="cosim.policies"):
-        old = importlib.reload(importlib.import_module("agents.heuristics")).make_policy
-    from cosim.policies import make_policy
-    assert old is make_policy and old("sjf+easy").name == "sjf+easy"
-    with pytest.warns(DeprecationWarning, match="cosim.policies"):
-        assert agents.make_policy is make_policy
+@pytest.mark.parametrize("old", REMOVED)
+def test_moved_policy_modules_are_gone_from_agents(old):
+    # By file: an editable install of another checkout may still map the old name.
+    assert not (Path(agents.__file__).parent / f"{old.split('.')[1]}.py").exists()
+    with pytest.raises(AttributeError):
+        agents.make_policy  # noqa: B018

@@ -276,8 +276,8 @@ def test_issue_probe_3000_jobs_tsafrir_fail_once_ends_and_reports_never_started(
     # The second probe of issue 21 (11 minutes and 6.4 GB before): 3,000 jobs,
     # mtbf 1e5 s, mttr 7200 s, on_failure fail, one attempt, Tsafrir
     # estimates. 256-wide jobs on 256 nodes never find every node up.
-    from cosim.config import load_scenario
     from cosim.compose import run_policy
+    from cosim.config import load_scenario
 
     sc = load_scenario("scenarios/lublin256.yaml", overrides=[
         "workload.jobs=3000", "faults.mtbf=1e5", "faults.mttr=7200", "faults.on_failure=fail",

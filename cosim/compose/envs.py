@@ -16,7 +16,7 @@ from typing import Any
 
 from cosim.errors import InputError
 
-__all__ = ["make_env", "EnvFactory"]
+__all__ = ["make_env", "EnvFactory", "pin_scales"]
 
 
 def make_env(env_config: dict[str, Any], **overrides: Any):
@@ -81,11 +81,57 @@ class AgentBase:
 
 
 class EnvFactory:
-    """``make_env(env_config, **overrides)`` as a picklable zero-argument callable."""
+    """``make_env(env_config, **overrides)`` as a picklable zero-argument callable.
 
-    def __init__(self, env_config: dict[str, Any], **overrides: Any):
+    The one env factory of training runs and benchmarks (worker processes and
+    Ray actors build their own envs from it).
+
+    Args:
+        env_config: a :func:`make_env` configuration.
+        levels: ``(level-1 teacher, level-2 teacher)``: put those heuristics' actions
+            in ``info["teacher_action"]`` (:class:`~cosim.env.wrappers.LevelTeacher`);
+            None keeps the env's own.
+        episode_range: ``(low, high)``: a job count per episode drawn in that range
+            (:class:`~cosim.env.wrappers.VariableLengthEpisodes`); None keeps the configured one.
+        wrap: a picklable ``env -> env`` applied last.
+        **overrides: further :func:`make_env` keywords (e.g. ``workload``).
+    """
+
+    def __init__(self, env_config: dict[str, Any], levels: tuple[str, str] | None = None, *,
+                 episode_range: tuple[int, int] | None = None, wrap=None, **overrides: Any):
         self.env_config = dict(env_config)
+        self.levels, self.episode_range, self.wrap = levels, episode_range, wrap
         self.overrides = overrides
 
     def __call__(self):
-        return make_env(self.env_config, **self.overrides)
+        from cosim.env.wrappers import LevelTeacher, VariableLengthEpisodes
+
+        env = make_env(self.env_config, **self.overrides)
+        if self.episode_range is not None:
+            env = VariableLengthEpisodes(env, *self.episode_range)
+        if self.levels is not None:
+            env = LevelTeacher(env, *self.levels)
+        return self.wrap(env) if self.wrap is not None else env
+
+
+def pin_scales(env_config: dict[str, Any], probe=None):
+    """Pin the feature scales of ``env_config`` to its training workload and machine (in place).
+
+    The time normalization (``max_time``), the image row length and the DRAS
+    node rows are otherwise derived by each env from its own workload, so a
+    saved policy would see other scales on another workload or cluster size
+    (transfer, seed 003). Values already set are kept.
+
+    Returns:
+        The probe env (built from ``env_config`` unless given; the caller closes it).
+    """
+    if probe is None:
+        probe = make_env(env_config)
+    base = probe.unwrapped
+    env_config.setdefault("max_time", float(base.max_time))
+    if base.observation_kind == "image":
+        env_config.setdefault("image_slot_s", float(base.image_slot_s))
+    if base.observation_kind == "dras":
+        env_config.setdefault("node_rows", int(base.node_rows))
+    return probe
+

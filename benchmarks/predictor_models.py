@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    python benchmarks/predictors.py                       # 20k training jobs, 5k held out
-    python benchmarks/predictors.py --model gru           # the recurrent network instead
-    python benchmarks/predictors.py --train 5000 --test 2000   # quicker
+    python benchmarks/predictor_models.py                       # 20k training jobs, 5k held out
+    python benchmarks/predictor_models.py --model gru           # the recurrent network instead
+    python benchmarks/predictor_models.py --train 5000 --test 2000   # quicker
 
 Training and held-out jobs come from one synthetic centre (``--population``,
 default 42, the centre of ``scenarios/vasp.yaml``) but from different job
@@ -35,14 +35,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from predictors.dataset import generate_dataset  # noqa: E402
 from predictors.evaluate import evaluate, format_table, read_data  # noqa: E402

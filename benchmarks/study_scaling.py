@@ -18,7 +18,7 @@
    learning), the first update (start-up) left out; then the three vector
    envs stepping alone, 8 and 32 environments over 2 workers.
 
-    python benchmarks/sweep.py [--seeds 10] [--workers 2] [--train-envs 8] [--skip-train]
+    python benchmarks/study_scaling.py [--seeds 10] [--workers 2] [--train-envs 8] [--skip-train]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.compose import policy_dir, run_policy
+from cosim.compose import EnvFactory, policy_dir, run_policy
 from cosim.config import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,16 +143,14 @@ def _noop() -> None:
 
 
 def train_figures(envs: int, steps: int) -> None:
-    import functools
 
     import torch
 
     from agents.ppo import Args, train
-    from cosim.compose import make_env
 
     torch.set_num_threads(1)
     config = {"scenario": str(SCENARIO), "window": [10, 0], "episode_jobs": 256}
-    fn = functools.partial(make_env, config)
+    fn = EnvFactory(config)
     print(f"training throughput: PPO, {envs} envs x 64 steps a rollout, 256-job episodes, "
           f"{steps} steps (agent steps/s of whole updates, first update left out)")
     for label, kw in (("in process (SyncVectorEnv)", {}),

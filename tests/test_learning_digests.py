@@ -1,0 +1,105 @@
+"""Behaviour-preserving refactors of the learners: same-seed learning curves match digests.
+
+Each learner (PPO, A2C, PG, DQL) trains for a few hundred decisions through
+``python -m agents train`` (behaviour-cloning warm start from a teacher, the
+mimic term where the learner has one) on a small Lublin episode. The curve
+rows (every column except wall-clock ones) and the final network weights are
+hashed and compared with ``tests/learning_digests.json``, recorded from the
+code before the learners were split (issue 19). A change that moves any
+number of a learning curve changes a digest; a deliberate change re-records
+(``python tests/test_learning_digests.py --record``) and says why in its
+commit.
+
+Floating-point results depend on the torch build, so the digests are
+compared only under the torch and numpy versions they were recorded with
+(otherwise the test is skipped, saying so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGESTS = Path(__file__).with_name("learning_digests.json")
+SCENARIO = "scenarios/lublin256.yaml"
+
+#: algo -> extra command-line arguments (all runs: select actions, 32-job episodes).
+CASES = {
+    "ppo": ["--teacher", "sjf", "--bc-steps", "96", "--bc-epochs", "2",
+            "--arg", "num_steps=64", "--arg", "num_minibatches=2", "--arg", "update_epochs=2"],
+    "a2c": ["--teacher", "sjf", "--bc-steps", "96", "--bc-epochs", "2",
+            "--arg", "num_steps=16", "--arg", "num_envs=2"],
+    "pg": ["--teacher", "sjf", "--bc-steps", "96", "--bc-epochs", "2", "--arg", "num_steps=32"],
+    "dql": ["--teacher", "sjf", "--bc-steps", "96", "--bc-epochs", "2", "--arg", "num_steps=16",
+            "--arg", "learning_starts=32", "--arg", "target_every=4"],
+}
+STEPS = 256
+TIMING = ("fps", "elapsed_s")
+
+
+def versions() -> dict[str, str]:
+    """What the digests depend on besides the code."""
+    return {"torch": torch.__version__, "numpy": np.__version__}
+
+
+def learning_digest(algo: str, out: Path) -> dict[str, str]:
+    """Train ``algo`` briefly into ``out``; digests of its curve rows and final weights."""
+    from agents.__main__ import main
+    from agents.checkpoint import load_checkpoint
+
+    torch.set_num_threads(1)
+    argv = ["train", str(ROOT / SCENARIO), "--out", str(out), "--algo", algo,
+            "--actions", "select", "--window", "16", "--episode-jobs", "32",
+            "--steps", str(STEPS), "--seed", "3", "--quiet", *CASES[algo]]
+    assert main(argv) == 0
+    state, _ = load_checkpoint(out)
+    rows = [{k: v for k, v in row.items() if k not in TIMING} for row in state["curve"]]
+    # As JSON text, so that NaN compares equal to NaN and floats keep every bit (repr).
+    curve = json.dumps(rows, sort_keys=True)
+    weights = hashlib.sha256()
+    for name, tensor in state["model"].items():
+        weights.update(name.encode())
+        weights.update(tensor.detach().cpu().numpy().tobytes())
+    return {"curve": hashlib.sha256(curve.encode()).hexdigest(),
+            "weights": weights.hexdigest(), "updates": str(len(rows))}
+
+
+@pytest.mark.parametrize("algo", list(CASES))
+def test_learning_curve_matches_its_digest(algo, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    recorded = json.loads(DIGESTS.read_text(encoding="utf-8"))
+    if recorded["versions"] != versions():
+        pytest.skip(f"digests recorded with {recorded['versions']}, running {versions()}")
+    got = learning_digest(algo, tmp_path / algo)
+    assert got == recorded["cases"][algo], (
+        f"{algo}: the learning curve or the weights changed; if deliberate, re-record with "
+        "`python tests/test_learning_digests.py --record` and say why")
+
+
+def _record() -> None:
+    import os
+    import tempfile
+
+    os.chdir(ROOT)
+    cases = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for algo in CASES:
+            cases[algo] = learning_digest(algo, Path(tmp) / algo)
+            print(algo, cases[algo])
+    DIGESTS.write_text(json.dumps({"versions": versions(), "cases": cases}, indent=1) + "\n",
+                       encoding="utf-8")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--record"]:
+        sys.path.insert(0, str(ROOT))
+        _record()
+    else:
+        sys.exit("usage: python tests/test_learning_digests.py --record")
