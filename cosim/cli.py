@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from cosim.errors import CosimError
 
-__all__ = ["ArgumentParser", "run_command"]
+__all__ = ["ArgumentParser", "run_command", "nonnegative_float", "positive_int"]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -31,6 +31,38 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse ``type=``: a finite number, 0 or more (seconds, budgets).
+
+    >>> nonnegative_float("2.5")
+    2.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text!r}") \
+            from None
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=``: a whole number above 0 (steps, episodes, jobs).
+
+    >>> positive_int("3")
+    3
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}") \
+            from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text}")
+    return value
 
 
 def run_command(handler: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None,
