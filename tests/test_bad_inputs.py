@@ -179,3 +179,40 @@ def test_bad_input_is_one_line_and_exit_2(case: Case, tmp_path: Path) -> None:
     assert set(_leftovers(tmp_path)) == before, _leftovers(tmp_path)
     for path in case.absent:
         assert not (tmp_path / path).exists(), path
+
+
+# ------------------------------------------------ small ones (issue 21, items 4, 7) ----
+
+def _python(code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True, timeout=120).stdout.strip()
+
+
+def test_import_cosim_registers_the_gym_id_without_torch():
+    out = _python("import sys, cosim, gymnasium; from cosim.env import ENV_ID; "
+                  "print(ENV_ID in gymnasium.registry, 'torch' in sys.modules, "
+                  "'cosim.env' in sys.modules, cosim._ENV_ID == ENV_ID)")
+    assert out == "True False True True"
+    out = _python("import sys, cosim, gymnasium; "
+                  "print('cosim/Scheduling-v0' in gymnasium.registry, 'torch' in sys.modules, "
+                  "'cosim.env' in sys.modules)")
+    assert out == "True False False"
+
+
+def test_progress_bars_write_whole_lines_to_a_log():
+    import io
+
+    from cosim.cli import progress_bar
+
+    log = io.StringIO()
+    bar = progress_bar(total=1000, desc="runs", unit="run", file=log, leave=False)
+    for _ in range(1000):
+        bar.update(1)
+        bar.set_postfix_str("busy")        # a refresh per update, as the sweep's bar does
+    bar.close()
+    text = log.getvalue()
+    assert "\r" not in text
+    lines = text.splitlines()
+    assert 1 <= len(lines) <= 3, lines     # the first frame, then the final count
+    assert "1000/1000" in lines[-1] and lines[-1].startswith("runs")
