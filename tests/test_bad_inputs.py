@@ -216,3 +216,35 @@ def test_progress_bars_write_whole_lines_to_a_log():
     lines = text.splitlines()
     assert 1 <= len(lines) <= 3, lines     # the first frame, then the final count
     assert "1000/1000" in lines[-1] and lines[-1].startswith("runs")
+
+
+def test_a_window_of_a_trace_counts_only_its_own_missing_request_times(tmp_path):
+    from cosim.config import scenario_from_dict
+    from cosim.workloads.loading import load_workload, workload_warnings
+
+    # 50 jobs: the first 30 have no requested time (-1), the last 20 have one
+    lines = [SWF_LINE.format(i=i, submit=10 * i, run=100, req=-1 if i <= 30 else 50)
+             for i in range(1, 51)]
+    (tmp_path / "t.swf").write_text(SWF_HEADER + "".join(lines))
+
+    def warnings_for(jobs: int, offset: int) -> tuple[list[str], dict]:
+        sc = scenario_from_dict({"workload": {"kind": "swf", "path": str(tmp_path / "t.swf"),
+                                              "jobs": jobs, "offset": offset}})
+        w = load_workload(sc)
+        return workload_warnings(w, sc), w.cleaning
+
+    lines_, cleaning = warnings_for(10, 0)         # jobs 1-10: all without a request
+    assert lines_[0].startswith("10 of 10 jobs (100%) have no requested time")
+    assert cleaning["run_exceeds_request"] == 0
+    lines_, cleaning = warnings_for(20, 25)        # jobs 26-45: 5 without, 15 with 50 < 100
+    assert lines_[0].startswith("5 of 20 jobs (25%) have no requested time")
+    assert cleaning["req_time_missing"] == 5 and cleaning["run_exceeds_request"] == 15
+    lines_, _ = warnings_for(10, 40)               # jobs 41-50: every job has a request
+    assert not any("no requested time" in line for line in lines_)
+
+
+def test_docs_name_no_machine_path():
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for prefix in ("/work/", "/home/", "/root/", "/Users/"):
+            assert prefix not in text, (doc.name, prefix)

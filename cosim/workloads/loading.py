@@ -209,6 +209,7 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
             raise ScenarioError("workload.offset", str(start),
                                 f"at most {len(workload) - n} for {n} jobs of {len(workload)}")
         workload = window(workload, n, rng_or_seed=seed_of["window"], start=start)
+        _recount_window(workload)
     if wc.estimates.model != "trace":
         from cosim.workloads.estimates import apply_estimates
 
@@ -217,6 +218,24 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
                                      name=wc.estimates.model, seed=seed_of["estimates"])
     workload.validate()
     return workload
+
+
+def _recount_window(workload: Workload) -> None:
+    """Recount the per-job cleaning counters over a window of a trace.
+
+    The reader counts them over the whole file; a 2,000-job window of a
+    10,000-job trace would otherwise warn "10000 of 2000 jobs (500%) have no
+    requested time". Counts of dropped jobs stay the file's (they are not in
+    any window).
+    """
+    c = workload.cleaning
+    missing = workload.features.get("req_time_missing")
+    if missing is not None:
+        missing = np.asarray(missing, dtype=bool)
+        c["req_time_missing"] = int(missing.sum())
+        c["run_exceeds_request"] = int((~missing & (workload.run > workload.req_time)).sum())
+    if "run_zero_kept" in c:
+        c["run_zero_kept"] = int((workload.run == 0).sum())
 
 
 def _dropped(workload: Workload) -> list[tuple[str, int]]:

@@ -383,7 +383,8 @@ def read_swf(
         user=t[:, 11],
         prev_job=t[:, 16],
         think=t[:, 17],
-        features={"status": codes[keep]},
+        # Per job, so that a window of the trace counts its own missing times.
+        features={"status": codes[keep], "req_time_missing": missing},
         max_procs=int(machine),
         max_nodes=header.max_nodes,
         machine_source=source,
