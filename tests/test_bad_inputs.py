@@ -248,3 +248,30 @@ def test_docs_name_no_machine_path():
         text = doc.read_text(encoding="utf-8")
         for prefix in ("/work/", "/home/", "/root/", "/Users/"):
             assert prefix not in text, (doc.name, prefix)
+
+
+def test_a_local_ray_starts_beside_a_stale_session_file():
+    """``ray_session()`` without an address starts its own Ray, sized as asked.
+
+    A session file left by a Ray head on this machine (here a dead one, in a
+    private temp folder) made Ray try to join it and refuse ``num_cpus``;
+    a live head gives the same refusal (checked by hand, see the issue note).
+    """
+    pytest.importorskip("ray")
+    import tempfile
+
+    # Ray's socket paths must stay short: a folder directly under /tmp.
+    tmp = Path(tempfile.mkdtemp(prefix="r21-", dir="/tmp"))
+    try:
+        (tmp / "ray").mkdir()
+        (tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1\n")
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": str(tmp)}
+        env.pop("RAY_ADDRESS", None)
+        code = ("from cosim.distributed import ray_session\n"
+                "s = ray_session(num_cpus=1)\nprint('cpus', s.cpus)\ns.close()\n")
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.split() == ["cpus", "1"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
