@@ -35,7 +35,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cosim.cli import ArgumentParser, run_command
+from cosim.cli import ArgumentParser, nonnegative_float, run_command
 from cosim.errors import InputError
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
-    t.add_argument("--actions", choices=("start", "select", "dras", "kill"), default="start",
+    t.add_argument("--actions", choices=("start", "select", "dras", "kill"), default=None,
                    help="action model: start (DBF split window with Fwd), select (pick the "
                         "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
                         "levels)")
@@ -146,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a scenario value, e.g. --set workload.jobs=2000")
     t.add_argument("--checkpoint-every", type=float, default=300.0, metavar="SECONDS")
-    t.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+    t.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="SECONDS",
                    help="stop after this much wall time")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -291,6 +291,9 @@ def _curriculum(spec: str) -> dict[str, Any]:
     if spec.endswith(".json") or path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise InputError(f"--curriculum {spec}", "bytes that are not UTF-8",
+                             "a UTF-8 JSON file") from None
         except OSError as exc:
             raise InputError(f"--curriculum {spec}", "a file that cannot be read",
                              "a JSON file or sampled=N,periods=N,synthetic=N") from exc
@@ -382,6 +385,8 @@ def _train(ns) -> int:
 
     _, args_cls = algorithm(ns.algo)
     out = Path(ns.out) if ns.out else _default_out(ns.scenario, ns.algo, ns.seed)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}", "a file", "a folder for the training output")
     resuming = ns.resume and latest_checkpoint(out) is not None
     if ns.resume and not resuming:
         raise InputError(f"--resume {out}", "no checkpoint there",
@@ -390,6 +395,10 @@ def _train(ns) -> int:
         meta = read_meta(out)
         if meta.get("algo") != ns.algo:
             raise InputError(str(out), f"a {meta.get('algo')} run", f"a {ns.algo} run (--algo)")
+        kept = meta["env"].get("actions", "start")
+        if ns.actions is not None and ns.actions != kept:
+            raise InputError("--actions", f"{ns.actions} with --resume of a --actions {kept} run",
+                             f"--actions {kept} or none (a resumed run keeps its action model)")
         args = args_cls.from_dict(meta["args"])
         # Only what does not change results may differ when resuming.
         args.async_envs = ns.async_envs
@@ -400,6 +409,7 @@ def _train(ns) -> int:
         print(f"resuming {out} at update {meta['update']} (step {meta['global_step']}); "
               "hyper-parameters and environment from the checkpoint", file=sys.stderr)
     else:
+        ns.actions = ns.actions or "start"
         if ns.bc_steps and not ns.teacher:
             raise InputError("--bc-steps", str(ns.bc_steps), "a --teacher to clone")
         env_config = _env_config(ns)

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -174,11 +176,15 @@ def read_meta(path: str | Path) -> dict[str, Any]:
                          "(holding LATEST or state.pt + meta.json)")
     try:
         meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(str(ckpt / "meta.json"), "bytes that are not UTF-8",
+                         "a meta.json written by agents.checkpoint") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{ckpt / 'meta.json'}:{exc.lineno}", "invalid JSON",
                          "a meta.json written by agents.checkpoint") from exc
-    if meta.get("format") != FORMAT:
-        raise InputError(str(ckpt / "meta.json"), f"format {meta.get('format')!r}",
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise InputError(str(ckpt / "meta.json"), f"format {found!r}",
                          f"format {FORMAT!r}")
     meta["_path"] = str(ckpt)
     return meta
@@ -197,7 +203,18 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
     meta = read_meta(path)
     ckpt = Path(meta["_path"])
-    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        # weights_only refused the payload: it names code, not only weights.
+        raise InputError(str(ckpt / "state.pt"), "a pickle that names code, not only weights",
+                         f"a {FORMAT} checkpoint (nothing in it was run)") from None
+    except (RuntimeError, EOFError, OSError, ValueError, IndexError, KeyError,
+            zipfile.BadZipFile) as exc:
+        # Truncated or torn by a crash mid-copy, or not a torch file at all.
+        detail = str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
+        raise InputError(str(ckpt / "state.pt"), f"a damaged file ({detail})",
+                         f"a {FORMAT} checkpoint written by agents.checkpoint") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise InputError(str(ckpt / "state.pt"), "an unknown file", f"a {FORMAT} training state")
     return state, meta

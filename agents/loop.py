@@ -423,7 +423,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
     bar = None
     timed = args.time_budget_s is not None
     if progress:
-        from tqdm import tqdm
+        from cosim.cli import progress_bar as tqdm  # no \r frames in logs
         if timed:
             # A time-limited run ends on its budget: show wall time against it.
             done = min(curve[-1]["elapsed_s"], args.time_budget_s) if curve else 0.0

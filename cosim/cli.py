@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 from cosim.errors import CosimError
 
-__all__ = ["ArgumentParser", "run_command"]
+__all__ = ["ArgumentParser", "run_command", "nonnegative_float", "positive_int",
+           "progress_bar"]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -31,6 +34,95 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse ``type=``: a finite number, 0 or more (seconds, budgets).
+
+    >>> nonnegative_float("2.5")
+    2.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text!r}") \
+            from None
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=``: a whole number above 0 (steps, episodes, jobs).
+
+    >>> positive_int("3")
+    3
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}") \
+            from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text}")
+    return value
+
+
+class _Lines:
+    """A stream that turns a progress bar's carriage-return frames into whole lines.
+
+    A log file or a pipe keeps every ``\\r`` frame a bar writes (thousands
+    of them in one line); here a frame becomes one plain line at most every
+    ``every`` seconds, and the last frame is written when the bar clears or
+    closes, so the log ends on the final count.
+    """
+
+    def __init__(self, stream: TextIO, every: float = 10.0):
+        self.stream, self.every = stream, every
+        self.pending: str | None = None
+        self.last = -float("inf")
+
+    def write(self, text: str) -> int:
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self.pending = line
+            if time.monotonic() - self.last >= self.every or text.endswith("\n"):
+                self._emit()
+        elif self.pending:      # the bar clears itself: keep its last state in the log
+            self._emit()
+        return len(text)
+
+    def _emit(self) -> None:
+        self.stream.write(self.pending + "\n")
+        self.stream.flush()
+        self.pending, self.last = None, time.monotonic()
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):   # no isatty, or a closed stream
+        return False
+
+
+def progress_bar(**kwargs: Any):
+    """A ``tqdm`` bar on ``file`` (default stderr) that behaves in logs.
+
+    On a terminal it is tqdm as asked. Elsewhere (a file, a pipe, a CI log)
+    it writes whole lines, at most one every 10 s plus the final count, and
+    never a carriage return (:class:`_Lines`).
+    """
+    from tqdm import tqdm
+
+    stream = kwargs.pop("file", None) or sys.stderr
+    if not _is_terminal(stream):
+        kwargs.update(file=_Lines(stream), dynamic_ncols=False, ncols=100)
+    else:
+        kwargs["file"] = stream
+    return tqdm(**kwargs)
 
 
 def run_command(handler: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None,

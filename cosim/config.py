@@ -31,6 +31,17 @@ __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "Sch
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: Any) -> Any:
+        """Refuse ``true``/``false`` for a number: pydantic would read ``true`` as 1."""
+        if isinstance(value, bool):
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is not bool and bool not in get_args(annotation) \
+                    and annotation is not Any:
+                raise ValueError("a number (true and false are not numbers here)")
+        return value
+
 
 class ClusterConfig(_Section):
     """The machine.
@@ -362,7 +373,12 @@ def read_scenario_dict(path: str | Path, what: str = "scenario") -> tuple[dict, 
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}", f"a byte that is not UTF-8 (0x{data[exc.start]:02x})",
+                         f"a UTF-8 {what} YAML file") from None
     except FileNotFoundError:
         raise InputError(str(path), "no such file", f"a {what} YAML file") from None
     except IsADirectoryError:

@@ -5,8 +5,10 @@ Sweeps (:mod:`cosim.studies`) and Ray-backed vector environments
 (``pip install -e ".[ray]"``); nothing imports it until one of them is
 used, so ``import cosim`` stays light.
 
-``address`` follows ``ray.init``: None (or ``"local"``) starts a local Ray
-inside this process, sized by ``num_cpus``; ``"auto"`` joins the cluster
+``address`` follows ``ray.init``: None (or ``"local"``) starts a private
+local Ray for this process, sized by ``num_cpus``, even when a Ray head
+already runs on the machine or a stale session file is left from one (join
+that head with ``"auto"``); ``"auto"`` joins the cluster
 started on this machine with ``ray start --head``; ``"HOST:PORT"`` joins a
 remote head node. Code and input files must then be reachable on every
 node (an installed ``hpc-cosim`` and a shared file system, or a Ray
@@ -104,6 +106,10 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         if runtime_env:
             kwargs["runtime_env"] = runtime_env
         if local:
+            # "local" makes Ray start a private instance. Without an address it
+            # would join a head started on this machine (or follow a stale
+            # session file left by one) and then refuse num_cpus.
+            kwargs["address"] = LOCAL
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
         else:
             kwargs["address"] = address

@@ -129,7 +129,7 @@ def test_single_run_without_summary_and_gantt_skipped(tmp_path):
     assert "sjf&lt;1&gt;: no Gantt chart (30 jobs, more than 10)" in html
     assert not list(tmp_path.glob("gantt_*"))
     # summary computed from the tables since there is no summary.json
-    assert re.search(r"<th>jobs_total</th><td>30</td>", html)
+    assert re.search(r"<th>jobs_total</th><td class=\"unit\">jobs</td><td>30</td>", html)
 
 
 def test_subfolders_without_comparison_json(tmp_path):
@@ -257,3 +257,118 @@ def test_mode_labels_never_overlap_and_utilization_has_a_strip_per_policy(tmp_pa
     assert len(series.axes) == len(policies) + 1          # a strip per policy, then the queue
     labels = [t.get_text() for ax in series.axes[1:] for t in ax.texts]
     assert [lb.split()[0] for lb in labels] == policies
+
+
+# ------------------------------------------------ page structure (issue 21) ----
+
+def _summary_with(root: Path, name: str, **values) -> None:
+    """Overwrite metrics of one policy's summary.json (the page reads it)."""
+    path = root / name / "summary.json"
+    doc = records.read_json(path)
+    doc["metrics"].update(values)
+    records.write_json_atomic(path, doc)
+
+
+def test_page_leads_with_headline_then_figures_then_folded_metrics(tmp_path):
+    root = make_comparison(tmp_path, ["fcfs", "easy", "sjf"])
+    # hand-set values: easy has the lowest mean wait, sjf the highest utilization,
+    # fcfs and easy tie on max wait (both marked)
+    _summary_with(root, "fcfs", wait_mean=300.0, wait_max=900.0, utilization=0.5,
+                  workload_cleaning={}, workload_status={"1": 38, "5": 2},
+                  sources=["de015ab1ef76+0da360c67966"])
+    _summary_with(root, "easy", wait_mean=120.0, wait_max=900.0, utilization=0.6)
+    _summary_with(root, "sjf", wait_mean=150.0, wait_max=1000.0, utilization=0.7)
+    write_report(root, warnings=["2 of 40 jobs (5%) have no requested time"])
+    page = (root / "report.html").read_text()
+    at = {name: page.index(marker) for name, marker in (
+        ("headline", 'id="headline"'), ("warnings", 'id="warnings"'),
+        ("figures", 'id="figures"'), ("first image", "<img "),
+        ("details", "<details"), ("full table", "<th>metric</th>"))}
+    assert list(at) == sorted(at, key=at.get), at
+    assert page.index("<img ") < at["details"]
+    # the headline table: one row per policy, best values starred
+    head = page[at["headline"]:page.index("</table>", at["headline"])]
+    rows = re.findall(r"<tr><th>(\w+)</th>(.*?)</tr>", head)[1:]    # after the header row
+    assert [r[0] for r in rows] == ["fcfs", "easy", "sjf"]
+    best = {name: re.findall(r'class="best">&#9733; ([\d.,]+)<', cells) for name, cells in rows}
+    assert "120" in best["easy"] and "120" not in best["fcfs"]
+    assert "0.700" in best["sjf"] and "0.500" not in best["fcfs"]
+    assert "900" in best["fcfs"] and "900" in best["easy"] and "1,000" not in best["sjf"]
+    # no raw Python reprs anywhere, the list and mapping spelled out
+    for raw in ("{}", "[]", "['", "{'", "': "):
+        assert raw not in page, raw
+    assert "de015ab1ef76+0da360c67966" in page and "1: 38, 5: 2" in page
+    # units and definitions in the folded table
+    assert re.search(r'<th>wait_mean</th><td class="unit">s</td>', page)
+    assert re.search(r'<th>utilization</th><td class="unit">fraction</td>', page)
+    assert "2 of 40 jobs (5%) have no requested time" in page
+    # the Kiviat chart comes first among the figures
+    srcs = re.findall(r'<img src="([^"]+)"', page)
+    assert srcs[0] == "kiviat.png" and (root / "kiviat.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_kiviat_scores_by_hand():
+    from cosim.report import kiviat_scores
+
+    s = kiviat_scores([{"wait_mean": 100.0, "utilization": 0.4, "fairness_jain": None},
+                       {"wait_mean": 400.0, "utilization": 0.8, "fairness_jain": 0.5},
+                       {"wait_mean": 0.0, "utilization": 0.2}])
+    assert s["wait_mean"] == [0.0, 0.0, 1.0]          # the best is 0: only 0 scores
+    assert s["utilization"] == [0.5, 1.0, 0.25]
+    assert s["fairness_jain"] == [None, 1.0, None]
+    assert "bsld_mean" not in s
+    s = kiviat_scores([{"bsld_mean": 2.0}, {"bsld_mean": 8.0}])
+    assert s["bsld_mean"] == [1.0, 0.25]
+
+
+def test_size_classes_fit_the_machine():
+    from cosim.report import size_classes
+
+    for cores in (1, 4, 20, 64, 192, 256, 1024, 8192):
+        classes = size_classes(cores)
+        assert classes[0][1] == 1 and classes[-1][2] == cores
+        for (_, _, hi), (_, lo, _) in zip(classes, classes[1:]):
+            assert lo == hi + 1                        # contiguous, no gap, no overlap
+    assert [c[0] for c in size_classes(192)] == ["1", "2-3", "4-12", "13-48", "49-192"]
+
+
+def test_metric_labels_have_units():
+    from cosim.report import HEADLINE, metric_label, metric_unit
+
+    assert metric_label("wait_mean") == "mean wait (s)"
+    assert metric_label("utilization") == "utilization (useful) (fraction)"
+    assert metric_label("wasted_core_hours") == "wasted core-hours (core-h)"
+    assert metric_unit("busy_core_seconds") == "core-s"
+    for key, *_ in HEADLINE:
+        if key != "jobs_per_second":
+            assert metric_unit(key), key
+
+
+def test_gantt_marks_failed_timeout_and_restarted_jobs(tmp_path, monkeypatch):
+    jobs, events, decisions = synthetic_run(30, 8, seed=3)
+    jobs["outcome"][5] = "failed"
+    jobs["killed_seconds"][7] = 100.0
+    records.write_run(tmp_path, jobs=jobs, events=events, decisions=decisions, cores=8,
+                      policy="p")
+    figs = _figures(monkeypatch)
+    write_report(tmp_path)
+    ax = figs["gantt_p.png"].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "failed (dropped after a kill or failure): 1" in labels
+    assert "killed at its walltime (timeout): 1" in labels
+    assert "restarted after a killed/lost attempt: 1" in labels
+    assert "unfinished when the run stopped: 2" in labels
+    # the legend sits outside the axes, right of them
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_cdf_legend_is_below_the_axes(tmp_path, monkeypatch):
+    make_comparison(tmp_path, ["a", "b", "c"])
+    figs = _figures(monkeypatch)
+    write_report(tmp_path)
+    fig = figs["wait_bsld_cdf.png"]
+    (legend,) = fig.legends
+    top = legend.get_window_extent().y1
+    assert all(top <= ax.get_window_extent().y0 for ax in fig.axes)
+    for ax in fig.axes:
+        assert "(" in ax.get_xlabel()    # a unit on every x axis

@@ -250,8 +250,8 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     specs = parse_policies(policies, scenario, source=source)
     workload = load_workload(scenario, base_dir=base_dir)
     scenario = resolve_machine(scenario, workload)
+    lines = workload_warnings(workload, scenario)
     if notify is not None:
-        lines = workload_warnings(workload, scenario)
         if lines:
             notify(f"warning: {workload.source or scenario.workload.kind}:")
             for line in lines:
@@ -297,7 +297,7 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
         if plots:
             from cosim.report import write_report
 
-            write_report(stage)
+            write_report(stage, warnings=lines)
         put_in_place(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

@@ -64,7 +64,7 @@ class Progress:
         self.bar = None
         self.t0 = time.monotonic()
         if enabled:
-            from tqdm import tqdm
+            from cosim.cli import progress_bar as tqdm  # no \r frames in logs
 
             self.bar = tqdm(total=len(sim.workload), desc=label, unit="job", file=sys.stderr,
                             leave=False, delay=PROGRESS_DELAY_S, dynamic_ncols=True)

@@ -194,7 +194,7 @@ class _Progress:
 
     def __post_init__(self):
         if not self.quiet and self.total:
-            from tqdm import tqdm
+            from cosim.cli import progress_bar as tqdm  # no \r frames in logs
 
             self.bar = tqdm(total=self.total, unit="run", desc="runs", file=sys.stderr,
                             dynamic_ncols=True)

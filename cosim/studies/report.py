@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from cosim import records
-from cosim.report import _pyplot
+from cosim.report import _pyplot, metric_label
 from cosim.studies.plan import _slug
 from cosim.studies.schema import FIXED_COLUMNS, STATUS_COLUMNS, StudyPlan
 from cosim.studies.stats import _num
@@ -177,11 +177,11 @@ def _plot_metric(plan: StudyPlan, rows: list[dict[str, Any]], stats: list[dict[s
         if len(settings) > 1:
             ax.set_title(label, fontsize=9)
         if k % ncols == 0:
-            ax.set_ylabel(metric)
+            ax.set_ylabel(metric_label(metric))
         ax.grid(axis="y", alpha=0.3)
     for k in range(len(settings), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    fig.suptitle(f"{metric}: seeds (grey, joined by seed) and mean with "
+    fig.suptitle(f"{metric_label(metric)}: seeds (grey, joined by seed) and mean with "
                  f"{plan.study.confidence * 100:g}% CI (red)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100, metadata={"Software": None})

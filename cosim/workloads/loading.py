@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from cosim.errors import ScenarioError, WorkloadError
 from cosim.workloads.base import Workload
 
 __all__ = ["load_workload", "streams", "STREAMS", "TRACE_KINDS", "resolve_machine",
-           "machine_from_trace", "workload_warnings", "require_jobs"]
+           "machine_from_trace", "workload_warnings", "require_jobs", "check_jobs_fit_memory"]
 
 #: Workload kinds read from a file: their machine may come from the file.
 TRACE_KINDS = ("swf", "slurm")
@@ -93,6 +94,42 @@ def resolve_machine(scenario: Scenario, workload: Workload) -> Scenario:
     return scenario.model_copy(update={"cluster": cluster})
 
 
+#: Memory one job costs a run, generously: the workload's columns, the
+#: simulator's job object, its rows in the results tables.
+BYTES_PER_JOB = 4096
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux), or None when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_jobs_fit_memory(n_jobs: int, where: str = "workload.jobs") -> None:
+    """Refuse a job count the machine cannot hold, before anything is allocated.
+
+    Raises:
+        ScenarioError: ``n_jobs`` x :data:`BYTES_PER_JOB` exceeds the memory
+            available now (a 10^11-job workload would ask for terabytes).
+    """
+    avail = _available_memory()
+    if avail is None or n_jobs * BYTES_PER_JOB <= avail:
+        return
+    most = avail // BYTES_PER_JOB
+    raise ScenarioError(where, f"{n_jobs:,} jobs (about {n_jobs * BYTES_PER_JOB / 2**30:,.0f} GiB)",
+                        f"at most about {most:,} jobs, what the {avail / 2**30:.1f} GiB of "
+                        "memory available now hold")
+
+
 def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> Workload:
     """The scenario's workload: read or generated, windowed, with its estimates.
 
@@ -110,6 +147,8 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
     seed_of = dict(zip(STREAMS, (int(s.generate_state(1)[0]) for s in rngs)))
     cores = scenario.cluster.nodes * (1 if scenario.cluster.granularity == "node"
                                       else scenario.cluster.cores_per_node)
+    if wc.jobs is not None and wc.kind not in TRACE_KINDS:   # a trace's jobs is only a window
+        check_jobs_fit_memory(wc.jobs)
     if wc.kind in TRACE_KINDS:
         if not wc.path:
             example = "trace.swf" if wc.kind == "swf" else "sacct.txt"
@@ -170,6 +209,7 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
             raise ScenarioError("workload.offset", str(start),
                                 f"at most {len(workload) - n} for {n} jobs of {len(workload)}")
         workload = window(workload, n, rng_or_seed=seed_of["window"], start=start)
+        _recount_window(workload)
     if wc.estimates.model != "trace":
         from cosim.workloads.estimates import apply_estimates
 
@@ -178,6 +218,24 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
                                      name=wc.estimates.model, seed=seed_of["estimates"])
     workload.validate()
     return workload
+
+
+def _recount_window(workload: Workload) -> None:
+    """Recount the per-job cleaning counters over a window of a trace.
+
+    The reader counts them over the whole file; a 2,000-job window of a
+    10,000-job trace would otherwise warn "10000 of 2000 jobs (500%) have no
+    requested time". Counts of dropped jobs stay the file's (they are not in
+    any window).
+    """
+    c = workload.cleaning
+    missing = workload.features.get("req_time_missing")
+    if missing is not None:
+        missing = np.asarray(missing, dtype=bool)
+        c["req_time_missing"] = int(missing.sum())
+        c["run_exceeds_request"] = int((~missing & (workload.run > workload.req_time)).sum())
+    if "run_zero_kept" in c:
+        c["run_zero_kept"] = int((workload.run == 0).sum())
 
 
 def _dropped(workload: Workload) -> list[tuple[str, int]]:

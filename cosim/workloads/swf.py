@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import math
 import os
 import warnings
@@ -252,7 +253,31 @@ def _parse_table(raw: bytes, path: Path) -> np.ndarray:
         bad = _locate_bad_line(raw, path)
         if bad is not None:
             raise bad
+    _check_times(table, raw, path)
     return table
+
+
+#: Largest time an SWF field may hold (s, about 317 years): a run time of
+#: 1e308 would turn every mean into a 300-digit number, not a result.
+MAX_SECONDS = 1e10
+_TIME_FIELDS = (2, 3, 4, 9, 18)    # submit, wait, run, req_time, think (1-based)
+
+
+def _check_times(table: np.ndarray, raw: bytes, path: Path) -> None:
+    """Refuse times beyond :data:`MAX_SECONDS`, naming the file line."""
+    cols = [c - 1 for c in _TIME_FIELDS]
+    over = np.abs(table[:, cols]) > MAX_SECONDS
+    if not over.any():
+        return
+    row, k = np.argwhere(over)[0]
+    col = _TIME_FIELDS[k]
+    job_lines = (i for i, line in enumerate(raw.splitlines(), start=1)
+                 if line.split(b";", 1)[0].split())
+    lineno = next(itertools.islice(job_lines, int(row), None))
+    name = SWF_FIELDS[col - 1].replace("_", " ")
+    name = "run time" if name == "run" else name
+    raise WorkloadError(f"{path}:{lineno}", f"{name} {table[row, col - 1]:g} s in field {col}",
+                        f"times of at most {MAX_SECONDS:g} s (about 317 years)")
 
 
 def read_swf(
@@ -358,7 +383,8 @@ def read_swf(
         user=t[:, 11],
         prev_job=t[:, 16],
         think=t[:, 17],
-        features={"status": codes[keep], "wait": t[:, 2]},
+        # Per job, so that a window of the trace counts its own missing times.
+        features={"status": codes[keep], "wait": t[:, 2], "req_time_missing": missing},
         max_procs=int(machine),
         max_nodes=header.max_nodes,
         machine_source=source,
@@ -399,6 +425,9 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
         The path written.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError(str(path), "a folder", "a file path for the SWF trace (e.g. "
+                         f"{path / 'jobs.swf'})")
     w = workload
     n = len(w)
     lines = [
@@ -438,7 +467,14 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
     tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        # A folder or an unwritable place where the file should go: one line,
+        # and no half-written trace left beside it.
+        tmp.unlink(missing_ok=True)
+        raise InputError(str(path), exc.strerror or type(exc).__name__,
+                         "a writable file path for the SWF trace") from None
     return path
