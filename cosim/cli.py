@@ -19,7 +19,12 @@ from collections.abc import Callable, Sequence
 
 from cosim.errors import CosimError
 
-__all__ = ["ArgumentParser", "run_command"]
+__all__ = ["ArgumentParser", "run_command", "stderr_line"]
+
+
+def stderr_line(text: str) -> None:
+    """Print ``text`` as one line on stderr at once (progress and notices, never the results)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -8,7 +8,6 @@ environment per setting, and names each run's folder.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import inspect
 import itertools
@@ -31,7 +30,7 @@ from cosim.config import (
     set_path,
     validation_error,
 )
-from cosim.errors import InputError, ScenarioError
+from cosim.errors import InputError, ScenarioError, did_you_mean
 from cosim.studies.schema import (
     RunSpec,
     Study,
@@ -232,11 +231,10 @@ class _TrainProbe:
                                         if key == "seed" else "no Ray inside a sweep's runs "
                                         "(each run is already a Ray task)")
                 if key not in names:
-                    near = difflib.get_close_matches(key, names, n=1)
                     raise ScenarioError(self._at(section, key), f"unknown key {key!r}",
                                         f"a field of {args_cls.__name__}" if section == "args"
                                         else "a keyword argument of cosim.env.SchedulingEnv",
-                                        f"did you mean {near[0]!r}?" if near else "")
+                                        did_you_mean(key, names))
         try:
             args = args_cls(**train["args"])
             args.validate()
