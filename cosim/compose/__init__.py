@@ -12,7 +12,7 @@
   the comparison table and the progress bar.
 """
 
-from cosim.compose.envs import EnvFactory, make_env
+from cosim.compose.envs import EnvFactory, make_env, pin_scales
 from cosim.compose.policies import (
     POLICY_LOADERS,
     load_kill_agent,
@@ -34,4 +34,5 @@ from cosim.compose.table import TABLE_COLUMNS, comparison_table
 __all__ = ["run_policy", "run_scenario", "parse_policies", "load_policy", "load_kill_agent",
            "register_policy_loader", "POLICY_LOADERS", "prepare_models", "prediction_backend",
            "make_prediction_hub", "attach_predictions", "HubFactory", "make_env", "EnvFactory",
+           "pin_scales",
            "default_out_dir", "policy_dir", "TABLE_COLUMNS", "comparison_table"]

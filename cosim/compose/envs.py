@@ -16,7 +16,7 @@ from typing import Any
 
 from cosim.errors import InputError
 
-__all__ = ["make_env", "EnvFactory"]
+__all__ = ["make_env", "EnvFactory", "pin_scales"]
 
 
 def make_env(env_config: dict[str, Any], **overrides: Any):
@@ -33,6 +33,7 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
         InputError: no scenario given.
     """
     from cosim.env import SchedulingEnv
+    from cosim.env.acting import window_setting
 
     kwargs = {**env_config, **overrides}
     scenario = kwargs.pop("scenario", None)
@@ -45,9 +46,8 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
 
         kwargs.setdefault("base_dir", Path(scenario).resolve().parent)
         scenario = load_scenario(scenario, list(scenario_set))
-    window = kwargs.get("window")
-    if window is not None and not isinstance(window, int):
-        kwargs["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
+    if kwargs.get("window") is not None:
+        kwargs["window"] = window_setting(kwargs["window"])
     if predictor not in (None, "estimate"):
         from cosim.compose.predictions import HubFactory
 
@@ -56,6 +56,30 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
     if isinstance(base, str) and base.startswith("rl:"):
         kwargs["base_policy"] = AgentBase(base, scenario, kwargs.get("base_dir"))
     return SchedulingEnv(scenario, **kwargs)
+
+
+def pin_scales(env_config: dict[str, Any], env=None) -> dict[str, Any]:
+    """Pin a training env config's feature scales to its own workload and machine.
+
+    Sets (unless given) ``max_time``, and ``image_slot_s`` or ``node_rows``
+    for the observations that have them, to the values the env derived, so
+    that the saved policy sees the same scales on any other workload or
+    cluster size (transfer, seed 003).
+
+    Args:
+        env_config: the saved env config; updated in place and returned.
+        env: an env already built from it (a probe is built and closed when None).
+    """
+    probe = make_env(env_config) if env is None else env
+    base = probe.unwrapped
+    env_config.setdefault("max_time", float(base.max_time))
+    if base.observation_kind == "image":
+        env_config.setdefault("image_slot_s", float(base.image_slot_s))
+    if base.observation_kind == "dras":
+        env_config.setdefault("node_rows", int(base.node_rows))
+    if env is None:
+        probe.close()
+    return env_config
 
 
 class AgentBase:

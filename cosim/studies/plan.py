@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import inspect
 import itertools
 import json
 import os
@@ -217,11 +216,11 @@ class _TrainProbe:
         from dataclasses import fields
 
         from cosim.env import SchedulingEnv
+        from cosim.env.scheduling import env_keywords
 
         args_cls = _args_class(train["algo"])
         arg_names = [f.name for f in fields(args_cls)]
-        env_names = [p for p in inspect.signature(SchedulingEnv.__init__).parameters
-                     if p not in ("self", "scenario", "workload", "base_dir")]
+        env_names = env_keywords()
         for section, names, given in (("args", arg_names, train["args"]),
                                       ("env", env_names, train["env"])):
             for key in given:
