@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cosim.cli import ArgumentParser, run_command
+from cosim.cli import ArgumentParser, run_command, stderr_line
 from cosim.errors import ScenarioError
 
 __all__ = ["main"]
@@ -102,12 +102,8 @@ def _run(args) -> int:
     run_scenario(scenario, policies, out, base_dir=base,
                  plots=scenario.output.plots and not args.no_plots, progress=not args.quiet,
                  source="--policy" if args.policy else args.scenario,
-                 notify=None if args.quiet else _stderr)
+                 notify=None if args.quiet else stderr_line)
     return 0
-
-
-def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _validate(args) -> int:
@@ -129,9 +125,9 @@ def _validate(args) -> int:
     scenario = resolve_machine(scenario, workload)
     warnings = workload_warnings(workload, scenario)
     if warnings:
-        _stderr(f"warning: {workload.source or scenario.workload.kind}:")
+        stderr_line(f"warning: {workload.source or scenario.workload.kind}:")
         for line in warnings:
-            _stderr(f"  {line}")
+            stderr_line(f"  {line}")
     print(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False), end="")
     print(f"# ok: {len(workload)} jobs from {workload.source or scenario.workload.kind}")
     return 0
@@ -187,9 +183,9 @@ def _convert(args) -> int:
     write_swf(w, out, header=header)
     warnings = workload_warnings(w)
     if warnings:
-        _stderr(f"warning: {src}:")
+        stderr_line(f"warning: {src}:")
         for line in warnings:
-            _stderr(f"  {line}")
+            stderr_line(f"  {line}")
     print(f"wrote {len(w)} jobs to {out} (MaxProcs {w.max_procs})")
     return 0
 

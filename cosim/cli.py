@@ -22,7 +22,12 @@ from typing import Any, TextIO
 from cosim.errors import CosimError
 
 __all__ = ["ArgumentParser", "run_command", "nonnegative_float", "positive_int",
-           "progress_bar"]
+           "progress_bar", "stderr_line"]
+
+
+def stderr_line(text: str) -> None:
+    """Print ``text`` as one line on stderr at once (progress and notices, never the results)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 class ArgumentParser(argparse.ArgumentParser):

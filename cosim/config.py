@@ -13,7 +13,6 @@ Examples:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -21,7 +20,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cosim.errors import InputError, ScenarioError
+from cosim.errors import InputError, ScenarioError, did_you_mean
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
            "FaultsConfig", "PredictorConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
@@ -327,10 +326,9 @@ def validation_error(err: ValidationError, source: str, lines: dict[str, int] | 
     if e["type"] == "extra_forbidden":
         section = _model_at(root or Scenario, loc)
         valid = list(section.model_fields) if section else []
-        near = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-        hint = f"did you mean {near[0]!r}?" if near else ""
         return ScenarioError(where, f"unknown key {str(loc[-1])!r}",
-                             f"one of {', '.join(valid)}" if valid else "no key here", hint)
+                             f"one of {', '.join(valid)}" if valid else "no key here",
+                             did_you_mean(str(loc[-1]), valid))
     if e["type"] == "missing":
         return ScenarioError(where, "nothing", "this key (it is required)")
     msg = e["msg"].removeprefix("Input should be ").removeprefix("Value error, ")

@@ -8,7 +8,26 @@ traceback.
 
 from __future__ import annotations
 
-__all__ = ["CosimError", "InputError", "ScenarioError", "WorkloadError"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["CosimError", "InputError", "ScenarioError", "WorkloadError", "did_you_mean"]
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """The hint for an unknown name: ``"did you mean 'jobs'?"``, or "" when nothing is close.
+
+    Every "unknown key" message says it the same way (difflib's closest match
+    at its default cutoff), so the hint reads alike in every CLI.
+
+    Examples:
+        >>> did_you_mean("jbos", ["jobs", "cluster"])
+        "did you mean 'jobs'?"
+        >>> did_you_mean("zzz", ["jobs"])
+        ''
+    """
+    near = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean {near[0]!r}?" if near else ""
 
 
 class CosimError(Exception):

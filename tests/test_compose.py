@@ -129,3 +129,33 @@ def test_factories_are_picklable_and_build_what_they_describe():
                                                     "window": [4, 1]}, episode_jobs=40)))
     env = factory()
     assert env.window == (4, 1) and env.episode_jobs == 40
+
+
+def test_pin_scales_saves_the_scales_the_env_derived_and_keeps_given_ones():
+    from cosim.compose import make_env, pin_scales
+    from cosim.env.scheduling import default_max_time
+
+    cfg = {"scenario": str(SCENARIO), "scenario_set": ["workload.jobs=60"],
+           "actions": "start", "observation": "image", "max_time": 5e5, "episode_jobs": 40}
+    env = make_env(cfg)
+    assert pin_scales(cfg, env) is env
+    assert cfg["max_time"] == 5e5   # given: kept
+    assert cfg["image_slot_s"] == env.unwrapped.image_slot_s
+    assert "node_rows" not in cfg   # not a dras observation
+    env.close()
+    dras = {"scenario": str(SCENARIO), "scenario_set": ["workload.jobs=60"],
+            "actions": "dras", "episode_jobs": 40}
+    pin_scales(dras).close()
+    assert dras["node_rows"] == 256   # lublin256: 256 nodes, the cap
+    workload = load_workload(load_scenario(SCENARIO, ["workload.jobs=60"]),
+                             base_dir=SCENARIO.parent)
+    assert dras["max_time"] == default_max_time(workload) == max(
+        1e5, 2.0 * float(workload.req_time.max()))
+
+
+def test_env_keywords_are_the_settable_ones():
+    from cosim.env.scheduling import ENV_SET_BY_CALLER, env_keywords
+
+    names = env_keywords()
+    assert {"max_time", "window", "actions", "base_policy"} <= set(names)
+    assert not set(ENV_SET_BY_CALLER) & set(names) and "self" not in names

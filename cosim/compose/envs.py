@@ -33,6 +33,7 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
         InputError: no scenario given.
     """
     from cosim.env import SchedulingEnv
+    from cosim.env.acting import window_setting
 
     kwargs = {**env_config, **overrides}
     scenario = kwargs.pop("scenario", None)
@@ -45,9 +46,8 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
 
         kwargs.setdefault("base_dir", Path(scenario).resolve().parent)
         scenario = load_scenario(scenario, list(scenario_set))
-    window = kwargs.get("window")
-    if window is not None and not isinstance(window, int):
-        kwargs["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
+    if kwargs.get("window") is not None:
+        kwargs["window"] = window_setting(kwargs["window"])
     if predictor not in (None, "estimate"):
         from cosim.compose.predictions import HubFactory
 

@@ -18,10 +18,10 @@ so on stderr; otherwise it stops with a message naming the fix.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from cosim.cli import stderr_line
 from cosim.config import Scenario
 from cosim.errors import InputError, ScenarioError
 from cosim.policies import PolicySpec, parse_policy
@@ -35,19 +35,15 @@ __all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attac
 MODEL_PREDICTORS = ("xgboost", "rnn")
 
 
-def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def _training_only(text: str) -> None:
     """What a quiet caller still hears: training is announced, a cache hit is not."""
     if not text.endswith("(cached)"):
-        _stderr(text)
+        stderr_line(text)
 
 
 def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
                    base_dir: str | Path | None = None,
-                   echo: Callable[[str], None] | None = _stderr, *,
+                   echo: Callable[[str], None] | None = stderr_line, *,
                    train_if_missing: bool = True):
     """The model bundle the policies need (None if only estimates or history).
 

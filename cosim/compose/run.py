@@ -26,7 +26,6 @@ seconds. Only the comparison table and the results path go to stdout.
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 import simpy
 import yaml
 
+from cosim.cli import stderr_line
 from cosim.compose.policies import load_kill_agent, load_policy, parse_policies
 from cosim.compose.predictions import (
     MODEL_PREDICTORS,
@@ -52,10 +52,6 @@ from cosim.workloads.base import Workload
 from cosim.workloads.loading import load_workload, resolve_machine, streams, workload_warnings
 
 __all__ = ["run_policy", "run_scenario"]
-
-
-def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _build(env: simpy.Environment, spec: PolicySpec, scenario: Scenario, workload: Workload,
@@ -228,7 +224,7 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
                  base_dir: str | Path | None = None, plots: bool = True,
                  progress: bool = True, echo: Callable[[str], None] | None = print,
                  source: str = "--policy",
-                 notify: Callable[[str], None] | None = _stderr) -> dict[str, dict[str, Any]]:
+                 notify: Callable[[str], None] | None = stderr_line) -> dict[str, dict[str, Any]]:
     """Run every policy on the same workload and write the results folder.
 
     ``source`` says where the names came from (``"--policy"`` or the scenario

@@ -26,12 +26,12 @@ from cosim.env.observations import (
     ObservationConfig,
     make_encoder,
 )
-from cosim.env.scheduling import default_image_slot
+from cosim.env.scheduling import default_image_slot, default_max_time, default_node_rows
 from cosim.errors import ScenarioError
 from cosim.policies import make_policy
 from cosim.workloads.base import Workload
 
-__all__ = ["ACTING_KEYS", "acting_config", "acting_policy"]
+__all__ = ["ACTING_KEYS", "acting_config", "acting_policy", "window_setting"]
 
 #: Env-config keys that shape what an acting agent sees and may do. Every
 #: other key (episodes, rewards, curriculum, teacher, predictor, scenario)
@@ -44,10 +44,16 @@ ACTING_KEYS = ("actions", "observation", "window", "kill_slots", "backfill", "ba
 def acting_config(env_config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The :data:`ACTING_KEYS` of a saved env config (a JSON ``window`` list made a tuple/int)."""
     cfg = {k: v for k, v in (env_config or {}).items() if k in ACTING_KEYS}
-    window = cfg.get("window")
-    if window is not None and not isinstance(window, int):
-        cfg["window"] = tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
+    if cfg.get("window") is not None:
+        cfg["window"] = window_setting(cfg["window"])
     return cfg
+
+
+def window_setting(window):
+    """A saved ``window`` as ``SchedulingEnv`` takes it: JSON keeps a tuple as a list."""
+    if isinstance(window, int):
+        return window
+    return tuple(int(w) for w in window) if len(window) > 1 else int(window[0])
 
 
 def acting_policy(config: Mapping[str, Any], scenario: Scenario, workload: Workload,
@@ -99,13 +105,13 @@ def acting_policy(config: Mapping[str, Any], scenario: Scenario, workload: Workl
     image_slot_s = cfg.get("image_slot_s")
     if image_slot_s is None:
         image_slot_s = default_image_slot(workload, image_slots)
-    max_time = float(cfg.get("max_time") or max(1e5, 2.0 * float(workload.req_time.max())))
+    max_time = float(cfg.get("max_time") or default_max_time(workload))
     encoder = make_encoder(observation, ObservationConfig(
         amap=policy.amap, capacity=capacity, mem_capacity=c.memory_per_node * c.nodes,
         max_time=max_time, queue_norm=float(cfg.get("queue_norm", 4096.0)),
         horizon=int(cfg.get("horizon", 8)), image_slots=image_slots,
         image_slot_s=float(image_slot_s),
-        node_rows=int(cfg.get("node_rows") or min(capacity, 256))))
+        node_rows=int(cfg.get("node_rows") or default_node_rows(capacity))))
     encoder.reset()
     if hub is not None:
         policy.bind(hub)

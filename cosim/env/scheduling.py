@@ -42,7 +42,8 @@ from cosim.model import build
 from cosim.policies import make_policy
 from cosim.workloads.loading import load_workload
 
-__all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register", "default_image_slot"]
+__all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register", "default_image_slot",
+           "default_max_time", "default_node_rows", "ENV_SET_BY_CALLER", "env_keywords"]
 
 ENV_ID = "cosim/Scheduling-v0"
 
@@ -221,7 +222,7 @@ class SchedulingEnv(gym.Env):
         self.tau = float(scenario.metrics.tau if tau is None else tau)
         if not self.tau > 0:
             raise ScenarioError("tau", repr(tau), "seconds > 0")
-        self.max_time = float(max_time or max(1e5, 2.0 * float(self.workload.req_time.max())))
+        self.max_time = float(max_time or default_max_time(self.workload))
         if not queue_norm >= 1:
             raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
         self.queue_norm = float(queue_norm)
@@ -231,7 +232,7 @@ class SchedulingEnv(gym.Env):
         self.predictions = predictions
         c = scenario.cluster
         self._capacity = c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
-        self.node_rows = int(node_rows or min(self._capacity, 256))
+        self.node_rows = int(node_rows or default_node_rows(self._capacity))
         if self.node_rows < 1:
             raise ScenarioError("node_rows", repr(node_rows), "at least 1")
         self._reward_params = RewardParams(tau=self.tau, time_scale=self.time_scale,
@@ -448,3 +449,30 @@ def register() -> None:
     if ENV_ID not in gym.registry:
         gym.register(id=ENV_ID, entry_point="cosim.env:SchedulingEnv",
                      disable_env_checker=True)
+
+
+def default_max_time(workload) -> float:
+    """The time (s) that maps to 1.0 in time features: twice the longest request, at least 1e5 s.
+
+    Training pins it in the saved env config (:func:`cosim.compose.pin_scales`),
+    so an agent sees the same scale on any other workload.
+    """
+    return max(1e5, 2.0 * float(workload.req_time.max()))
+
+
+def default_node_rows(capacity: int) -> int:
+    """Node rows of the ``dras`` observation: the machine's nodes (or cores), at most 256."""
+    return min(capacity, 256)
+
+
+#: ``SchedulingEnv`` keywords its caller supplies (live objects and paths): never
+#: settings of a saved env config, a study's ``train.env`` or ``--env``.
+ENV_SET_BY_CALLER = ("scenario", "workload", "predictions", "base_dir")
+
+
+def env_keywords() -> list[str]:
+    """The ``SchedulingEnv`` keywords a saved env config may set, in signature order."""
+    import inspect
+
+    return [n for n in inspect.signature(SchedulingEnv.__init__).parameters
+            if n not in ("self", *ENV_SET_BY_CALLER)]

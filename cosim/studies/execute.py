@@ -97,16 +97,14 @@ def _policy_run(spec: RunSpec, target: Path) -> dict[str, Any]:
 def _train_run(spec: RunSpec, target: Path) -> dict[str, Any]:
     import functools
 
-    from cosim.compose import make_env
+    from cosim.compose import make_env, pin_scales
 
     cfg = spec.train
     scen_values = {k: v for k, v in spec.values.items() if not k.startswith("train.")}
     env_config = {"scenario": spec.scenario_path, "scenario_set": _scenario_set(scen_values, spec.seed),
                   **cfg["env"]}
-    probe = make_env(env_config)
-    # As `python -m agents train`: pin the time scale of the training workload.
-    env_config.setdefault("max_time", float(probe.unwrapped.max_time))
-    probe.close()
+    # As `python -m agents train`: pin the scales of the training workload.
+    pin_scales(env_config).close()
     args = _args_class(cfg["algo"])(**{**cfg["args"], "seed": spec.seed})
     if cfg["algo"] == "a2c":
         from agents.a2c import train

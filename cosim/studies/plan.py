@@ -8,9 +8,7 @@ environment per setting, and names each run's folder.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
-import inspect
 import itertools
 import json
 import os
@@ -31,7 +29,7 @@ from cosim.config import (
     set_path,
     validation_error,
 )
-from cosim.errors import InputError, ScenarioError
+from cosim.errors import InputError, ScenarioError, did_you_mean
 from cosim.studies.schema import (
     RunSpec,
     Study,
@@ -218,11 +216,11 @@ class _TrainProbe:
         from dataclasses import fields
 
         from cosim.env import SchedulingEnv
+        from cosim.env.scheduling import env_keywords
 
         args_cls = _args_class(train["algo"])
         arg_names = [f.name for f in fields(args_cls)]
-        env_names = [p for p in inspect.signature(SchedulingEnv.__init__).parameters
-                     if p not in ("self", "scenario", "workload", "base_dir")]
+        env_names = env_keywords()
         for section, names, given in (("args", arg_names, train["args"]),
                                       ("env", env_names, train["env"])):
             for key in given:
@@ -232,11 +230,10 @@ class _TrainProbe:
                                         if key == "seed" else "no Ray inside a sweep's runs "
                                         "(each run is already a Ray task)")
                 if key not in names:
-                    near = difflib.get_close_matches(key, names, n=1)
                     raise ScenarioError(self._at(section, key), f"unknown key {key!r}",
                                         f"a field of {args_cls.__name__}" if section == "args"
                                         else "a keyword argument of cosim.env.SchedulingEnv",
-                                        f"did you mean {near[0]!r}?" if near else "")
+                                        did_you_mean(key, names))
         try:
             args = args_cls(**train["args"])
             args.validate()

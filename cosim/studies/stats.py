@@ -8,14 +8,13 @@ Benchmarks that report intervals call :func:`bootstrap_ci` too.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from cosim.errors import ScenarioError
+from cosim.errors import ScenarioError, did_you_mean
 from cosim.studies.schema import DEFAULT_METRICS, TRAIN_METRICS, StudyPlan
 
 __all__ = ["bootstrap_ci", "summarize_study"]
@@ -71,13 +70,12 @@ def summarize_study(plan: StudyPlan, rows: list[dict[str, Any]]) -> list[dict[st
     if ok:
         for i, metric in enumerate(plan.metrics):
             if metric not in numeric:
-                near = difflib.get_close_matches(metric, numeric, n=1)
                 where = (f"{plan.path}: metrics[{i}]" if plan.study.metrics
                          else f"{plan.path}: metrics (default)")
                 raise ScenarioError(where, repr(metric), "a numeric summary metric such as "
                                     + ", ".join(DEFAULT_METRICS if plan.kind == "policy"
                                                 else TRAIN_METRICS),
-                                    f"did you mean {near[0]!r}?" if near else "")
+                                    did_you_mean(metric, numeric))
     conf, n_boot = plan.study.confidence, plan.study.bootstrap
     policies = plan.policies
     baseline = policies[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.config import ClusterConfig, Scenario
-from cosim.errors import ScenarioError, WorkloadError
+from cosim.errors import ScenarioError, WorkloadError, did_you_mean
 from cosim.workloads.base import Workload
 
 __all__ = ["load_workload", "streams", "STREAMS", "TRACE_KINDS", "resolve_machine",
@@ -47,13 +47,10 @@ def _call_with_params(fn, params: dict, where: str, **fixed):
     valid = [n for n, p in sig.parameters.items()
              if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in fixed]
     if not accepts_any:
-        import difflib
         for key in params:
             if key not in valid:
-                near = difflib.get_close_matches(key, valid, n=1)
                 raise ScenarioError(f"{where}.{key}", f"unknown parameter {key!r}",
-                                    f"one of {', '.join(valid)}",
-                                    f"did you mean {near[0]!r}?" if near else "")
+                                    f"one of {', '.join(valid)}", did_you_mean(key, valid))
     try:
         return fn(**fixed, **params)
     except TypeError as exc:

@@ -61,13 +61,12 @@ here the entry point :func:`generate_vasp`, which re-exports the public names.
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import fields, replace
 
 import numpy as np
 
-from cosim.errors import WorkloadError
+from cosim.errors import WorkloadError, did_you_mean
 from cosim.workloads.base import Workload
 from cosim.workloads.vasp_draws import _jobs, _n_ionic, _rows, _scf_lines, _templates, _users
 from cosim.workloads.vasp_params import (
@@ -111,10 +110,9 @@ def _check_params(n_jobs, seed, n_users, mean_interarrival, params: dict) -> Vas
     names = [f.name for f in fields(VaspParams)]
     for key in params:
         if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
+            hint = did_you_mean(key, names)
             raise WorkloadError(f"vasp.{key}", "an unknown parameter",
-                                f"one of {', '.join(names)}"
-                                + (f" (did you mean {close[0]!r}?)" if close else ""))
+                                f"one of {', '.join(names)}" + (f" ({hint})" if hint else ""))
     p = replace(VaspParams(), **params)
     shares = np.asarray(p.kind_shares, dtype=np.float64)
     if shares.shape != (4,) or np.any(shares < 0) or shares.sum() <= 0:
