@@ -108,6 +108,7 @@ class Counters:
     """What the scheduler counts besides the job records."""
 
     passes: int = 0
+    wakeups_skipped: int = 0
     decisions: int = 0
     refused: int = 0
     reservations_broken: int = 0
@@ -173,9 +174,10 @@ class Scheduler:
             self.finished.succeed()
         self.view = SchedulerView(env, self.queue, cluster, self.ends, self.jobs, expected_jobs)
         self._static_key = getattr(policy, "static_key", None)
-        # A policy may say that an arrival alone gives it nothing to do (EASY with
-        # the machine full); such an arrival does not wake the scheduler.
-        self._arrival_idle = getattr(policy, "arrival_is_idle", None)
+        # A policy may say that a pass now would decide nothing (EASY when the
+        # jobs that arrived or ended change nothing it can act on); then an
+        # arrival or an expected end does not wake the scheduler.
+        self._pass_idle = getattr(policy, "pass_is_idle", None)
         # Bound methods of the hooks that override each moment (none: nothing to call).
         self._on_queued: list = []
         self._on_started: list = []
@@ -229,10 +231,10 @@ class Scheduler:
     def wake(self) -> None:
         """Ask for a pass now (arrivals, ends, timers); several calls make one pass.
 
-        An arrival skips the pass when the policy's optional
-        ``arrival_is_idle(view)`` says the pass would decide nothing (and no
-        hook prepares passes): the job is in the queue and ``view.new_jobs``
-        for the next pass, and nothing else of the run changes.
+        Every call at one instant wakes the same pass, which runs once the
+        events already due at this instant are processed. Arrivals and
+        expected ends come through :meth:`_wake_unless_idle` instead, which
+        may skip a pass the policy knows is idle.
         """
         if not self._woken:
             self._woken = True
@@ -264,14 +266,7 @@ class Scheduler:
         view.surprise = False
         view.new_jobs = []
         if self.record:
-            cl = self.cluster
-            free = cl.free
-            if free > 0 and q.count:
-                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
-                    q.any_fits(free, cl.free_mem)
-                idle_fit = free if fits else 0
-            else:
-                idle_fit = 0
+            idle_fit = self._idle_fit()
             # A pass row only matters where resource holes change: metrics read
             # idle_fit_cores as a step function over pass rows, and every other
             # column of a skipped row equals the row before it.
@@ -432,9 +427,43 @@ class Scheduler:
         self.view.new_jobs.append(job)
         for call in self._on_queued:
             call(job)
-        if not self._woken and (self._arrival_idle is None or self._preparers
-                                or not self._arrival_idle(self.view)):
-            self.wake()
+        if not self._woken:
+            self._wake_unless_idle(job)
+
+    def _wake_unless_idle(self, job: Job) -> None:
+        """Wake for ``job``'s arrival or expected end, unless the pass is known to be idle.
+
+        Skipped when ``job`` cannot change what fits (an arrival too large
+        for what is free, or an end that leaves the smallest queued job still
+        too large), no hook prepares passes, the pass row it would record is
+        the one already recorded, and the policy's ``pass_is_idle(view)``
+        says the pass would decide nothing. The view's flags and ``new_jobs``
+        carry on to the next pass, which sees every change since the last
+        one that ran; any later change at this instant asks again.
+        """
+        idle = self._pass_idle
+        if idle is not None and not self._preparers:
+            cl = self.cluster
+            free = cl.free
+            # Cheap tests first: most arrivals and ends fail one of them.
+            if ((job.procs > free or job.mem > cl.free_mem) if job.state is _QUEUED else
+                    (cl.free_mem == math.inf and self.queue.min_procs() > free)) and \
+                    (not self.record or self._idle_fit() == self._last_idle_fit) and \
+                    idle(self.view):
+                self.counters.wakeups_skipped += 1
+                return
+        self.wake()
+
+    def _idle_fit(self) -> int:
+        """Free units if some queued job fits in them now, else 0 (the pass row's column)."""
+        cl = self.cluster
+        free = cl.free
+        q = self.queue
+        if free > 0 and q.count:
+            fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                q.any_fits(free, cl.free_mem)
+            return free if fits else 0
+        return 0
 
     def _remove_running(self, job: Job, completed: bool) -> None:
         for call in self._on_left:
@@ -457,7 +486,7 @@ class Scheduler:
         if self.record:
             self._event("timeout" if outcome == _TIMEOUT else "end", job.id)
         if not self._woken:
-            self.wake()
+            self._wake_unless_idle(job)
         self._done(job)
 
     def job_interrupted(self, job: Job, cause: object) -> None:
