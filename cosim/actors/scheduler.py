@@ -24,6 +24,8 @@ import simpy
 
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.job import Job, JobState, Mode, Outcome
+from cosim.kernel import fire
+from cosim.kernel import now as clock
 from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.queue import JobQueue
 
@@ -238,10 +240,7 @@ class Scheduler:
         """
         if not self._woken:
             self._woken = True
-            wake = self._wake
-            wake._ok = True
-            wake._value = None
-            self.env.schedule(wake)
+            fire(self.env, self._wake)
 
     def replan(self) -> None:
         """Ask for a full pass now: the policy rebuilds its plans from scratch.
@@ -335,7 +334,7 @@ class Scheduler:
         return False
 
     def _start(self, job: Job, mode: str, reason: str) -> None:
-        now = float(self.env._now)
+        now = float(clock(self.env))
         self.queue.remove(job)
         self.queued_area -= job.procs * job.estimate
         promised = job.promised
@@ -397,7 +396,7 @@ class Scheduler:
     # -- notifications from users and nodes -----------------------------------
     def submit(self, job: Job) -> None:
         """A user hands in ``job`` now."""
-        job.submit = float(self.env._now)
+        job.submit = float(clock(self.env))
         self.jobs.append(job)
         cl = self.cluster
         # could_ever_fit says why not; the size test alone decides most jobs
@@ -414,13 +413,13 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            self.events.append((self.env._now, "submit", job.id, -1, self.queue.count,
+            self.events.append((clock(self.env), "submit", job.id, -1, self.queue.count,
                                 len(self.ends), cl.up_units - cl.free, cl.up_units,
                                 self.queued_area, 0))   # _event, inlined: once per job
 
     def _enqueue(self, job: Job) -> None:
         job.state = _QUEUED
-        job.enqueued_at = self.env._now
+        job.enqueued_at = clock(self.env)
         static_key = self._static_key
         self.queue.add(job, static_key(job) if static_key is not None else 0.0)
         self.queued_area += job.procs * job.estimate
@@ -437,9 +436,10 @@ class Scheduler:
         for what is free, or an end that leaves the smallest queued job still
         too large), no hook prepares passes, the pass row it would record is
         the one already recorded, and the policy's ``pass_is_idle(view)``
-        says the pass would decide nothing. The view's flags and ``new_jobs``
-        carry on to the next pass, which sees every change since the last
-        one that ran; any later change at this instant asks again.
+        says the pass would decide nothing. The view's flags carry on to the
+        next pass, which sees every change since the last one that ran; the
+        jobs in ``new_jobs`` count as seen (the policy just checked them).
+        Any later change at this instant asks again.
         """
         idle = self._pass_idle
         if idle is not None and not self._preparers:
@@ -451,6 +451,7 @@ class Scheduler:
                     (not self.record or self._idle_fit() == self._last_idle_fit) and \
                     idle(self.view):
                 self.counters.wakeups_skipped += 1
+                self.view.new_jobs = []
                 return
         self.wake()
 
@@ -480,7 +481,7 @@ class Scheduler:
         self._remove_running(job, outcome == _COMPLETED)
         job.state = _DONE
         job.outcome = outcome
-        job.end = end = float(self.env._now)
+        job.end = end = float(clock(self.env))
         if end < job.expected_end - _EPS:
             self.view.surprise = True
         if self.record:
@@ -551,6 +552,6 @@ class Scheduler:
     def _event(self, kind: str, job_id: int, node: int = -1, idle_fit: int = 0) -> None:
         """Append one row of the events table (schema ``events/1``)."""
         cl = self.cluster
-        self.events.append((self.env._now, kind, job_id, node, self.queue.count,
+        self.events.append((clock(self.env), kind, job_id, node, self.queue.count,
                             len(self.ends), cl.up_units - cl.free, cl.up_units,
                             self.queued_area, idle_fit))

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from cosim.job import Job, Mode
+from cosim.kernel import now as clock
 from cosim.policy import START, Decision, SchedulerView, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
@@ -306,7 +307,9 @@ class QueuePolicy:
         True when nothing unexpected happened since the last pass, the head
         still does not fit, its reservation (shadow time and extra units) is
         unchanged, no queued job grew able to fit, and no job queued since
-        then fits and passes EASY's test.
+        then fits and passes EASY's test. The scheduler then forgets
+        ``view.new_jobs``: they stay refused while the reservation holds, and
+        a queued job that grows able to fit is found by its size.
         """
         return self._is_easy and not view.surprise and \
             self._easy_quiet(view, idle_only=True) is not None
@@ -361,7 +364,7 @@ class QueuePolicy:
                 cl = view.cluster
                 free, free_mem = cl.free, cl.free_mem
                 shadow, extra, extra_mem = state
-                now = view.env._now
+                now = clock(view.env)
                 for job in new:
                     if job.procs <= free and job.mem <= free_mem and \
                             easy_admits(job, now, shadow, extra, extra_mem):
@@ -425,7 +428,7 @@ class QueuePolicy:
     # -- EASY ------------------------------------------------------------------------
     def _easy(self, view: SchedulerView) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
-        now = view.env._now
+        now = clock(view.env)
         # An arrival-only pass (nothing was freed, the head is unchanged): the
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking. Likewise after jobs ended as expected,
