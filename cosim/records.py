@@ -37,7 +37,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,9 @@ __all__ = [
     "decisions_table",
     "EVENT_COLUMNS",
     "DECISION_COLUMNS",
+    "EventRow",
+    "DecisionRow",
+    "Recorder",
 ]
 
 #: Allowed values of ``jobs.outcome``.
@@ -441,14 +444,94 @@ def read_decisions(path: str | os.PathLike) -> RecordTable:
 
 # -- tables from the model's records ------------------------------------------------
 
-#: Column order of the scheduler's event rows (``Scheduler._event``), schema ``events/1``.
-EVENT_COLUMNS = ("time", "kind", "job_id", "node", "queue_len", "running", "used_cores",
-                 "up_cores", "queued_area", "idle_fit_cores")
+class EventRow(NamedTuple):
+    """One row of the events table (schema ``events/1``), written by :class:`Recorder`."""
+
+    time: float
+    kind: str              # one of EVENT_KINDS
+    job_id: int            # -1: no job
+    node: int              # -1: no node
+    queue_len: int
+    running: int
+    used_cores: int
+    up_cores: int
+    queued_area: float     # core-seconds the queued jobs ask for
+    idle_fit_cores: int    # free units some queued job fits in (pass rows), else 0
+
+
+class DecisionRow(NamedTuple):
+    """One row of the decisions table (schema ``decisions/1``), written by :class:`Recorder`."""
+
+    time: float
+    job_id: int            # -1: no job (wait)
+    action: str            # one of ACTIONS
+    mode: str              # start mode, "" otherwise
+    reason: str            # "refused: ..." for a refused decision
+    reserved_time: float   # the promised start of a reservation, NaN otherwise
+
+
+#: Column order of the scheduler's event rows, schema ``events/1``.
+EVENT_COLUMNS = EventRow._fields
 _EVENT_DTYPES = (np.float64, None, np.int64, np.int64, np.int64, np.int64, np.int64,
                  np.int64, np.float64, np.int64)
 #: Column order of the scheduler's decision rows, schema ``decisions/1``.
-DECISION_COLUMNS = ("time", "job_id", "action", "mode", "reason", "reserved_time")
+DECISION_COLUMNS = DecisionRow._fields
 _DECISION_DTYPES = (np.float64, np.int64, None, None, None, np.float64)
+
+# ``_row(EventRow, values)`` builds a row without the NamedTuple constructor's
+# Python frame: the scheduler writes a few rows per job.
+_row = tuple.__new__
+_NAN = math.nan
+
+
+class Recorder:
+    """The one writer of a run's event and decision rows (kept in memory).
+
+    ``events`` and ``decisions`` are lists of :class:`EventRow` and
+    :class:`DecisionRow` (named tuples: read ``row.queue_len``), turned into
+    columns by :func:`events_table` and :func:`decisions_table`.
+
+    Examples:
+        >>> log = Recorder()
+        >>> log.start(0.0, 7, "ready", "fits at head")
+        >>> log.decisions[0].action, log.decisions[0].job_id
+        ('start', 7)
+    """
+
+    __slots__ = ("events", "decisions")
+
+    def __init__(self) -> None:
+        self.events: list[EventRow] = []
+        self.decisions: list[DecisionRow] = []
+
+    def event(self, time: float, kind: str, job_id: int, node: int, queue_len: int,
+              running: int, used_cores: int, up_cores: int, queued_area: float,
+              idle_fit_cores: int = 0) -> None:
+        """A state change (``kind`` one of :data:`EVENT_KINDS`)."""
+        self.events.append(_row(EventRow, (time, kind, job_id, node, queue_len, running,
+                                           used_cores, up_cores, queued_area, idle_fit_cores)))
+
+    def start(self, time: float, job_id: int, mode: str, reason: str) -> None:
+        """A job started."""
+        self.decisions.append(_row(DecisionRow, (time, job_id, "start", mode, reason, _NAN)))
+
+    def reserve(self, time: float, job_id: int, reason: str, reserved_time: float) -> None:
+        """A job was promised a start at ``reserved_time`` (NaN: the promise withdrawn)."""
+        self.decisions.append(_row(DecisionRow, (time, job_id, "reserve", "", reason,
+                                                 reserved_time)))
+
+    def kill(self, time: float, job_id: int, reason: str) -> None:
+        """A running job was killed."""
+        self.decisions.append(_row(DecisionRow, (time, job_id, "kill", "", reason, _NAN)))
+
+    def wait(self, time: float, reason: str) -> None:
+        """The policy chose to wait."""
+        self.decisions.append(_row(DecisionRow, (time, -1, "wait", "", reason, _NAN)))
+
+    def refused(self, time: float, job_id: int, action: str, mode: str, why: str) -> None:
+        """A decision was refused (not applied), for ``why``."""
+        self.decisions.append(_row(DecisionRow, (time, job_id, action, mode,
+                                                 f"refused: {why}", _NAN)))
 
 
 def jobs_table(jobs, columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray | list]:
@@ -493,12 +576,12 @@ def _rows_to_columns(rows: list[tuple], names: tuple[str, ...], dtypes: tuple
             for name, col, dt in zip(names, cols, dtypes)}
 
 
-def events_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
+def events_table(rows: list[EventRow]) -> dict[str, np.ndarray | list]:
     """Columns of ``events.parquet`` (schema ``events/1``) from the scheduler's event rows."""
     return _rows_to_columns(rows, EVENT_COLUMNS, _EVENT_DTYPES)
 
 
-def decisions_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
+def decisions_table(rows: list[DecisionRow]) -> dict[str, np.ndarray | list]:
     """Columns of ``decisions.parquet`` (schema ``decisions/1``) from the decision rows."""
     return _rows_to_columns(rows, DECISION_COLUMNS, _DECISION_DTYPES)
 

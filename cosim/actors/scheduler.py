@@ -28,6 +28,7 @@ from cosim.kernel import fire
 from cosim.kernel import now as clock
 from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.queue import JobQueue
+from cosim.records import DecisionRow, EventRow, Recorder
 
 if TYPE_CHECKING:
     from cosim.actors.nodes import Node
@@ -165,8 +166,10 @@ class Scheduler:
         self._seq = 0
         self.jobs: list[Job] = []          # every job ever submitted, in order
         self.counters = Counters()
-        self.events: list[tuple] = []
-        self.decisions: list[tuple] = []
+        # The event and decision rows (named tuples), written only through the log.
+        self.log = Recorder()
+        self.events: list[EventRow] = self.log.events
+        self.decisions: list[DecisionRow] = self.log.decisions
         self.queued_area = 0.0
         self._last_idle_fit = -1
         self.done_count = 0
@@ -296,7 +299,7 @@ class Scheduler:
                     job.promised = math.nan
                     self.counters.reservations_withdrawn += 1
                     if self.record:
-                        self.decisions.append((now, job.id, RESERVE, "", d.reason, t))
+                        self.log.reserve(now, job.id, d.reason, t)
                 return True
             if job.promised == job.promised and t > job.promised + _EPS:
                 self.counters.reservations_broken += 1
@@ -305,7 +308,7 @@ class Scheduler:
             if t != job.promised:
                 job.promised = t
                 if self.record:
-                    self.decisions.append((now, job.id, RESERVE, "", d.reason, t))
+                    self.log.reserve(now, job.id, d.reason, t)
             return True
         if action == KILL:
             if job.state != _RUNNING or job.process is None or not job.process.is_alive:
@@ -316,11 +319,11 @@ class Scheduler:
             self.counters.kills += 1
             job.process.interrupt(Killed(reason=d.reason, requeue=d.requeue))
             if self.record:
-                self.decisions.append((now, job.id, KILL, "", d.reason, math.nan))
+                self.log.kill(now, job.id, d.reason)
             return True
         if action == WAIT:
             if self.record:
-                self.decisions.append((now, -1, WAIT, "", d.reason, math.nan))
+                self.log.wait(now, d.reason)
             return True
         return self._refuse(d, f"unknown action {action!r}")
 
@@ -329,8 +332,8 @@ class Scheduler:
         c.refused += 1
         c.refused_reasons[why] = c.refused_reasons.get(why, 0) + 1
         if self.record:
-            self.decisions.append((self.env.now, d.job.id if d.job is not None else -1,
-                                   d.action, d.mode, f"refused: {why}", math.nan))
+            self.log.refused(self.env.now, d.job.id if d.job is not None else -1,
+                             d.action, d.mode, why)
         return False
 
     def _start(self, job: Job, mode: str, reason: str) -> None:
@@ -359,10 +362,11 @@ class Scheduler:
             call(job)
         cluster.run_job(job)
         if self.record:
-            self.decisions.append((now, job.id, START, mode, reason, math.nan))
-            self.events.append((now, "start", job.id, -1, self.queue.count, len(self.ends),
-                                cluster.up_units - cluster.free, cluster.up_units,
-                                self.queued_area, 0))   # _event, inlined: once per job
+            log = self.log
+            log.start(now, job.id, mode, reason)
+            log.event(now, "start", job.id, -1, self.queue.count, len(self.ends),
+                      cluster.up_units - cluster.free, cluster.up_units,
+                      self.queued_area)   # _event, inlined: once per job
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -413,9 +417,9 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            self.events.append((clock(self.env), "submit", job.id, -1, self.queue.count,
-                                len(self.ends), cl.up_units - cl.free, cl.up_units,
-                                self.queued_area, 0))   # _event, inlined: once per job
+            self.log.event(clock(self.env), "submit", job.id, -1, self.queue.count,
+                           len(self.ends), cl.up_units - cl.free, cl.up_units,
+                           self.queued_area)   # _event, inlined: once per job
 
     def _enqueue(self, job: Job) -> None:
         job.state = _QUEUED
@@ -550,8 +554,8 @@ class Scheduler:
 
     # -- records ------------------------------------------------------------
     def _event(self, kind: str, job_id: int, node: int = -1, idle_fit: int = 0) -> None:
-        """Append one row of the events table (schema ``events/1``)."""
+        """Write one row of the events table (schema ``events/1``) with the state now."""
         cl = self.cluster
-        self.events.append((clock(self.env), kind, job_id, node, self.queue.count,
-                            len(self.ends), cl.up_units - cl.free, cl.up_units,
-                            self.queued_area, idle_fit))
+        self.log.event(clock(self.env), kind, job_id, node, self.queue.count,
+                       len(self.ends), cl.up_units - cl.free, cl.up_units,
+                       self.queued_area, idle_fit)

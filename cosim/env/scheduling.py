@@ -414,7 +414,7 @@ class SchedulingEnv(gym.Env):
         sched = self._sim.scheduler
         jobs = records.jobs_table(sched.jobs, _EPISODE_COLUMNS)
         rows = sched.events
-        events = {"time": [r[0] for r in rows], "queue_len": [r[_QUEUE_LEN] for r in rows]}
+        events = {"time": [r.time for r in rows], "queue_len": [r.queue_len for r in rows]}
         s = metrics.headline(jobs, events, cores=self._capacity, tau=self.tau)
 
         def f(key):
@@ -425,7 +425,6 @@ class SchedulingEnv(gym.Env):
                 "utilization": f("utilization"), "mean_queue": f("queue_len_mean")}
 
 
-_QUEUE_LEN = records.EVENT_COLUMNS.index("queue_len")
 #: Job columns :func:`cosim.metrics.headline` reads.
 _EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",
                     "killed_core_seconds")
