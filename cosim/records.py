@@ -445,7 +445,8 @@ def read_decisions(path: str | os.PathLike) -> RecordTable:
 # -- tables from the model's records ------------------------------------------------
 
 class EventRow(NamedTuple):
-    """One row of the events table (schema ``events/1``), written by :class:`Recorder`."""
+    """The fields of a row of the events table (schema ``events/1``), in order:
+    ``EventRow(*row)`` names a row :class:`Recorder` wrote."""
 
     time: float
     kind: str              # one of EVENT_KINDS
@@ -460,7 +461,8 @@ class EventRow(NamedTuple):
 
 
 class DecisionRow(NamedTuple):
-    """One row of the decisions table (schema ``decisions/1``), written by :class:`Recorder`."""
+    """The fields of a row of the decisions table (schema ``decisions/1``), in order:
+    ``DecisionRow(*row)`` names a row :class:`Recorder` wrote."""
 
     time: float
     job_id: int            # -1: no job (wait)
@@ -478,60 +480,67 @@ _EVENT_DTYPES = (np.float64, None, np.int64, np.int64, np.int64, np.int64, np.in
 DECISION_COLUMNS = DecisionRow._fields
 _DECISION_DTYPES = (np.float64, np.int64, None, None, None, np.float64)
 
-# ``_row(EventRow, values)`` builds a row without the NamedTuple constructor's
-# Python frame: the scheduler writes a few rows per job.
-_row = tuple.__new__
 _NAN = math.nan
 
 
 class Recorder:
     """The one writer of a run's event and decision rows (kept in memory).
 
-    ``events`` and ``decisions`` are lists of :class:`EventRow` and
-    :class:`DecisionRow` (named tuples: read ``row.queue_len``), turned into
-    columns by :func:`events_table` and :func:`decisions_table`.
+    ``events`` and ``decisions`` hold one plain tuple per row, in the field
+    order of :class:`EventRow` and :class:`DecisionRow`; read them by name
+    with ``EventRow(*row)`` (or by the index ``EVENT_COLUMNS.index(name)``),
+    or as columns with :func:`events_table` and :func:`decisions_table`.
+    Plain tuples, not named ones, because the garbage collector stops
+    tracking a plain tuple of numbers and strings but keeps visiting every
+    named one for the rest of the run (tens of thousands of rows).
 
     Examples:
         >>> log = Recorder()
         >>> log.start(0.0, 7, "ready", "fits at head")
-        >>> log.decisions[0].action, log.decisions[0].job_id
+        >>> row = DecisionRow(*log.decisions[0])
+        >>> row.action, row.job_id
         ('start', 7)
     """
 
     __slots__ = ("events", "decisions")
 
     def __init__(self) -> None:
-        self.events: list[EventRow] = []
-        self.decisions: list[DecisionRow] = []
+        self.events: list[tuple] = []
+        self.decisions: list[tuple] = []
 
     def event(self, time: float, kind: str, job_id: int, node: int, queue_len: int,
               running: int, used_cores: int, up_cores: int, queued_area: float,
               idle_fit_cores: int = 0) -> None:
         """A state change (``kind`` one of :data:`EVENT_KINDS`)."""
-        self.events.append(_row(EventRow, (time, kind, job_id, node, queue_len, running,
-                                           used_cores, up_cores, queued_area, idle_fit_cores)))
+        self.events.append((time, kind, job_id, node, queue_len, running, used_cores,
+                            up_cores, queued_area, idle_fit_cores))
 
     def start(self, time: float, job_id: int, mode: str, reason: str) -> None:
         """A job started."""
-        self.decisions.append(_row(DecisionRow, (time, job_id, "start", mode, reason, _NAN)))
+        self.decisions.append((time, job_id, "start", mode, reason, _NAN))
+
+    def started(self, time: float, job_id: int, mode: str, reason: str, queue_len: int,
+                running: int, used_cores: int, up_cores: int, queued_area: float) -> None:
+        """A job started: its decision row and its ``start`` event row (one call per job)."""
+        self.decisions.append((time, job_id, "start", mode, reason, _NAN))
+        self.events.append((time, "start", job_id, -1, queue_len, running, used_cores,
+                            up_cores, queued_area, 0))
 
     def reserve(self, time: float, job_id: int, reason: str, reserved_time: float) -> None:
         """A job was promised a start at ``reserved_time`` (NaN: the promise withdrawn)."""
-        self.decisions.append(_row(DecisionRow, (time, job_id, "reserve", "", reason,
-                                                 reserved_time)))
+        self.decisions.append((time, job_id, "reserve", "", reason, reserved_time))
 
     def kill(self, time: float, job_id: int, reason: str) -> None:
         """A running job was killed."""
-        self.decisions.append(_row(DecisionRow, (time, job_id, "kill", "", reason, _NAN)))
+        self.decisions.append((time, job_id, "kill", "", reason, _NAN))
 
     def wait(self, time: float, reason: str) -> None:
         """The policy chose to wait."""
-        self.decisions.append(_row(DecisionRow, (time, -1, "wait", "", reason, _NAN)))
+        self.decisions.append((time, -1, "wait", "", reason, _NAN))
 
     def refused(self, time: float, job_id: int, action: str, mode: str, why: str) -> None:
         """A decision was refused (not applied), for ``why``."""
-        self.decisions.append(_row(DecisionRow, (time, job_id, action, mode,
-                                                 f"refused: {why}", _NAN)))
+        self.decisions.append((time, job_id, action, mode, f"refused: {why}", _NAN))
 
 
 def jobs_table(jobs, columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray | list]:
@@ -576,12 +585,12 @@ def _rows_to_columns(rows: list[tuple], names: tuple[str, ...], dtypes: tuple
             for name, col, dt in zip(names, cols, dtypes)}
 
 
-def events_table(rows: list[EventRow]) -> dict[str, np.ndarray | list]:
+def events_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
     """Columns of ``events.parquet`` (schema ``events/1``) from the scheduler's event rows."""
     return _rows_to_columns(rows, EVENT_COLUMNS, _EVENT_DTYPES)
 
 
-def decisions_table(rows: list[DecisionRow]) -> dict[str, np.ndarray | list]:
+def decisions_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
     """Columns of ``decisions.parquet`` (schema ``decisions/1``) from the decision rows."""
     return _rows_to_columns(rows, DECISION_COLUMNS, _DECISION_DTYPES)
 

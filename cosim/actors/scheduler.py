@@ -28,7 +28,7 @@ from cosim.kernel import fire
 from cosim.kernel import now as clock
 from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.queue import JobQueue
-from cosim.records import DecisionRow, EventRow, Recorder
+from cosim.records import Recorder
 
 if TYPE_CHECKING:
     from cosim.actors.nodes import Node
@@ -166,10 +166,11 @@ class Scheduler:
         self._seq = 0
         self.jobs: list[Job] = []          # every job ever submitted, in order
         self.counters = Counters()
-        # The event and decision rows (named tuples), written only through the log.
+        # Event and decision rows (fields of EventRow and DecisionRow), written
+        # only through the log.
         self.log = Recorder()
-        self.events: list[EventRow] = self.log.events
-        self.decisions: list[DecisionRow] = self.log.decisions
+        self.events: list[tuple] = self.log.events
+        self.decisions: list[tuple] = self.log.decisions
         self.queued_area = 0.0
         self._last_idle_fit = -1
         self.done_count = 0
@@ -362,11 +363,9 @@ class Scheduler:
             call(job)
         cluster.run_job(job)
         if self.record:
-            log = self.log
-            log.start(now, job.id, mode, reason)
-            log.event(now, "start", job.id, -1, self.queue.count, len(self.ends),
-                      cluster.up_units - cluster.free, cluster.up_units,
-                      self.queued_area)   # _event, inlined: once per job
+            self.log.started(now, job.id, mode, reason, self.queue.count, len(self.ends),
+                             cluster.up_units - cluster.free, cluster.up_units,
+                             self.queued_area)
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -450,10 +449,14 @@ class Scheduler:
             cl = self.cluster
             free = cl.free
             # Cheap tests first: most arrivals and ends fail one of them.
-            if ((job.procs > free or job.mem > cl.free_mem) if job.state is _QUEUED else
-                    (cl.free_mem == math.inf and self.queue.min_procs() > free)) and \
-                    (not self.record or self._idle_fit() == self._last_idle_fit) and \
-                    idle(self.view):
+            if job.state is _QUEUED:
+                quiet = job.procs > free or job.mem > cl.free_mem
+                if quiet and self.record:
+                    quiet = self._idle_fit() == self._last_idle_fit
+            else:   # nothing queued fits in what is free: the pass row would say 0
+                quiet = cl.free_mem == math.inf and self.queue.min_procs() > free and \
+                    (not self.record or self._last_idle_fit == 0)
+            if quiet and idle(self.view):
                 self.counters.wakeups_skipped += 1
                 self.view.new_jobs = []
                 return

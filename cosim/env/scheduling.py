@@ -414,7 +414,8 @@ class SchedulingEnv(gym.Env):
         sched = self._sim.scheduler
         jobs = records.jobs_table(sched.jobs, _EPISODE_COLUMNS)
         rows = sched.events
-        events = {"time": [r.time for r in rows], "queue_len": [r.queue_len for r in rows]}
+        named = [records.EventRow(*r) for r in rows]
+        events = {"time": [r.time for r in named], "queue_len": [r.queue_len for r in named]}
         s = metrics.headline(jobs, events, cores=self._capacity, tau=self.tau)
 
         def f(key):

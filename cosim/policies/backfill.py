@@ -278,7 +278,6 @@ class QueuePolicy:
         # checked (-1: unknown). A queued job no larger than this was refused
         # then and stays refused while the reservation holds (see _easy_quiet).
         self._easy_free = -1
-        self._fresh_shadow: tuple[float, int, float] | None = None
         # Conservative: the persistent plan.
         self._profile: Profile | None = None
         self._planned: list[tuple[float, int, Job]] = []
@@ -311,72 +310,56 @@ class QueuePolicy:
         ``view.new_jobs``: they stay refused while the reservation holds, and
         a queued job that grows able to fit is found by its size.
         """
-        return self._is_easy and not view.surprise and \
-            self._easy_quiet(view, idle_only=True) is not None
+        return self._is_easy and not view.surprise and (
+            self.arrival_is_idle(view) or self._easy_quiet(view))
 
-    def _easy_quiet(self, view: SchedulerView, idle_only: bool = False):
-        """EASY's reservation carried over from the last pass, or None when the
-        pass must rebuild it.
+    def _easy_quiet(self, view: SchedulerView) -> bool:
+        """Whether EASY's last pass still stands: a pass now would start nothing
+        and keep the reservation.
 
-        Returns ``(shadow, extra, extra_mem, new)``: the shadow time and extra
-        resources to test against, and the jobs queued since (in priority
-        order), the only ones that may start now. It holds (1) when only
-        arrivals happened (the existing incremental pass: nothing was freed),
-        or (2) when the only changes are jobs that ended when expected (no
-        surprise): the head still does not fit, a fresh shadow computation
+        It stands (1) when only arrivals happened (nothing was freed: the
+        arrival-only pass would test just the new jobs against the reservation
+        kept), or (2) when besides them only jobs ended as expected (no
+        surprise), the head still does not fit, a fresh shadow computation
         gives the reservation kept, and no queued job has a size between the
         free units at the end of the last pass and now. A job no larger than
         those free units was refused then; time only makes EASY's test
         stricter and the extra units are unchanged, so it stays refused.
-
-        ``idle_only``: None also when a new job would start (for
-        :meth:`pass_is_idle`). A fresh shadow computed and found changed is
-        kept in ``_fresh_shadow`` for the pass to reuse.
+        Either way, no new job may fit and pass EASY's test.
         """
-        self._fresh_shadow = None
         head = self._easy_head
         q = view.queue
         if head is None or self._dynamic is not None or head.queue_slot < 0 \
                 or q.jobs[head.queue_slot] is not head:
-            return None
+            return False
         state = self._easy_state
+        cl = view.cluster
+        free = cl.free
         released = view.released
         if released:
-            # The cheap tests before any loop (a pass skipped after an end runs them).
-            cl = view.cluster
-            free = cl.free
+            # The cheap tests first.
             last = self._easy_free
-            if view.surprise or last < 0 or cl.free_mem != math.inf \
-                    or head.procs <= free or head.promised != state[0] \
+            if last < 0 or cl.free_mem != math.inf or head.procs <= free \
+                    or head.promised != state[0] \
                     or (free > last and q.any_size_between(last, free)):
-                return None
+                return False
         new = view.new_jobs
         if new:
             jobs = q.jobs
-            new = [job for job in new if job.queue_slot >= 0 and jobs[job.queue_slot] is job]
-            if not q.key_monotone:
-                key = q.key
-                hkey = key[head.queue_slot]
-                for job in new:
-                    if key[job.queue_slot] < hkey:
-                        return None   # a new head
-            if idle_only:
-                cl = view.cluster
-                free, free_mem = cl.free, cl.free_mem
-                shadow, extra, extra_mem = state
-                now = clock(view.env)
-                for job in new:
-                    if job.procs <= free and job.mem <= free_mem and \
-                            easy_admits(job, now, shadow, extra, extra_mem):
-                        return None
-            elif self.static_key is not None and len(new) > 1:
-                new.sort(key=lambda j: q.key[j.queue_slot])
-        if released:
-            fresh = view.shadow(head.procs, head.mem)
-            if fresh != state:
-                self._fresh_shadow = fresh
-                return None
-        return (*state, new)
+            shadow, extra, extra_mem = state
+            free_mem = cl.free_mem
+            now = clock(view.env)
+            hkey = None if q.key_monotone else q.key[head.queue_slot]
+            for job in new:
+                s = job.queue_slot
+                if s < 0 or jobs[s] is not job:
+                    continue
+                if hkey is not None and q.key[s] < hkey:
+                    return False   # a new head
+                if job.procs <= free and job.mem <= free_mem and \
+                        easy_admits(job, now, shadow, extra, extra_mem):
+                    return False
+        return not released or view.shadow(head.procs, head.mem) == state
 
     def arrival_is_idle(self, view: SchedulerView) -> bool:
         """Whether a pass now would decide nothing: EASY, only arrivals since the
@@ -429,21 +412,29 @@ class QueuePolicy:
     def _easy(self, view: SchedulerView) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
         now = clock(view.env)
-        # An arrival-only pass (nothing was freed, the head is unchanged): the
+        # Arrival-only pass: nothing was freed, the head is unchanged, so the
         # shadow time and extra cores are those of the previous pass and only
-        # the new jobs need checking. Likewise after jobs ended as expected,
-        # when the reservation is unchanged and nothing queued grew able to
-        # fit (see _easy_quiet).
-        quiet = self._easy_quiet(view)
+        # the new jobs need checking.
+        head = self._easy_head
+        incremental = (not view.released and head is not None and head in q
+                       and self._dynamic is None)
+        if incremental and not q.key_monotone:
+            hkey = q.key[head.queue_slot]
+            for job in view.new_jobs:
+                if job in q and q.key[job.queue_slot] < hkey:
+                    incremental = False
+                    break
         # Whether every queued job will have been checked at the end of this
-        # pass (unknown meanwhile, or if a caller ends the pass early).
-        checked_all = quiet is not None and not view.surprise and self._easy_free >= 0
+        # pass (see pass_is_idle; unknown meanwhile, or if a caller ends the
+        # pass early).
+        checked_all = not incremental or (not view.surprise and self._easy_free >= 0)
         self._easy_free = -1
-        if quiet is not None:
-            shadow, extra, extra_mem, candidates = quiet
+        if incremental:
+            shadow, extra, extra_mem = self._easy_state
+            candidates = [job for job in view.new_jobs if job in q]
+            if self.static_key is not None and len(candidates) > 1:
+                candidates.sort(key=lambda j: q.key[j.queue_slot])
         else:
-            checked_all = True
-            fresh = self._fresh_shadow   # this instant's, for the same head and running jobs
             while True:
                 if not q.count:
                     self._easy_head = None
@@ -451,11 +442,8 @@ class QueuePolicy:
                 head = q.jobs[q.head()]
                 if head.procs > cl.free or head.mem > cl.free_mem:
                     break
-                fresh = None
                 yield _new(Decision, (START, head, _READY, "fits at head", _NAN, True))
-            if fresh is None or head is not self._easy_head:
-                fresh = view.shadow(head.procs, head.mem)
-            shadow, extra, extra_mem = fresh
+            shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
             self._easy_head = head
             if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
                 yield reserve(head, shadow, "EASY head reservation")
