@@ -10,7 +10,12 @@ the time. Peers measured on this machine (random valid actions, 256-job
 episodes, one process): RLScheduler's HPCEnv about 3,600 decisions/s,
 sched-rl-gym's CompactRM (SMDP) about 370.
 
-    python benchmarks/env_steps.py [--seconds 5] [--envs 2] [--sharded-envs 16] [--single]
+    PYTHONPATH=. python benchmarks/env_steps.py [--seconds 5] [--envs 2] [--sharded-envs 16] \
+        [--single] [--yardstick ../shared/tools/ref_easy.py] [--trace ../shared/traces/lublin_256.swf]
+
+Every figure is also printed as a ratio to the yardstick's jobs/s: the shared
+plain-Python FCFS+EASY loop run once at the start on the Lublin-256 trace, in
+a subprocess, so the ratios compare across machines and loads.
 
 Target (issue 10): the ``select`` model at least 10,000 decisions/s in one process.
 """
@@ -18,6 +23,9 @@ Target (issue 10): the ``select`` model at least 10,000 decisions/s in one proce
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
 
 import gymnasium as gym
@@ -71,16 +79,31 @@ def vectorized(envs: gym.vector.VectorEnv, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def yardstick(path: str, trace: str) -> float:
+    """Jobs/s of the shared FCFS+EASY loop on ``trace`` (parse and simulation)."""
+    out = subprocess.run([sys.executable, path, trace, "--bf", "easy"],
+                         capture_output=True, text=True, check=True)
+    ref = json.loads(out.stdout)
+    return ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--yardstick", default="../shared/tools/ref_easy.py",
+                    help="path of ref_easy.py ('' to print no ratios)")
+    ap.add_argument("--trace", default="../shared/traces/lublin_256.swf",
+                    help="the trace the yardstick replays")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--envs", type=int, default=2, help="worker processes")
     ap.add_argument("--sharded-envs", type=int, default=16)
     ap.add_argument("--single", action="store_true", help="one process only (no vector envs)")
     args = ap.parse_args()
     k, e = args.envs, args.sharded_envs
-    print(f"{'actions':8s} {'observation':12s} {'1 env':>10s} {f'async {k}x1':>12s} "
-          f"{f'sharded {k}x{e // k}':>14s}")
+    ref = yardstick(args.yardstick, args.trace) if args.yardstick else float("nan")
+    print(f"yardstick: {ref:,.0f} jobs/s (FCFS+EASY on {args.trace}); ratios below are "
+          "decisions/s over it")
+    print(f"{'actions':8s} {'observation':12s} {'1 env':>17s} {f'async {k}x1':>17s} "
+          f"{f'sharded {k}x{e // k}':>17s}")
     for actions, observation, window in CASES:
         one = single(actions, observation, window, args.seconds)
         many = sharded = float("nan")
@@ -88,8 +111,8 @@ def main() -> None:
             fn = make(actions, observation, window)
             many = vectorized(gym.vector.AsyncVectorEnv([fn] * k), args.seconds)
             sharded = vectorized(ShardedVectorEnv([fn] * e, workers=k), args.seconds)
-        print(f"{actions:8s} {observation:12s} {one:10,.0f} {many:12,.0f} {sharded:14,.0f}"
-              "   decisions/s")
+        cells = " ".join(f"{v:9,.0f} {v / ref:5.2f}x" for v in (one, many, sharded))
+        print(f"{actions:8s} {observation:12s} {cells}   decisions/s")
 
 
 if __name__ == "__main__":

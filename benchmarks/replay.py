@@ -2,9 +2,15 @@
 
 Prints jobs/s (jobs divided by the seconds from the start of reading the
 trace to the end of the simulation; interpreter start-up and imports
-excluded) and peak memory. With ``--yardstick PATH`` it also runs the shared
-plain-Python FCFS+EASY loop (``../shared/tools/ref_easy.py``) on the same
-trace in a subprocess and prints the ratio.
+excluded), scheduler passes (run and skipped, per 10,000 jobs) and peak
+memory. With ``--yardstick PATH`` it first runs the shared plain-Python
+FCFS+EASY loop (``../shared/tools/ref_easy.py``) on the same trace in a
+subprocess and prints every speed figure as a ratio to it as well, since
+absolute figures move between machines and with the load.
+
+Run it from the repository root with ``PYTHONPATH=.`` (or an installed
+checkout): the script's own folder comes first on ``sys.path``, so a plain
+``python benchmarks/replay.py`` imports whichever ``cosim`` is installed.
 
     python benchmarks/replay.py ../shared/traces/lublin_256.swf --policy fcfs --backfill easy \
         --yardstick ../shared/tools/ref_easy.py
@@ -38,6 +44,17 @@ def main() -> None:
     ap.add_argument("--yardstick", default=None, help="path of ref_easy.py to run beside")
     args = ap.parse_args()
 
+    ref_rate = None
+    if args.yardstick:
+        out = subprocess.run([sys.executable, args.yardstick, args.trace, "--bf", "easy"],
+                             capture_output=True, text=True, check=True)
+        ref = json.loads(out.stdout)
+        ref_rate = ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+
+    def rate(jobs_per_s: float) -> str:
+        ratio = f" ({jobs_per_s / ref_rate:.2f}x the yardstick)" if ref_rate else ""
+        return f"{jobs_per_s:,.0f} jobs/s{ratio}"
+
     t0 = time.perf_counter()
     workload = read_swf(args.trace)   # the machine size comes with it (header or largest job)
     t1 = time.perf_counter()
@@ -56,26 +73,23 @@ def main() -> None:
     t2 = time.perf_counter()
     n = len(workload)
     jobs = sim.scheduler.jobs
+    counters = sim.scheduler.counters
     mean_wait = sum(j.start - j.submit for j in jobs) / n
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ours = n / (t2 - t0)
     print(f"cosim: {n} jobs, {procs} cores ({procs // cpn} nodes x {cpn}), "
           f"{args.policy}+{args.backfill}")
-    print(f"  parse {t1 - t0:.2f} s, simulate {t2 - t1:.2f} s, "
-          f"passes {sim.scheduler.counters.passes}, events {len(sim.scheduler.events)}")
-    print(f"  {ours:,.0f} jobs/s")
+    print(f"  parse {t1 - t0:.2f} s, simulate {t2 - t1:.2f} s, events {len(sim.scheduler.events)}")
+    print(f"  passes {counters.passes} ({counters.passes * 10000 / n:,.0f} per 10,000 jobs), "
+          f"arrivals and ends that woke no pass {counters.wakeups_skipped}")
+    print(f"  {rate(ours)}")
     print(f"  peak memory {peak_mb:,.0f} MB ({peak_mb * 1024 / n:.1f} KB/job)")
-    print(f"  mean wait {mean_wait:,.1f} s, overruns {sim.scheduler.counters.overruns}, "
-          f"reservations broken {sim.scheduler.counters.reservations_broken}")
-    if args.yardstick:
-        out = subprocess.run([sys.executable, args.yardstick, args.trace, "--bf", "easy"],
-                             capture_output=True, text=True, check=True)
-        ref = json.loads(out.stdout)
-        ref_rate = ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+    print(f"  mean wait {mean_wait:,.1f} s, overruns {counters.overruns}, "
+          f"reservations broken {counters.reservations_broken}")
+    if ref_rate:
         print(f"yardstick: {ref_rate:,.0f} jobs/s (parse {ref['parse_s']:.2f} s, "
               f"sim {ref['sim_s']:.2f} s), mean wait {ref['mean_wait']:,.1f} s")
         print(f"ratio: {ours / ref_rate:.2f}x the yardstick's jobs/s")
-
 
 if __name__ == "__main__":
     main()

@@ -29,6 +29,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from cosim.kernel import now as clock
+
 if TYPE_CHECKING:
     import simpy
 
@@ -185,7 +187,7 @@ class SchedulerView:
         """
         cl = self.cluster
         avail, avail_mem = cl.free, cl.free_mem
-        now = self.env._now
+        now = clock(self.env)
         if procs <= avail and mem <= avail_mem:
             return now, avail - procs, avail_mem - mem
         ends = self._ends

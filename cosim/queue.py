@@ -10,7 +10,7 @@ arrival order and compacted when half of them are dead.
 
 from __future__ import annotations
 
-import heapq
+from bisect import bisect_right, insort
 from collections.abc import Iterator
 
 import numpy as np
@@ -52,9 +52,10 @@ class JobQueue:
         # is priority order and the head is the first alive slot.
         self.key_monotone = True
         self._last_key = -np.inf
-        # Smallest queued size, kept with a lazy-deletion heap (O(log n)).
+        # The distinct queued sizes, sorted, with how many jobs have each: the
+        # smallest size and "any size in a range" in O(log n).
         self._sizes: list[int] = []
-        self._gone: dict[int, int] = {}
+        self._size_count: dict[int, int] = {}
 
     def __len__(self) -> int:
         return self.count
@@ -84,7 +85,12 @@ class JobQueue:
             self.key_monotone = False
         self._last_key = key
         self.alive[s] = True
-        heapq.heappush(self._sizes, job.procs)
+        procs = job.procs
+        count = self._size_count
+        n = count.get(procs, 0)
+        if not n:
+            insort(self._sizes, procs)
+        count[procs] = n + 1
         job.queue_slot = s
         self.count += 1
         self.version += 1
@@ -95,7 +101,15 @@ class JobQueue:
         self.alive[s] = False
         self.procs[s] = DEAD_PROCS
         self.jobs[s] = None
-        self._gone[job.procs] = self._gone.get(job.procs, 0) + 1
+        procs = job.procs
+        count = self._size_count
+        n = count[procs] - 1
+        if n:
+            count[procs] = n
+        else:
+            del count[procs]
+            sizes = self._sizes
+            del sizes[bisect_right(sizes, procs) - 1]
         job.queue_slot = -1
         self.count -= 1
         self.version += 1
@@ -176,11 +190,14 @@ class JobQueue:
 
     def min_procs(self) -> int:
         """The smallest size among queued jobs (0 when empty)."""
-        sizes, gone = self._sizes, self._gone
-        while sizes and gone.get(sizes[0]):
-            gone[sizes[0]] -= 1
-            heapq.heappop(sizes)
+        sizes = self._sizes
         return sizes[0] if sizes else 0
+
+    def any_size_between(self, above: int, upto: int) -> bool:
+        """Whether some queued job has ``above < procs <= upto``."""
+        sizes = self._sizes
+        i = bisect_right(sizes, above)
+        return i < len(sizes) and sizes[i] <= upto
 
     def any_fits(self, free: int, free_mem: float) -> bool:
         """Whether some queued job fits ``free`` units and ``free_mem`` now."""
@@ -231,4 +248,4 @@ class JobQueue:
         self.key_monotone = True
         self._last_key = -np.inf
         self._sizes = []
-        self._gone = {}
+        self._size_count = {}

@@ -37,7 +37,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,9 @@ __all__ = [
     "decisions_table",
     "EVENT_COLUMNS",
     "DECISION_COLUMNS",
+    "EventRow",
+    "DecisionRow",
+    "Recorder",
 ]
 
 #: Allowed values of ``jobs.outcome``.
@@ -441,14 +444,103 @@ def read_decisions(path: str | os.PathLike) -> RecordTable:
 
 # -- tables from the model's records ------------------------------------------------
 
-#: Column order of the scheduler's event rows (``Scheduler._event``), schema ``events/1``.
-EVENT_COLUMNS = ("time", "kind", "job_id", "node", "queue_len", "running", "used_cores",
-                 "up_cores", "queued_area", "idle_fit_cores")
+class EventRow(NamedTuple):
+    """The fields of a row of the events table (schema ``events/1``), in order:
+    ``EventRow(*row)`` names a row :class:`Recorder` wrote."""
+
+    time: float
+    kind: str              # one of EVENT_KINDS
+    job_id: int            # -1: no job
+    node: int              # -1: no node
+    queue_len: int
+    running: int
+    used_cores: int
+    up_cores: int
+    queued_area: float     # core-seconds the queued jobs ask for
+    idle_fit_cores: int    # free units some queued job fits in (pass rows), else 0
+
+
+class DecisionRow(NamedTuple):
+    """The fields of a row of the decisions table (schema ``decisions/1``), in order:
+    ``DecisionRow(*row)`` names a row :class:`Recorder` wrote."""
+
+    time: float
+    job_id: int            # -1: no job (wait)
+    action: str            # one of ACTIONS
+    mode: str              # start mode, "" otherwise
+    reason: str            # "refused: ..." for a refused decision
+    reserved_time: float   # the promised start of a reservation, NaN otherwise
+
+
+#: Column order of the scheduler's event rows, schema ``events/1``.
+EVENT_COLUMNS = EventRow._fields
 _EVENT_DTYPES = (np.float64, None, np.int64, np.int64, np.int64, np.int64, np.int64,
                  np.int64, np.float64, np.int64)
 #: Column order of the scheduler's decision rows, schema ``decisions/1``.
-DECISION_COLUMNS = ("time", "job_id", "action", "mode", "reason", "reserved_time")
+DECISION_COLUMNS = DecisionRow._fields
 _DECISION_DTYPES = (np.float64, np.int64, None, None, None, np.float64)
+
+_NAN = math.nan
+
+
+class Recorder:
+    """The one writer of a run's event and decision rows (kept in memory).
+
+    ``events`` and ``decisions`` hold one plain tuple per row, in the field
+    order of :class:`EventRow` and :class:`DecisionRow`; read them by name
+    with ``EventRow(*row)`` (or by the index ``EVENT_COLUMNS.index(name)``),
+    or as columns with :func:`events_table` and :func:`decisions_table`.
+    Plain tuples, not named ones, because the garbage collector stops
+    tracking a plain tuple of numbers and strings but keeps visiting every
+    named one for the rest of the run (tens of thousands of rows).
+
+    Examples:
+        >>> log = Recorder()
+        >>> log.start(0.0, 7, "ready", "fits at head")
+        >>> row = DecisionRow(*log.decisions[0])
+        >>> row.action, row.job_id
+        ('start', 7)
+    """
+
+    __slots__ = ("events", "decisions")
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+        self.decisions: list[tuple] = []
+
+    def event(self, time: float, kind: str, job_id: int, node: int, queue_len: int,
+              running: int, used_cores: int, up_cores: int, queued_area: float,
+              idle_fit_cores: int = 0) -> None:
+        """A state change (``kind`` one of :data:`EVENT_KINDS`)."""
+        self.events.append((time, kind, job_id, node, queue_len, running, used_cores,
+                            up_cores, queued_area, idle_fit_cores))
+
+    def start(self, time: float, job_id: int, mode: str, reason: str) -> None:
+        """A job started."""
+        self.decisions.append((time, job_id, "start", mode, reason, _NAN))
+
+    def started(self, time: float, job_id: int, mode: str, reason: str, queue_len: int,
+                running: int, used_cores: int, up_cores: int, queued_area: float) -> None:
+        """A job started: its decision row and its ``start`` event row (one call per job)."""
+        self.decisions.append((time, job_id, "start", mode, reason, _NAN))
+        self.events.append((time, "start", job_id, -1, queue_len, running, used_cores,
+                            up_cores, queued_area, 0))
+
+    def reserve(self, time: float, job_id: int, reason: str, reserved_time: float) -> None:
+        """A job was promised a start at ``reserved_time`` (NaN: the promise withdrawn)."""
+        self.decisions.append((time, job_id, "reserve", "", reason, reserved_time))
+
+    def kill(self, time: float, job_id: int, reason: str) -> None:
+        """A running job was killed."""
+        self.decisions.append((time, job_id, "kill", "", reason, _NAN))
+
+    def wait(self, time: float, reason: str) -> None:
+        """The policy chose to wait."""
+        self.decisions.append((time, -1, "wait", "", reason, _NAN))
+
+    def refused(self, time: float, job_id: int, action: str, mode: str, why: str) -> None:
+        """A decision was refused (not applied), for ``why``."""
+        self.decisions.append((time, job_id, action, mode, f"refused: {why}", _NAN))
 
 
 def jobs_table(jobs, columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray | list]:

@@ -30,6 +30,7 @@ import simpy
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job
+from cosim.kernel import now as clock
 from cosim.policy import SchedulerView
 
 __all__ = ["FaultGuard"]
@@ -73,7 +74,7 @@ class FaultGuard(SchedulerHooks):
         sched = self.scheduler
         cl = sched.cluster
         q = sched.queue
-        now = float(sched.env._now)
+        now = float(clock(sched.env))
         target = None
         counting = None
         if q.count and cl.up_units + cl.held < cl.capacity:

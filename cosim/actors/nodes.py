@@ -17,9 +17,11 @@ from typing import Protocol
 
 import numpy as np
 import simpy
-from simpy.events import URGENT, Timeout
+from simpy.events import Timeout
 
 from cosim.job import Job, Outcome
+from cosim.kernel import call_urgent
+from cosim.kernel import now as clock
 
 __all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure", "Attempt"]
 
@@ -276,7 +278,7 @@ class Cluster:
             The attempt, also stored as ``job.process``.
         """
         attempt = job.process = Attempt(self, job)
-        if attempt.end_at > self.env._now:
+        if attempt.end_at > clock(self.env):
             attempt._arm(None)
         else:
             attempt.begin()
@@ -379,21 +381,18 @@ class Attempt:
         self.job = job
         limit = job.req_time if cluster.enforce_walltime else math.inf
         self.timed_out = job.run > limit
-        self.end_at = cluster.env._now + (limit if self.timed_out else job.run)
+        self.end_at = clock(cluster.env) + (limit if self.timed_out else job.run)
         self.is_alive = True
         self._timer: simpy.Event | None = None
 
     def begin(self) -> None:
         """Set the first timer (called once, right after the job started)."""
         env = self.cluster.env
-        if self.end_at <= env._now:
+        if self.end_at <= clock(env):
             # A zero-length attempt: its end event must come after whatever the
             # scheduler's pass set off at this instant (a SimPy process would
             # only create it once started), so arm it from an urgent event.
-            ev = simpy.Event(env)
-            ev._ok, ev._value = True, None
-            ev.callbacks.append(self._arm)
-            env.schedule(ev, URGENT)
+            call_urgent(env, self._arm)
             return
         self._arm(None)
 
@@ -405,11 +404,11 @@ class Attempt:
         # event times (and ties) are bit-identical to the process version.
         expected_end = self.job.expected_end
         if expected_end < self.end_at:
-            delay = expected_end - env._now
+            delay = expected_end - clock(env)
             timer = Timeout(env, delay if delay > 0.0 else 0.0)
             timer.callbacks.append(self._expected_end_reached)
         else:
-            timer = Timeout(env, self.end_at - env._now)
+            timer = Timeout(env, self.end_at - clock(env))
             timer.callbacks.append(self._ended)
         self._timer = timer
 
@@ -443,10 +442,7 @@ class Attempt:
         if not self.is_alive:
             raise RuntimeError(f"the attempt of {self.job} is over and cannot be interrupted")
         env = self.cluster.env
-        ev = simpy.Event(env)
-        ev._ok, ev._value = True, cause
-        ev.callbacks.append(self._interrupted)
-        env.schedule(ev, URGENT)
+        call_urgent(env, self._interrupted, cause)
 
     def _interrupted(self, event) -> None:
         if not self.is_alive:
@@ -455,4 +451,4 @@ class Attempt:
         self._timer = None
         job = self.job
         self.cluster.release(job)
-        self.cluster.listener.job_interrupted(job, event._value)
+        self.cluster.listener.job_interrupted(job, event.value)

@@ -24,8 +24,11 @@ import simpy
 
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.job import Job, JobState, Mode, Outcome
+from cosim.kernel import fire
+from cosim.kernel import now as clock
 from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.queue import JobQueue
+from cosim.records import Recorder
 
 if TYPE_CHECKING:
     from cosim.actors.nodes import Node
@@ -108,6 +111,7 @@ class Counters:
     """What the scheduler counts besides the job records."""
 
     passes: int = 0
+    wakeups_skipped: int = 0
     decisions: int = 0
     refused: int = 0
     reservations_broken: int = 0
@@ -162,8 +166,11 @@ class Scheduler:
         self._seq = 0
         self.jobs: list[Job] = []          # every job ever submitted, in order
         self.counters = Counters()
-        self.events: list[tuple] = []
-        self.decisions: list[tuple] = []
+        # Event and decision rows (fields of EventRow and DecisionRow), written
+        # only through the log.
+        self.log = Recorder()
+        self.events: list[tuple] = self.log.events
+        self.decisions: list[tuple] = self.log.decisions
         self.queued_area = 0.0
         self._last_idle_fit = -1
         self.done_count = 0
@@ -173,9 +180,10 @@ class Scheduler:
             self.finished.succeed()
         self.view = SchedulerView(env, self.queue, cluster, self.ends, self.jobs, expected_jobs)
         self._static_key = getattr(policy, "static_key", None)
-        # A policy may say that an arrival alone gives it nothing to do (EASY with
-        # the machine full); such an arrival does not wake the scheduler.
-        self._arrival_idle = getattr(policy, "arrival_is_idle", None)
+        # A policy may say that a pass now would decide nothing (EASY when the
+        # jobs that arrived or ended change nothing it can act on); then an
+        # arrival or an expected end does not wake the scheduler.
+        self._pass_idle = getattr(policy, "pass_is_idle", None)
         # Bound methods of the hooks that override each moment (none: nothing to call).
         self._on_queued: list = []
         self._on_started: list = []
@@ -229,17 +237,14 @@ class Scheduler:
     def wake(self) -> None:
         """Ask for a pass now (arrivals, ends, timers); several calls make one pass.
 
-        An arrival skips the pass when the policy's optional
-        ``arrival_is_idle(view)`` says the pass would decide nothing (and no
-        hook prepares passes): the job is in the queue and ``view.new_jobs``
-        for the next pass, and nothing else of the run changes.
+        Every call at one instant wakes the same pass, which runs once the
+        events already due at this instant are processed. Arrivals and
+        expected ends come through :meth:`_wake_unless_idle` instead, which
+        may skip a pass the policy knows is idle.
         """
         if not self._woken:
             self._woken = True
-            wake = self._wake
-            wake._ok = True
-            wake._value = None
-            self.env.schedule(wake)
+            fire(self.env, self._wake)
 
     def replan(self) -> None:
         """Ask for a full pass now: the policy rebuilds its plans from scratch.
@@ -266,14 +271,7 @@ class Scheduler:
         if not self.ends and q.count:
             self._check_stalled()
         if self.record:
-            cl = self.cluster
-            free = cl.free
-            if free > 0 and q.count:
-                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
-                    q.any_fits(free, cl.free_mem)
-                idle_fit = free if fits else 0
-            else:
-                idle_fit = 0
+            idle_fit = self._idle_fit()
             # A pass row only matters where resource holes change: metrics read
             # idle_fit_cores as a step function over pass rows, and every other
             # column of a skipped row equals the row before it.
@@ -304,7 +302,7 @@ class Scheduler:
                     job.promised = math.nan
                     self.counters.reservations_withdrawn += 1
                     if self.record:
-                        self.decisions.append((now, job.id, RESERVE, "", d.reason, t))
+                        self.log.reserve(now, job.id, d.reason, t)
                 return True
             if job.promised == job.promised and t > job.promised + _EPS:
                 self.counters.reservations_broken += 1
@@ -313,7 +311,7 @@ class Scheduler:
             if t != job.promised:
                 job.promised = t
                 if self.record:
-                    self.decisions.append((now, job.id, RESERVE, "", d.reason, t))
+                    self.log.reserve(now, job.id, d.reason, t)
             return True
         if action == KILL:
             if job.state != _RUNNING or job.process is None or not job.process.is_alive:
@@ -324,11 +322,11 @@ class Scheduler:
             self.counters.kills += 1
             job.process.interrupt(Killed(reason=d.reason, requeue=d.requeue))
             if self.record:
-                self.decisions.append((now, job.id, KILL, "", d.reason, math.nan))
+                self.log.kill(now, job.id, d.reason)
             return True
         if action == WAIT:
             if self.record:
-                self.decisions.append((now, -1, WAIT, "", d.reason, math.nan))
+                self.log.wait(now, d.reason)
             return True
         return self._refuse(d, f"unknown action {action!r}")
 
@@ -337,12 +335,12 @@ class Scheduler:
         c.refused += 1
         c.refused_reasons[why] = c.refused_reasons.get(why, 0) + 1
         if self.record:
-            self.decisions.append((self.env.now, d.job.id if d.job is not None else -1,
-                                   d.action, d.mode, f"refused: {why}", math.nan))
+            self.log.refused(self.env.now, d.job.id if d.job is not None else -1,
+                             d.action, d.mode, why)
         return False
 
     def _start(self, job: Job, mode: str, reason: str) -> None:
-        now = float(self.env._now)
+        now = float(clock(self.env))
         self.queue.remove(job)
         self.queued_area -= job.procs * job.estimate
         promised = job.promised
@@ -367,10 +365,9 @@ class Scheduler:
             call(job)
         cluster.run_job(job)
         if self.record:
-            self.decisions.append((now, job.id, START, mode, reason, math.nan))
-            self.events.append((now, "start", job.id, -1, self.queue.count, len(self.ends),
-                                cluster.up_units - cluster.free, cluster.up_units,
-                                self.queued_area, 0))   # _event, inlined: once per job
+            self.log.started(now, job.id, mode, reason, self.queue.count, len(self.ends),
+                             cluster.up_units - cluster.free, cluster.up_units,
+                             self.queued_area)
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -404,7 +401,7 @@ class Scheduler:
     # -- notifications from users and nodes -----------------------------------
     def submit(self, job: Job) -> None:
         """A user hands in ``job`` now."""
-        job.submit = float(self.env._now)
+        job.submit = float(clock(self.env))
         self.jobs.append(job)
         cl = self.cluster
         # could_ever_fit says why not; the size test alone decides most jobs
@@ -421,22 +418,62 @@ class Scheduler:
             return
         self._enqueue(job)
         if self.record:
-            self.events.append((self.env._now, "submit", job.id, -1, self.queue.count,
-                                len(self.ends), cl.up_units - cl.free, cl.up_units,
-                                self.queued_area, 0))   # _event, inlined: once per job
+            self.log.event(clock(self.env), "submit", job.id, -1, self.queue.count,
+                           len(self.ends), cl.up_units - cl.free, cl.up_units,
+                           self.queued_area)   # _event, inlined: once per job
 
     def _enqueue(self, job: Job) -> None:
         job.state = _QUEUED
-        job.enqueued_at = self.env._now
+        job.enqueued_at = clock(self.env)
         static_key = self._static_key
         self.queue.add(job, static_key(job) if static_key is not None else 0.0)
         self.queued_area += job.procs * job.estimate
         self.view.new_jobs.append(job)
         for call in self._on_queued:
             call(job)
-        if not self._woken and (self._arrival_idle is None or self._preparers
-                                or not self._arrival_idle(self.view)):
-            self.wake()
+        if not self._woken:
+            self._wake_unless_idle(job)
+
+    def _wake_unless_idle(self, job: Job) -> None:
+        """Wake for ``job``'s arrival or expected end, unless the pass is known to be idle.
+
+        Skipped when ``job`` cannot change what fits (an arrival too large
+        for what is free, or an end that leaves the smallest queued job still
+        too large), no hook prepares passes, the pass row it would record is
+        the one already recorded, and the policy's ``pass_is_idle(view)``
+        says the pass would decide nothing. The view's flags carry on to the
+        next pass, which sees every change since the last one that ran; the
+        jobs in ``new_jobs`` count as seen (the policy just checked them).
+        Any later change at this instant asks again.
+        """
+        idle = self._pass_idle
+        if idle is not None and not self._preparers:
+            cl = self.cluster
+            free = cl.free
+            # Cheap tests first: most arrivals and ends fail one of them.
+            if job.state is _QUEUED:
+                quiet = job.procs > free or job.mem > cl.free_mem
+                if quiet and self.record:
+                    quiet = self._idle_fit() == self._last_idle_fit
+            else:   # nothing queued fits in what is free: the pass row would say 0
+                quiet = cl.free_mem == math.inf and self.queue.min_procs() > free and \
+                    (not self.record or self._last_idle_fit == 0)
+            if quiet and idle(self.view):
+                self.counters.wakeups_skipped += 1
+                self.view.new_jobs = []
+                return
+        self.wake()
+
+    def _idle_fit(self) -> int:
+        """Free units if some queued job fits in them now, else 0 (the pass row's column)."""
+        cl = self.cluster
+        free = cl.free
+        q = self.queue
+        if free > 0 and q.count:
+            fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                q.any_fits(free, cl.free_mem)
+            return free if fits else 0
+        return 0
 
     def _remove_running(self, job: Job, completed: bool) -> None:
         for call in self._on_left:
@@ -453,13 +490,13 @@ class Scheduler:
         self._remove_running(job, outcome == _COMPLETED)
         job.state = _DONE
         job.outcome = outcome
-        job.end = end = float(self.env._now)
+        job.end = end = float(clock(self.env))
         if end < job.expected_end - _EPS:
             self.view.surprise = True
         if self.record:
             self._event("timeout" if outcome == _TIMEOUT else "end", job.id)
         if not self._woken:
-            self.wake()
+            self._wake_unless_idle(job)
         self._done(job)
 
     def job_interrupted(self, job: Job, cause: object) -> None:
@@ -521,7 +558,7 @@ class Scheduler:
         """
         if job.state != _QUEUED:
             return
-        now = float(self.env._now)
+        now = float(clock(self.env))
         self.queue.remove(job)
         self.queued_area -= job.procs * job.estimate
         job.promised = math.nan
@@ -552,8 +589,8 @@ class Scheduler:
 
     # -- records ------------------------------------------------------------
     def _event(self, kind: str, job_id: int, node: int = -1, idle_fit: int = 0) -> None:
-        """Append one row of the events table (schema ``events/1``)."""
+        """Write one row of the events table (schema ``events/1``) with the state now."""
         cl = self.cluster
-        self.events.append((self.env._now, kind, job_id, node, self.queue.count,
-                            len(self.ends), cl.up_units - cl.free, cl.up_units,
-                            self.queued_area, idle_fit))
+        self.log.event(clock(self.env), kind, job_id, node, self.queue.count,
+                       len(self.ends), cl.up_units - cl.free, cl.up_units,
+                       self.queued_area, idle_fit)

@@ -16,10 +16,11 @@ from collections.abc import Callable, Generator
 
 import numpy as np
 import simpy
-from simpy.events import URGENT
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job
+from cosim.kernel import call_urgent
+from cosim.kernel import now as clock
 from cosim.workloads.base import Workload
 
 __all__ = ["Users"]
@@ -99,8 +100,8 @@ class Users(SchedulerHooks):
             nonlocal k
             while k < n:
                 t = times[k]
-                if t > env._now and _event is None:
-                    simpy.Timeout(env, t - env._now).callbacks.append(due)
+                if t > clock(env) and _event is None:
+                    simpy.Timeout(env, t - clock(env)).callbacks.append(due)
                     return
                 _event = None
                 # Every job due at this instant goes in before the scheduler runs.
@@ -110,10 +111,7 @@ class Users(SchedulerHooks):
                     k += 1
                 self.submitted += k - first
 
-        start = simpy.Event(env)
-        start._ok, start._value = True, None
-        start.callbacks.append(lambda _e: due(None))
-        env.schedule(start, URGENT)
+        call_urgent(env, lambda _e: due(None))
 
     def job_done(self, job: Job) -> None:
         """Submit the jobs that waited for ``job`` a think time from now."""

@@ -415,7 +415,8 @@ class SchedulingEnv(gym.Env):
         sched = self._sim.scheduler
         jobs = records.jobs_table(sched.jobs, _EPISODE_COLUMNS)
         rows = sched.events
-        events = {"time": [r[0] for r in rows], "queue_len": [r[_QUEUE_LEN] for r in rows]}
+        named = [records.EventRow(*r) for r in rows]
+        events = {"time": [r.time for r in named], "queue_len": [r.queue_len for r in named]}
         s = metrics.headline(jobs, events, cores=self._capacity, tau=self.tau)
 
         def f(key):
@@ -426,7 +427,6 @@ class SchedulingEnv(gym.Env):
                 "utilization": f("utilization"), "mean_queue": f("queue_len_mean")}
 
 
-_QUEUE_LEN = records.EVENT_COLUMNS.index("queue_len")
 #: Job columns :func:`cosim.metrics.headline` reads.
 _EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",
                     "killed_core_seconds")

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from cosim.job import Job, Mode
+from cosim.kernel import now as clock
 from cosim.policy import START, Decision, SchedulerView, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
@@ -273,6 +274,10 @@ class QueuePolicy:
         self._is_easy = backfill == "easy" and self._dynamic is None
         self._easy_head: Job | None = None
         self._easy_state = (math.inf, 0, 0.0)
+        # Free units when the last EASY pass ended with every queued job
+        # checked (-1: unknown). A queued job no larger than this was refused
+        # then and stays refused while the reservation holds (see _easy_quiet).
+        self._easy_free = -1
         # Conservative: the persistent plan.
         self._profile: Profile | None = None
         self._planned: list[tuple[float, int, Job]] = []
@@ -293,6 +298,68 @@ class QueuePolicy:
             q.key[slots] = self._dynamic(q, slots, view.now, view.cluster, self.rng)
             q.key_monotone = False
         return self._decide(view)
+
+    def pass_is_idle(self, view: SchedulerView) -> bool:
+        """Whether a pass now would decide nothing (EASY only; the scheduler then
+        skips it).
+
+        True when nothing unexpected happened since the last pass, the head
+        still does not fit, its reservation (shadow time and extra units) is
+        unchanged, no queued job grew able to fit, and no job queued since
+        then fits and passes EASY's test. The scheduler then forgets
+        ``view.new_jobs``: they stay refused while the reservation holds, and
+        a queued job that grows able to fit is found by its size.
+        """
+        return self._is_easy and not view.surprise and (
+            self.arrival_is_idle(view) or self._easy_quiet(view))
+
+    def _easy_quiet(self, view: SchedulerView) -> bool:
+        """Whether EASY's last pass still stands: a pass now would start nothing
+        and keep the reservation.
+
+        It stands (1) when only arrivals happened (nothing was freed: the
+        arrival-only pass would test just the new jobs against the reservation
+        kept), or (2) when besides them only jobs ended as expected (no
+        surprise), the head still does not fit, a fresh shadow computation
+        gives the reservation kept, and no queued job has a size between the
+        free units at the end of the last pass and now. A job no larger than
+        those free units was refused then; time only makes EASY's test
+        stricter and the extra units are unchanged, so it stays refused.
+        Either way, no new job may fit and pass EASY's test.
+        """
+        head = self._easy_head
+        q = view.queue
+        if head is None or self._dynamic is not None or head.queue_slot < 0 \
+                or q.jobs[head.queue_slot] is not head:
+            return False
+        state = self._easy_state
+        cl = view.cluster
+        free = cl.free
+        released = view.released
+        if released:
+            # The cheap tests first.
+            last = self._easy_free
+            if last < 0 or cl.free_mem != math.inf or head.procs <= free \
+                    or head.promised != state[0] \
+                    or (free > last and q.any_size_between(last, free)):
+                return False
+        new = view.new_jobs
+        if new:
+            jobs = q.jobs
+            shadow, extra, extra_mem = state
+            free_mem = cl.free_mem
+            now = clock(view.env)
+            hkey = None if q.key_monotone else q.key[head.queue_slot]
+            for job in new:
+                s = job.queue_slot
+                if s < 0 or jobs[s] is not job:
+                    continue
+                if hkey is not None and q.key[s] < hkey:
+                    return False   # a new head
+                if job.procs <= free and job.mem <= free_mem and \
+                        easy_admits(job, now, shadow, extra, extra_mem):
+                    return False
+        return not released or view.shadow(head.procs, head.mem) == state
 
     def arrival_is_idle(self, view: SchedulerView) -> bool:
         """Whether a pass now would decide nothing: EASY, only arrivals since the
@@ -344,7 +411,7 @@ class QueuePolicy:
     # -- EASY ------------------------------------------------------------------------
     def _easy(self, view: SchedulerView) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
-        now = view.env._now
+        now = clock(view.env)
         # Arrival-only pass: nothing was freed, the head is unchanged, so the
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking.
@@ -357,6 +424,11 @@ class QueuePolicy:
                 if job in q and q.key[job.queue_slot] < hkey:
                     incremental = False
                     break
+        # Whether every queued job will have been checked at the end of this
+        # pass (see pass_is_idle; unknown meanwhile, or if a caller ends the
+        # pass early).
+        checked_all = not incremental or (not view.surprise and self._easy_free >= 0)
+        self._easy_free = -1
         if incremental:
             shadow, extra, extra_mem = self._easy_state
             candidates = [job for job in view.new_jobs if job in q]
@@ -404,6 +476,8 @@ class QueuePolicy:
                 if cl.free == 0:
                     break
         self._easy_state = (shadow, extra, extra_mem)
+        if checked_all:
+            self._easy_free = cl.free
 
     @staticmethod
     def _easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head) -> list[Job]:
