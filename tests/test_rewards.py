@@ -125,3 +125,38 @@ def test_bsld_return_is_minus_the_sum_of_finished_jobs_bsld():
     bsld = np.maximum(1.0, resp / np.maximum(10.0, jobs["run"][fin]))
     waste = jobs["killed_core_seconds"].sum() / (256 * 3600.0)
     assert total == pytest.approx(-bsld.sum() - waste, rel=1e-9)
+
+
+class _Halves:
+    """A prediction backend that predicts half the requested time."""
+
+    def runtime(self, batch):
+        return np.asarray(batch["req_time"], dtype=float) / 2, "halves"
+
+    def remaining(self, batch):
+        raise AssertionError("not asked")
+
+
+@pytest.mark.parametrize("reward,seconds", [("slowdown_queued", 0 + 50 + 70),
+                                            ("slowdown", 50 + 70 + 75)])
+def test_slowdown_rewards_weigh_jobs_by_their_prediction(reward, seconds):
+    # Issue 22 (RLSchert eq. 9): with predictions on, a job weighs
+    # 1/max(prediction, tau), not 1/max(request, tau). 2 cores; three 2-core
+    # jobs at 0 (run 50, 20, 5 s; request 400 s, predicted 200 s), started in
+    # order: J1 0-50, J2 50-70, J3 70-75. Queued seconds 0 + 50 + 70; seconds
+    # in the system 50 + 70 + 75; each divided by 200 (was 400), in hours.
+    from cosim.prediction import PredictionHub
+
+    w = Workload.from_columns(submit=[0, 0, 0], run=[50, 20, 5], procs=[2, 2, 2],
+                              req_time=[400, 400, 400])
+    env = SchedulingEnv(small(2), actions="select", window=4, workload=w, episode_jobs=3,
+                        reward=reward, max_time=1e5,
+                        predictions=lambda jobs: PredictionHub(jobs, _Halves()))
+    obs, info = env.reset(seed=0)
+    total, done = 0.0, False
+    while not done:
+        obs, r, terminated, truncated, info = env.step(0)
+        total += r
+        done = terminated or truncated
+    assert [j.start for j in env.simulation.scheduler.jobs] == [0.0, 50.0, 70.0]
+    assert total == pytest.approx(-seconds / 200 / 3600, rel=1e-12)

@@ -7,7 +7,9 @@ time_scale``, so killing is never free.
 
 - ``slowdown``: minus the integral over time of sum over jobs in the system
   of 1/max(estimate, tau): the episode return is minus the sum of estimated
-  slowdowns (online slowdown over all jobs, thesis 4.1 and 4.6.3).
+  slowdowns (online slowdown over all jobs, thesis 4.1 and 4.6.3). With
+  predictions on, the estimate is the prediction from the moment it is set
+  (RLSchert eq. 9), not the request the job was queued with.
 - ``slowdown_queued``: the same over queued jobs only (waiting time weighted
   by 1/max(estimate, tau)). ``slowdown_window``, its earlier name, still
   works: it always summed over the whole queue, not the agent's window.
@@ -119,6 +121,7 @@ class _IntegralReward(Reward):
     """Minus the integral over time of a rate that changes when jobs come and go."""
 
     queued_only = False
+    estimate_weighted = False   # whether :meth:`weight` reads the job's estimate
 
     def __init__(self, params: RewardParams):
         super().__init__(params)
@@ -150,6 +153,29 @@ class _IntegralReward(Reward):
         w = self._w[job] = self.weight(job)
         self.rate += w
 
+    def prepare(self, view):
+        """Re-weigh queued jobs whose estimate a prediction just changed (RLSchert eq. 9).
+
+        Hooks prepare in the order they were added and the prediction hub is
+        added first, so this runs after it, at the same simulated time: the
+        new weight counts from the moment the prediction is known. A changed
+        estimate always sets ``view.surprise``; without one nothing is scanned.
+        """
+        if self.estimate_weighted and view.surprise:
+            q = view.queue
+            if q.count:
+                w_of = self._w
+                now = self.scheduler.env.now
+                for job in q.live_jobs():
+                    old = w_of.get(job)
+                    if old is not None:
+                        w = self.weight(job)
+                        if w != old:
+                            self._advance(now)
+                            w_of[job] = w
+                            self.rate += w - old
+        yield from ()
+
     def job_started(self, job: Job) -> None:
         """A job started: it stops counting if only queued jobs count."""
         self._advance(self.scheduler.env.now)
@@ -175,6 +201,7 @@ class SlowdownReward(_IntegralReward):
     """``slowdown``: every job in the system weighs 1/max(estimate, tau)."""
 
     name = "slowdown"
+    estimate_weighted = True
 
     def weight(self, job: Job) -> float:
         """1 / max(estimate, tau)."""
