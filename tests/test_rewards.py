@@ -39,20 +39,36 @@ def play(env, policy: str, seed: int):
     return total, info["episode_metrics"]["mean_bsld"]
 
 
+#: Heuristics played through the env as teachers, with random legal actions
+#: and always-Wait. Mean bsld on the four windows: SAF+EASY 17.2, SJF+EASY
+#: 23.0, random 52.6, largest-first greedy 68.6, FCFS+EASY 84.1, Wait 20,711.
+POLICIES = ("saf+easy", "sjf+easy", "random", "largest+greedy", "fcfs+easy", "wait")
+#: Rewards that by design rank schedules otherwise than bsld (see the
+#: module docstring of cosim.env.rewards): their order on these windows.
+OTHER_ORDER = {
+    # DBF's charge per Fwd, normalized by running maxima: a long queue early
+    # makes later charges small, so largest-first and FCFS score best.
+    "dbf": ("largest+greedy", "fcfs+easy", "sjf+easy", "saf+easy", "random", "wait"),
+    # DRAS's aims (starvation, size, utilization): FCFS starves no one.
+    "capability": ("fcfs+easy", "largest+greedy", "saf+easy", "sjf+easy", "random", "wait"),
+}
+
+
 @pytest.mark.parametrize("reward", sorted(REWARDS))
-def test_returns_order_three_policies_as_their_bsld_does(reward):
-    # SJF with EASY (played through the env as a teacher), random legal
-    # actions, and always-Wait, over four 256-job Lublin windows.
+def test_returns_order_six_policies_as_their_bsld_does(reward):
+    # Over four 256-job Lublin windows (issue 22: SJF, random and Wait alone
+    # hid that dbf ranks FCFS and largest-first above SAF and SJF).
     results = {}
-    for policy in ("teacher", "random", "wait"):
+    for policy in POLICIES:
+        teacher = policy if "+" in policy else None
         env = SchedulingEnv(SCENARIO, window=(8, 2), reward=reward, episode_jobs=256,
-                            teacher="sjf+easy" if policy == "teacher" else None)
-        runs = [play(env, policy, s) for s in SEEDS]
+                            teacher=teacher)
+        runs = [play(env, "teacher" if teacher else policy, s) for s in SEEDS]
         results[policy] = (sum(r for r, _ in runs), float(np.mean([b for _, b in runs])))
     by_bsld = sorted(results, key=lambda p: results[p][1])
     by_return = sorted(results, key=lambda p: -results[p][0])
-    assert by_bsld == ["teacher", "random", "wait"], results
-    assert by_return == by_bsld, (reward, results)
+    assert tuple(by_bsld) == POLICIES, results
+    assert tuple(by_return) == OTHER_ORDER.get(reward, POLICIES), (reward, results)
 
 
 def test_dbf_tells_first_legal_from_last_legal():

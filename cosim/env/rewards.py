@@ -19,7 +19,7 @@ time_scale``, so killing is never free.
   (sum of completion times, RLSchert eq. 10).
 - ``dbf``: seed 000 eq. 2, ``-w1(1 - util) - w2 L/Lmax - w3 W/Wmax`` with
   running maxima, charged on every Fwd (DBF's schedule cycling); 0 for a
-  placement.
+  placement. It does not rank schedules by slowdown (see below).
 - ``capability`` (DRAS eq. 1, made time-consistent): its three aims as
   rewards over time. Size: each job's first start earns ``w2 procs_i/N``
   (earlier is worth more once discounted). Starvation: minus w1 times the
@@ -36,6 +36,16 @@ time_scale``, so killing is never free.
   per-instance ``sum over queued jobs of -1/wait_j, divided by their count``
   grows as jobs wait longer, so with a Wait action always-Wait scored best
   (issue 10: -6.3 against -58.8 for first-legal, with a mean bsld of 18,467).
+
+Which rank schedules as bounded slowdown does: ``bsld``, ``slowdown``,
+``slowdown_queued``, ``completion`` and ``capacity`` order SAF+EASY, SJF+EASY,
+random, largest-first, FCFS+EASY and always-Wait as their mean bsld does
+(``tests/test_rewards.py``). ``dbf`` and ``capability`` rank otherwise by
+design: ``dbf`` is charged per Fwd, not per second, and normalized by
+running maxima, so a policy that lets the queue grow early pays less later
+(largest-first and FCFS score above SJF and SAF); ``capability`` values
+starvation and size, so FCFS scores best. Use them to reproduce their
+papers, not to learn low slowdown.
 
 With ``smdp_gamma`` set, integral rewards between decisions are discounted
 by elapsed simulated time, ``gamma ** (dt / time_scale)`` (thesis eq. 2.18).
@@ -249,7 +259,13 @@ class BsldReward(Reward):
 
 
 class DbfReward(Reward):
-    """``dbf`` (seed 000 eq. 2): utilization, queue length and waiting, on each Fwd."""
+    """``dbf`` (seed 000 eq. 2): utilization, queue length and waiting, on each Fwd.
+
+    The paper's own measure, kept as published: charged per Fwd rather than
+    per second and normalized by running maxima, it ranks schedules otherwise
+    than bounded slowdown does (largest-first above SAF+EASY; see the module
+    docstring), by design.
+    """
 
     name = "dbf"
 
