@@ -251,3 +251,39 @@ def test_select_easy_renews_shadow_and_extra_after_a_start():
                                                       4: "reserved"}
     assert jobs[2].reservation == 100.0 and jobs[4].reservation == 150.0
     assert env.simulation.scheduler.counters.reservations_broken == 0
+
+
+# 4 cores. J1 (4 cores, 100 s) at 0; J2 (4 cores, 100 s) at 1 waits, promised
+# 100; J3 (2 cores, 10 s) at 2 has the smaller area and goes first (SAF), so
+# J2's promise gives way; J3 starts at 100 and J2 at 110 on a new promise.
+HEAD_CHANGE = Workload.from_columns(submit=[0, 1, 2], run=[100, 100, 10], procs=[4, 4, 2])
+
+
+def test_an_easy_head_change_withdraws_the_promise_for_heuristic_and_agent_alike():
+    # Issue 22: SAF+EASY counted this as a broken reservation, the select
+    # agent's identical choice as a withdrawn one. One definition: a promise
+    # the policy gives up for another job is withdrawn; broken means a job
+    # still holding its promise started after it.
+    import simpy
+
+    from cosim.model import build
+    from cosim.policies import make_policy
+
+    env = simpy.Environment()
+    sim = build(env, small(4), make_policy("saf+easy"), workload=HEAD_CHANGE)
+    env.run(until=sim.finished)
+    heuristic = sim.scheduler
+    agent_env = SchedulingEnv(small(4), actions="select", window=4, episode_jobs=3,
+                              workload=HEAD_CHANGE)
+    picks = {2.0: [1], 100.0: [1, 0]}     # J3 over J2 at 2; at 100 J3, then J2
+
+    def choose(info, env):
+        return picks.get(info["time"], [0]).pop(0)
+
+    jobs, _ = run(agent_env, choose)
+    agent = agent_env.simulation.scheduler
+    for sched in (heuristic, agent):
+        assert {j.id: j.start for j in sched.jobs} == {1: 0.0, 2: 110.0, 3: 100.0}
+        assert {j.id: j.reservation for j in sched.jobs if j.id > 1} == {2: 100.0, 3: 100.0}
+        assert sched.counters.reservations_withdrawn == 1
+        assert sched.counters.reservations_broken == 0

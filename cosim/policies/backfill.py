@@ -34,7 +34,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from cosim.job import Job, Mode
-from cosim.policy import START, Decision, SchedulerView, reserve, start
+from cosim.policy import START, Decision, SchedulerView, release, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 #: Above this many backfill candidates EASY rescans the queue after each start
@@ -363,11 +363,14 @@ class QueuePolicy:
             if self.static_key is not None and len(candidates) > 1:
                 candidates.sort(key=lambda j: q.key[j.queue_slot])
         else:
+            prev = head    # the previous head: it may hold a promise another job now comes before
             while True:
                 if not q.count:
                     self._easy_head = None
                     return
                 head = q.jobs[q.head()]
+                if prev is not None and head is not prev and prev.promised == prev.promised:
+                    yield from self._give_way(view, prev, head)
                 if head.procs > cl.free or head.mem > cl.free_mem:
                     break
                 yield _new(Decision, (START, head, _READY, "fits at head", _NAN, True))
@@ -404,6 +407,20 @@ class QueuePolicy:
                 if cl.free == 0:
                     break
         self._easy_state = (shadow, extra, extra_mem)
+
+    @staticmethod
+    def _give_way(view: SchedulerView, prev: Job, head: Job) -> Iterator[Decision]:
+        """The order put ``head`` before ``prev``, which holds a promise: withdraw it
+        when ``head`` is to wait (it takes the reservation) or would start and
+        delay ``prev`` past its shadow time -- exactly when the ``select``
+        agent's identical choice withdraws its reservation."""
+        if prev not in view.queue:
+            return                         # no longer queued: nothing to give up
+        if view.cluster.fits_now(head.procs, head.mem):
+            shadow, extra, extra_mem = view.shadow(prev.procs, prev.mem)
+            if easy_admits(head, view.env._now, shadow, extra, extra_mem):
+                return
+        yield release(prev, "EASY head changed")
 
     @staticmethod
     def _easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head) -> list[Job]:
