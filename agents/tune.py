@@ -73,6 +73,10 @@ def add_parser(sub) -> None:
                                                                "(default: every CPU available)")
     t.add_argument("--seed", type=int, default=0, help="CMA-ES and bootstrap seed")
     t.add_argument("--keep", type=int, default=5, help="searched policies taken to validation")
+    t.add_argument("--with-submit-time", action="store_true",
+                   help="also search the log submit time weight (F1's second term); off by "
+                        "default: absolute time is not stationary, so a weight learned on the "
+                        "past means another policy on the future")
     t.add_argument("--generations", type=int, default=None,
                    help="stop after this many CMA-ES generations (a reproducible search)")
 
@@ -87,7 +91,8 @@ def run(ns) -> int:
             raise InputError(flag, repr(value), "at least 1")
     tune(ns.scenario, ns.overrides, ns.minutes, ns.out, window_jobs=ns.window_jobs,
          train_windows=ns.train_windows, count=ns.windows, split=tuple(ns.split),
-         processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations)
+         processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
+         submit_time=ns.with_submit_time)
     return 0
 
 
@@ -99,7 +104,8 @@ def _unit(x: np.ndarray) -> tuple[float, ...]:
 def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
          window_jobs: int = 256, train_windows: int = 32, count: int = 100,
          split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
-         keep: int = 5, generations: int | None = None, echo=print) -> dict:
+         keep: int = 5, generations: int | None = None, submit_time: bool = False,
+         echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -126,7 +132,17 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # -- search on training windows ---------------------------------------------------
         base = best.partition("+")[0]
         x0 = np.array(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
+        searched_features = [i for i, f in enumerate(FEATURES)
+                             if submit_time or f != "log_submit"]
+        x0 = x0[searched_features]
+        if not np.any(x0):          # FCFS without submit time: oldest first is -log wait
+            x0[searched_features.index(FEATURES.index("log_wait"))] = -1.0
         x0 = np.array(_unit(x0))
+
+        def full(x) -> tuple[float, ...]:
+            w = np.zeros(len(FEATURES))
+            w[searched_features] = _unit(np.asarray(x))
+            return tuple(float(v) for v in w)
         searched: list[tuple[float, tuple[float, ...]]] = []
         max_generations, generations, evaluations = generations, 0, 0
         deadline = t_start + 60.0 * minutes
@@ -137,7 +153,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             while (time.perf_counter() < deadline and not es.stop()
                    and (max_generations is None or generations < max_generations)):
                 xs = es.ask()
-                specs = [PriorityWeights(_unit(np.asarray(x)), capacity) for x in xs]
+                specs = [PriorityWeights(full(x), capacity) for x in xs]
                 res = train_eval.evaluate(specs)[:, :, _BSLD]
                 fit = res.mean(axis=1) / ref
                 fit = np.where(np.isfinite(fit), fit, 1e9)
@@ -203,7 +219,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
                    "generations": generations, "window_evaluations": evaluations,
                    "processes": processes, "cpus": os.cpu_count()},
-        "search_space": {"features": list(FEATURES), "backfill": "easy", "method":
+        "search_space": {"features": [FEATURES[i] for i in searched_features],
+                         "backfill": "easy", "method":
                          "CMA-ES on unit-norm weights, sigma0 0.3, seeded at the best "
                          "heuristic", "classics_included": list(CLASSIC)},
         "best_heuristic": best, "chosen": chosen_name,
