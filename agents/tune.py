@@ -10,9 +10,11 @@ came after? The command answers it with :mod:`cosim.studies.protocol`:
    on the validation windows; the best of them is the reference.
 3. CMA-ES (the ``cma`` package) searches the weights of
    :mod:`cosim.policies.priority` (log estimate, log cores, log wait, their
-   product, wait/estimate, log submit time, F1's area term), with EASY
-   backfilling in the same order, starting from the best heuristic's point
-   of that space. Fitness: the candidate's mean bsld over the best
+   product, wait/estimate, F1's area term; log submit time only with
+   ``--with-submit-time``, since absolute time is not stationary and a
+   weight on it learned on the past is another policy on the future), with
+   EASY backfilling in the same order, starting from the best heuristic's
+   point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
    It runs until ``--minutes`` are spent.
 4. Selection on validation only: the best few searched policies and the
@@ -62,7 +64,8 @@ def add_parser(sub) -> None:
                                     "(CMA-ES), select on validation, test once on its future")
     t.add_argument("scenario", help="scenario YAML file (its workload: a trace or a generator)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
-    t.add_argument("--minutes", type=float, required=True, help="search budget (wall clock)")
+    t.add_argument("--minutes", type=float, required=True, help="budget: wall clock from the start (loading and the heuristics' "
+                        "validation runs included) to the end of the search")
     t.add_argument("--out", required=True, help="output folder (runs as --policy learned:DIR)")
     t.add_argument("--window-jobs", type=int, default=256, help="jobs per window")
     t.add_argument("--train-windows", type=int, default=32, help="training windows")
