@@ -6,7 +6,11 @@
   job gets a reservation at its shadow time; a later job may start now if it
   fits and either ends by the shadow time OR uses only the extra cores (those
   still free at the shadow time once the head is placed). Not the stricter
-  "ends before the shadow time" variant.
+  "ends before the shadow time" variant. When the order puts another job
+  before the head that holds the reservation (a dynamic order, or a static
+  one such as SJF on an arrival), the old head's promise is withdrawn
+  (``reservations_withdrawn``), as the ``select`` agent's identical choice
+  withdraws it; only a promise still held and not kept counts as broken.
 - ``conservative``: every queued job holds a reservation in an availability
   profile; a job may start early only where it delays no reservation.
   Reservations persist between passes. When something does not go as
