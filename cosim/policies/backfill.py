@@ -8,7 +8,8 @@
   still free at the shadow time once the head is placed). Not the stricter
   "ends before the shadow time" variant. When the order puts another job
   before the head that holds the reservation (a dynamic order, or a static
-  one such as SJF on an arrival), the old head's promise is withdrawn
+  one such as SJF on an arrival) and that job waits, or starts where EASY
+  would not admit it around the reservation, the old head's promise is withdrawn
   (``reservations_withdrawn``), as the ``select`` agent's identical choice
   withdraws it; only a promise still held and not kept counts as broken.
 - ``conservative``: every queued job holds a reservation in an availability
