@@ -484,7 +484,10 @@ class SelectActions(AgentPolicy):
                     yield release(old, "agent chose another job")
                     self.reserved, self._easy_state = None, None
             elif old is job:
-                self.reserved, self._easy_state = None, None
+                self.reserved = None
+            # A start takes free and extra units: the reservation's remembered
+            # (shadow, extra) is stale, in this pass and in later ones.
+            self._easy_state = None
             yield start(job, Mode.READY, "agent")
             return False
         if old is not None and old is not job and old.state == JobState.QUEUED:
@@ -563,6 +566,7 @@ class DrasActions(AgentPolicy):
         """Level 1: start or reserve; level 2: backfill. The pass goes on."""
         job = self.window[action]
         if self.level == 2:
+            self._easy_state = None     # the backfill takes units: renew (shadow, extra)
             yield start(job, Mode.BACKFILLED, "agent backfill")
         elif view.cluster.fits_now(job.procs, job.mem):
             yield start(job, Mode.READY, "agent")

@@ -7,7 +7,9 @@ time_scale``, so killing is never free.
 
 - ``slowdown``: minus the integral over time of sum over jobs in the system
   of 1/max(estimate, tau): the episode return is minus the sum of estimated
-  slowdowns (online slowdown over all jobs, thesis 4.1 and 4.6.3).
+  slowdowns (online slowdown over all jobs, thesis 4.1 and 4.6.3). With
+  predictions on, the estimate is the prediction from the moment it is set
+  (RLSchert eq. 9), not the request the job was queued with.
 - ``slowdown_queued``: the same over queued jobs only (waiting time weighted
   by 1/max(estimate, tau)). ``slowdown_window``, its earlier name, still
   works: it always summed over the whole queue, not the agent's window.
@@ -17,7 +19,7 @@ time_scale``, so killing is never free.
   (sum of completion times, RLSchert eq. 10).
 - ``dbf``: seed 000 eq. 2, ``-w1(1 - util) - w2 L/Lmax - w3 W/Wmax`` with
   running maxima, charged on every Fwd (DBF's schedule cycling); 0 for a
-  placement.
+  placement. It does not rank schedules by slowdown (see below).
 - ``capability`` (DRAS eq. 1, made time-consistent): its three aims as
   rewards over time. Size: each job's first start earns ``w2 procs_i/N``
   (earlier is worth more once discounted). Starvation: minus w1 times the
@@ -34,6 +36,16 @@ time_scale``, so killing is never free.
   per-instance ``sum over queued jobs of -1/wait_j, divided by their count``
   grows as jobs wait longer, so with a Wait action always-Wait scored best
   (issue 10: -6.3 against -58.8 for first-legal, with a mean bsld of 18,467).
+
+Which rank schedules as bounded slowdown does: ``bsld``, ``slowdown``,
+``slowdown_queued``, ``completion`` and ``capacity`` order SAF+EASY, SJF+EASY,
+random, largest-first, FCFS+EASY and always-Wait as their mean bsld does
+(``tests/test_rewards.py``). ``dbf`` and ``capability`` rank otherwise by
+design: ``dbf`` is charged per Fwd, not per second, and normalized by
+running maxima, so a policy that lets the queue grow early pays less later
+(largest-first and FCFS score above SJF and SAF); ``capability`` values
+starvation and size, so FCFS scores best. Use them to reproduce their
+papers, not to learn low slowdown.
 
 With ``smdp_gamma`` set, integral rewards between decisions are discounted
 by elapsed simulated time, ``gamma ** (dt / time_scale)`` (thesis eq. 2.18).
@@ -119,6 +131,7 @@ class _IntegralReward(Reward):
     """Minus the integral over time of a rate that changes when jobs come and go."""
 
     queued_only = False
+    estimate_weighted = False   # whether :meth:`weight` reads the job's estimate
 
     def __init__(self, params: RewardParams):
         super().__init__(params)
@@ -150,6 +163,29 @@ class _IntegralReward(Reward):
         w = self._w[job] = self.weight(job)
         self.rate += w
 
+    def prepare(self, view):
+        """Re-weigh queued jobs whose estimate a prediction just changed (RLSchert eq. 9).
+
+        Hooks prepare in the order they were added and the prediction hub is
+        added first, so this runs after it, at the same simulated time: the
+        new weight counts from the moment the prediction is known. A changed
+        estimate always sets ``view.surprise``; without one nothing is scanned.
+        """
+        if self.estimate_weighted and view.surprise:
+            q = view.queue
+            if q.count:
+                w_of = self._w
+                now = self.scheduler.env.now
+                for job in q.live_jobs():
+                    old = w_of.get(job)
+                    if old is not None:
+                        w = self.weight(job)
+                        if w != old:
+                            self._advance(now)
+                            w_of[job] = w
+                            self.rate += w - old
+        yield from ()
+
     def job_started(self, job: Job) -> None:
         """A job started: it stops counting if only queued jobs count."""
         self._advance(self.scheduler.env.now)
@@ -175,6 +211,7 @@ class SlowdownReward(_IntegralReward):
     """``slowdown``: every job in the system weighs 1/max(estimate, tau)."""
 
     name = "slowdown"
+    estimate_weighted = True
 
     def weight(self, job: Job) -> float:
         """1 / max(estimate, tau)."""
@@ -222,7 +259,13 @@ class BsldReward(Reward):
 
 
 class DbfReward(Reward):
-    """``dbf`` (seed 000 eq. 2): utilization, queue length and waiting, on each Fwd."""
+    """``dbf`` (seed 000 eq. 2): utilization, queue length and waiting, on each Fwd.
+
+    The paper's own measure, kept as published: charged per Fwd rather than
+    per second and normalized by running maxima, it ranks schedules otherwise
+    than bounded slowdown does (largest-first above SAF+EASY; see the module
+    docstring), by design.
+    """
 
     name = "dbf"
 

@@ -6,7 +6,12 @@
   job gets a reservation at its shadow time; a later job may start now if it
   fits and either ends by the shadow time OR uses only the extra cores (those
   still free at the shadow time once the head is placed). Not the stricter
-  "ends before the shadow time" variant.
+  "ends before the shadow time" variant. When the order puts another job
+  before the head that holds the reservation (a dynamic order, or a static
+  one such as SJF on an arrival) and that job waits, or starts where EASY
+  would not admit it around the reservation, the old head's promise is withdrawn
+  (``reservations_withdrawn``), as the ``select`` agent's identical choice
+  withdraws it; only a promise still held and not kept counts as broken.
 - ``conservative``: every queued job holds a reservation in an availability
   profile; a job may start early only where it delays no reservation.
   Reservations persist between passes. When something does not go as
@@ -35,7 +40,7 @@ import numpy as np
 
 from cosim.job import Job, Mode
 from cosim.kernel import now as clock
-from cosim.policy import START, Decision, SchedulerView, reserve, start
+from cosim.policy import START, Decision, SchedulerView, release, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 #: Above this many backfill candidates EASY rescans the queue after each start
@@ -435,11 +440,14 @@ class QueuePolicy:
             if self.static_key is not None and len(candidates) > 1:
                 candidates.sort(key=lambda j: q.key[j.queue_slot])
         else:
+            prev = head    # the previous head: it may hold a promise another job now comes before
             while True:
                 if not q.count:
                     self._easy_head = None
                     return
                 head = q.jobs[q.head()]
+                if prev is not None and head is not prev and prev.promised == prev.promised:
+                    yield from self._give_way(view, prev, head)
                 if head.procs > cl.free or head.mem > cl.free_mem:
                     break
                 yield _new(Decision, (START, head, _READY, "fits at head", _NAN, True))
@@ -478,6 +486,20 @@ class QueuePolicy:
         self._easy_state = (shadow, extra, extra_mem)
         if checked_all:
             self._easy_free = cl.free
+
+    @staticmethod
+    def _give_way(view: SchedulerView, prev: Job, head: Job) -> Iterator[Decision]:
+        """The order put ``head`` before ``prev``, which holds a promise: withdraw it
+        when ``head`` is to wait (it takes the reservation) or would start and
+        delay ``prev`` past its shadow time -- exactly when the ``select``
+        agent's identical choice withdraws its reservation."""
+        if prev not in view.queue:
+            return                         # no longer queued: nothing to give up
+        if view.cluster.fits_now(head.procs, head.mem):
+            shadow, extra, extra_mem = view.shadow(prev.procs, prev.mem)
+            if easy_admits(head, clock(view.env), shadow, extra, extra_mem):
+                return
+        yield release(prev, "EASY head changed")
 
     @staticmethod
     def _easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head) -> list[Job]:

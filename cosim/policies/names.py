@@ -3,14 +3,15 @@
 ::
 
     POLICY    = ORDER [ "@" PREDICTOR [ "+kill" [ "=" DIR ] ] ]
-    ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR
+    ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR | "learned:" DIR
     PREDICTOR = estimate | history | xgboost | rnn
 
 Examples: ``fcfs+easy``, ``f1`` (its default backfilling), ``sjf+easy@xgboost``
 (order by XGBoost's pre-run predictions), ``fcfs+easy@rnn+kill`` (remaining-time
 predictions from progress logs and RLSchert's kill rule), ``sjf+easy@rnn+kill=DIR``
 (kills decided by a trained kill agent instead of the rule), ``knapsack``,
-``rl:runs/ppo`` (a trained agent's checkpoint folder). A name without
+``rl:runs/ppo`` (a trained agent's checkpoint folder), ``learned:runs/tuned`` (a
+policy folder of ``python -m agents tune``). A name without
 ``@PREDICTOR`` takes the scenario's ``predictor.runtime`` (and its
 ``predictor.kill.enabled``).
 
@@ -63,6 +64,7 @@ SELECTORS: dict[str, str] = {
 }
 
 _AGENT = "rl:"
+_LEARNED = "learned:"
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,12 @@ class PolicySpec:
 
     Attributes:
         name: the name as written (whitespace stripped).
-        kind: ``queue`` (heuristic + backfilling), ``selector`` or ``agent``.
+        kind: ``queue`` (heuristic + backfilling), ``selector``, ``agent`` or
+            ``learned`` (a tuned policy folder, :mod:`cosim.policies.priority`).
         heuristic, backfill: for ``queue``: the order and the backfilling variant
             (the heuristic's default when the name has none).
         selector: for ``selector``: its name.
-        checkpoint: for ``agent``: the checkpoint folder.
+        checkpoint: for ``agent`` and ``learned``: the folder.
         predictor: ``@PREDICTOR``, or None when the name has none (the
             scenario's default applies; see :meth:`resolved`).
         kill: ``+kill`` was given (needs ``@rnn``).
@@ -100,7 +103,7 @@ class PolicySpec:
             return f"{self.heuristic}+{self.backfill}"
         if self.kind == "selector":
             return self.selector
-        return _AGENT + self.checkpoint
+        return (_LEARNED if self.kind == "learned" else _AGENT) + self.checkpoint
 
     def resolved(self, predictor: str = "estimate", kill: bool = False) -> PolicySpec:
         """The spec with the scenario's defaults where the name says nothing."""
@@ -114,6 +117,12 @@ def _fail(where: str, name: str, expected: str) -> ScenarioError:
 
 
 def _parse_order(order: str, name: str, where: str) -> dict:
+    if order.startswith(_LEARNED):
+        folder = order[len(_LEARNED):]
+        if not folder:
+            raise _fail(where, name, "learned:DIR with DIR a policy folder written by "
+                                     "'python -m agents tune'")
+        return {"kind": "learned", "checkpoint": folder}
     if order.startswith(_AGENT):
         folder = order[len(_AGENT):]
         if not folder:
@@ -154,7 +163,7 @@ def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
     order, at, suffix = text.rpartition("@")
     if not at:
         order, suffix = text, ""
-    elif text.startswith(_AGENT) and suffix.partition("+")[0] not in PREDICTORS:
+    elif text.startswith((_AGENT, _LEARNED)) and suffix.partition("+")[0] not in PREDICTORS:
         order, at, suffix = text, "", ""     # an '@' inside a checkpoint path
     parts = _parse_order(order, text, where)
     predictor, kill, kill_agent = None, False, ""
@@ -199,6 +208,10 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
                                       "rl:DIR, is loaded by cosim.compose.load_policy)")
     if spec.kind == "selector":
         return RecordedPolicy() if spec.selector == "recorded" else KnapsackPolicy()
+    if spec.kind == "learned":
+        from cosim.policies.priority import load_learned
+
+        return load_learned(spec.checkpoint, where=where)
     return QueuePolicy(HEURISTICS[spec.heuristic], spec.backfill, rng=rng)
 
 
@@ -214,7 +227,9 @@ def policy_names() -> list[tuple[str, str]]:
              ("+kill=DIR", "after @rnn: a trained kill agent (python -m agents train --actions "
                            "kill) decides the kills instead of the rule"),
              ("rl:DIR", "a trained agent (a checkpoint folder of 'python -m agents train'), "
-                        "acting greedily")]
+                        "acting greedily"),
+             ("learned:DIR", "a tuned priority policy with backfilling (a folder of "
+                             "'python -m agents tune', with its model card)")]
     return rows
 
 
@@ -222,7 +237,8 @@ def grammar_help() -> str:
     """The grammar and every name, as ``python -m cosim policies`` prints it."""
     rows = policy_names()
     width = max(len(n) for n, _ in rows)
-    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]], a SELECTOR, or rl:DIR",
+    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]], a SELECTOR, rl:DIR "
+             "or learned:DIR",
              "(e.g. fcfs+easy, f1, sjf+easy@xgboost, fcfs+easy@rnn+kill, knapsack, rl:runs/ppo).",
              "Without @PREDICTOR a policy sees the scenario's predictor.runtime.", ""]
     lines += [f"  {n.ljust(width)}  {doc}" for n, doc in rows]

@@ -1,0 +1,304 @@
+"""``python -m agents tune``: search a priority policy on a workload's past, test it on its future.
+
+The operator's question: given my cluster's history, is there a policy that
+would have done better than the best classic heuristic with EASY on what
+came after? The command answers it with :mod:`cosim.studies.protocol`:
+
+1. The workload is cut in time order (``--split 0.5 0.7``: train on the
+   first half, validate on the next 20 %, test on the last 30 %).
+2. The classic heuristics (FCFS, SJF, SAF, F1, WFP3, UNICEF, with EASY) run
+   on the validation windows; the best of them is the reference.
+3. CMA-ES (the ``cma`` package) searches the weights of
+   :mod:`cosim.policies.priority` (log estimate, log cores, log wait, their
+   product, wait/estimate, F1's area term; log submit time only with
+   ``--with-submit-time``, since absolute time is not stationary and a
+   weight on it learned on the past is another policy on the future), with
+   EASY backfilling in the same order, starting from the best heuristic's
+   point of that space. Fitness: the candidate's mean bsld over the best
+   heuristic's, on paired training windows, evaluated in worker processes.
+   It runs until ``--minutes`` are spent.
+4. Selection on validation only: the best few searched policies and the
+   classic heuristics themselves compete, so on validation the result is
+   never worse than the best heuristic.
+5. The test windows are read once, after selection: the chosen policy and
+   every heuristic run on them; ratios to the best heuristic with 95 %
+   bootstrap intervals, wins and losses, max wait against FCFS+EASY.
+
+The output folder runs as ``--policy learned:DIR``: ``policy.json``,
+``card.md`` (the model card: data, spans, budget, search space, validation
+and test figures against every heuristic) and ``results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cosim.config import load_scenario
+from cosim.errors import InputError
+from cosim.policies.priority import FEATURES, POLICY_FILE, PriorityWeights, heuristic_weights
+from cosim.studies.protocol import (
+    CLASSIC,
+    Evaluator,
+    best_heuristic,
+    capacity_of,
+    chronological_split,
+    compare,
+    default_processes,
+)
+from cosim.workloads.loading import load_workload, resolve_machine
+
+__all__ = ["tune", "add_parser", "run"]
+
+_BSLD, _WAIT, _MAXWAIT = 0, 1, 2
+
+
+def add_parser(sub) -> None:
+    """The ``tune`` subcommand's arguments."""
+    t = sub.add_parser("tune", help="search a priority policy with EASY on a workload's past "
+                                    "(CMA-ES), select on validation, test once on its future")
+    t.add_argument("scenario", help="scenario YAML file (its workload: a trace or a generator)")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
+    t.add_argument("--minutes", type=float, required=True, help="budget: wall clock from the start (loading and the heuristics' "
+                        "validation runs included) to the end of the search")
+    t.add_argument("--out", required=True, help="output folder (runs as --policy learned:DIR)")
+    t.add_argument("--window-jobs", type=int, default=256, help="jobs per window")
+    t.add_argument("--train-windows", type=int, default=32, help="training windows")
+    t.add_argument("--windows", type=int, default=100, help="validation and test windows each")
+    t.add_argument("--split", type=float, nargs=2, default=(0.5, 0.7), metavar=("TRAIN", "VAL"),
+                   help="cut points as fractions of the jobs (train | validation | test)")
+    t.add_argument("--processes", type=int, default=None, help="worker processes "
+                                                               "(default: every CPU available)")
+    t.add_argument("--seed", type=int, default=0, help="CMA-ES and bootstrap seed")
+    t.add_argument("--keep", type=int, default=5, help="searched policies taken to validation")
+    t.add_argument("--with-submit-time", action="store_true",
+                   help="also search the log submit time weight (F1's second term); off by "
+                        "default: absolute time is not stationary, so a weight learned on the "
+                        "past means another policy on the future")
+    t.add_argument("--generations", type=int, default=None,
+                   help="stop after this many CMA-ES generations (a reproducible search)")
+
+
+def run(ns) -> int:
+    """Entry point of the subcommand."""
+    if not ns.minutes > 0 or not math.isfinite(ns.minutes):
+        raise InputError("--minutes", repr(ns.minutes), "a positive number of minutes")
+    for flag, value in (("--window-jobs", ns.window_jobs), ("--train-windows", ns.train_windows),
+                        ("--windows", ns.windows), ("--keep", ns.keep)):
+        if value < 1:
+            raise InputError(flag, repr(value), "at least 1")
+    tune(ns.scenario, ns.overrides, ns.minutes, ns.out, window_jobs=ns.window_jobs,
+         train_windows=ns.train_windows, count=ns.windows, split=tuple(ns.split),
+         processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
+         submit_time=ns.with_submit_time)
+    return 0
+
+
+def _unit(x: np.ndarray) -> tuple[float, ...]:
+    n = float(np.linalg.norm(x))
+    return tuple(float(v) for v in (x / n if n > 0 else x))
+
+
+def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
+         window_jobs: int = 256, train_windows: int = 32, count: int = 100,
+         split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
+         keep: int = 5, generations: int | None = None, submit_time: bool = False,
+         echo=print) -> dict:
+    """Search, select on validation, test once; write the policy folder. Returns the results."""
+    import cma
+
+    t_start = time.perf_counter()
+    scenario = load_scenario(scenario_path, overrides)
+    base_dir = Path(scenario_path).parent
+    workload = load_workload(scenario, base_dir=base_dir)
+    scenario = resolve_machine(scenario, workload)
+    capacity = capacity_of(scenario)
+    sp = chronological_split(workload, size=window_jobs, train_count=train_windows, count=count,
+                             train=split[0], validation=split[1])
+    processes = processes or default_processes()
+    echo(f"tune: {len(workload)} jobs on {capacity} units; windows of {window_jobs} jobs: "
+         f"{len(sp.train)} train, {len(sp.validation)} validation, {sp.test.count} test; "
+         f"{processes} processes")
+
+    with Evaluator(scenario, sp.validation, processes) as val_eval:
+        val_classic = val_eval.evaluate(CLASSIC)
+        val_bsld = {h: val_classic[i, :, _BSLD] for i, h in enumerate(CLASSIC)}
+        best = best_heuristic(val_bsld)
+        echo("validation mean bsld: " + ", ".join(f"{h} {np.mean(v):.2f}"
+                                                  for h, v in val_bsld.items()) + f"; best {best}")
+
+        # -- search on training windows ---------------------------------------------------
+        base = best.partition("+")[0]
+        x0 = np.array(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
+        searched_features = [i for i, f in enumerate(FEATURES)
+                             if submit_time or f != "log_submit"]
+        x0 = x0[searched_features]
+        if not np.any(x0):          # FCFS without submit time: oldest first is -log wait
+            x0[searched_features.index(FEATURES.index("log_wait"))] = -1.0
+        x0 = np.array(_unit(x0))
+
+        def full(x) -> tuple[float, ...]:
+            w = np.zeros(len(FEATURES))
+            w[searched_features] = _unit(np.asarray(x))
+            return tuple(float(v) for v in w)
+        searched: list[tuple[float, tuple[float, ...]]] = []
+        max_generations, generations, evaluations = generations, 0, 0
+        deadline = t_start + 60.0 * minutes
+        with Evaluator(scenario, sp.train, processes) as train_eval:
+            ref = train_eval.evaluate([best])[0, :, _BSLD].mean()
+            es = cma.CMAEvolutionStrategy(x0, 0.3, {"seed": seed + 1, "verbose": -9,
+                                                    "popsize": max(6, 2 * processes)})
+            while (time.perf_counter() < deadline and not es.stop()
+                   and (max_generations is None or generations < max_generations)):
+                xs = es.ask()
+                specs = [PriorityWeights(full(x), capacity) for x in xs]
+                res = train_eval.evaluate(specs)[:, :, _BSLD]
+                fit = res.mean(axis=1) / ref
+                fit = np.where(np.isfinite(fit), fit, 1e9)
+                es.tell(xs, fit.tolist())
+                searched += [(float(f), s.weights) for f, s in zip(fit, specs)]
+                generations += 1
+                evaluations += len(xs) * len(sp.train)
+                echo(f"generation {generations}: best train ratio {fit.min():.4f} "
+                     f"(overall {min(f for f, _ in searched):.4f}), "
+                     f"{time.perf_counter() - t_start:.0f} s")
+        search_s = time.perf_counter() - t_start
+
+        # -- selection on validation only ---------------------------------------------------
+        searched.sort(key=lambda fw: fw[0])
+        top: list[tuple[float, tuple[float, ...]]] = []
+        for f, w in searched:
+            if all(w != t[1] for t in top):
+                top.append((f, w))
+            if len(top) == keep:
+                break
+        cand = [PriorityWeights(w, capacity, name=f"searched{i + 1}") for i, (_, w) in
+                enumerate(top)]
+        val_cand = val_eval.evaluate(cand)[:, :, _BSLD] if cand else np.zeros((0, 1))
+    val_means = {h: float(np.mean(v)) for h, v in val_bsld.items()}
+    for c, v in zip(cand, val_cand):
+        val_means[c.name] = float(np.mean(v))
+    chosen_name = min(val_means, key=lambda k: (val_means[k], k not in CLASSIC))
+    chosen = next((c for c in cand if c.name == chosen_name), chosen_name)
+    echo(f"selected on validation: {chosen_name} (mean bsld {val_means[chosen_name]:.2f}; best "
+         f"heuristic {best} {val_means[best]:.2f})")
+
+    # -- the test set, read once ----------------------------------------------------------
+    test_windows = sp.test.read()
+    sources = list(CLASSIC) + ([chosen] if chosen_name not in CLASSIC else [])
+    with Evaluator(scenario, test_windows, processes) as test_eval:
+        test = test_eval.evaluate(sources)
+    col = {(s.name if isinstance(s, PriorityWeights) else s): i for i, s in enumerate(sources)}
+    ti = col[chosen_name]
+    vs = {h: compare(test[ti, :, _BSLD], test[col[h], :, _BSLD], policy=chosen_name,
+                     reference_name=h, seed=seed).as_dict() for h in CLASSIC}
+    fcfs = col["fcfs+easy"]
+    maxwait = {"ratio_of_max": float(test[ti, :, _MAXWAIT].max() / test[fcfs, :, _MAXWAIT].max()),
+               "mean_window_ratio": float(np.mean(test[ti, :, _MAXWAIT]
+                                                  / np.maximum(test[fcfs, :, _MAXWAIT], 1.0)))}
+    headline = vs[best]
+    echo(f"test: {chosen_name} vs {best}: mean bsld ratio {headline['mean_ratio']:.3f} "
+         f"[{headline['mean_ratio_ci'][0]:.3f}, {headline['mean_ratio_ci'][1]:.3f}], median "
+         f"{headline['median_ratio']:.3f}, wins {headline['wins']}, losses {headline['losses']}; "
+         f"max wait {maxwait['ratio_of_max']:.2f}x FCFS+EASY's")
+
+    results = {
+        "scenario": str(scenario_path), "overrides": list(overrides),
+        "workload": {"jobs": len(workload), "source": workload.source, "capacity": capacity,
+                     "estimates": f"{scenario.workload.estimates.model} (estimate = run time "
+                                  f"for {100 * float(np.mean(workload.req_time == workload.run)):.0f} % "
+                                  "of jobs)"},
+        "split": list(split), "window_jobs": window_jobs,
+        "spans": {k: {"start": s.start, "stop": s.stop, "first_submit": s.first_submit,
+                      "last_submit": s.last_submit} for k, s in sp.spans.items()},
+        "windows": {"train": len(sp.train), "validation": len(sp.validation),
+                    "test": len(test_windows)},
+        "note": sp.note,
+        "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
+                   "generations": generations, "window_evaluations": evaluations,
+                   "processes": processes, "cpus": os.cpu_count()},
+        "search_space": {"features": [FEATURES[i] for i in searched_features],
+                         "backfill": "easy", "method":
+                         "CMA-ES on unit-norm weights, sigma0 0.3, seeded at the best "
+                         "heuristic", "classics_included": list(CLASSIC)},
+        "best_heuristic": best, "chosen": chosen_name,
+        "validation_mean_bsld": val_means,
+        "train_ratio_of_searched": [f for f, _ in top],
+        "test": {"mean_bsld": {s: float(test[i, :, _BSLD].mean()) for s, i in col.items()},
+                 "max_wait": {s: float(test[i, :, _MAXWAIT].max()) for s, i in col.items()},
+                 "against": vs, "max_wait_vs_fcfs_easy": maxwait},
+    }
+    policy = (chosen.as_dict() if isinstance(chosen, PriorityWeights)
+              else {"kind": "heuristic", "name": chosen_name})
+    _write_folder(Path(out), policy, results)
+    echo(f"wrote {out} (run it with --policy learned:{out})")
+    return results
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _write_folder(out: Path, policy: dict, results: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+    _atomic(out / "card.md", model_card(policy, results))
+    _atomic(out / POLICY_FILE, json.dumps(policy, indent=2) + "\n")   # last: marks it complete
+
+
+def model_card(policy: dict, r: dict) -> str:
+    """The model card (markdown) of a tuned policy."""
+    t = r["test"]
+    best, chosen = r["best_heuristic"], r["chosen"]
+    lines = [f"# Tuned policy: {chosen}", "",
+             "## Data", "",
+             f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
+             f"- {r['workload']['jobs']} jobs on {r['workload']['capacity']} units; "
+             f"estimates: {r['workload']['estimates'] or 'as the workload gives them'}",
+             f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine; "
+             f"the same windows for every policy (paired)"]
+    for k, s in r["spans"].items():
+        lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
+                     f"..{s['last_submit']:.0f} s), {r['windows'][k]} windows")
+    if r["note"]:
+        lines.append(f"- note: {r['note']}")
+    b = r["budget"]
+    lines += ["", "## Budget", "",
+              f"- {b['minutes']} minutes of search ({b['search_seconds']} s measured), "
+              f"{b['generations']} CMA-ES generations, {b['window_evaluations']} (policy, window) "
+              f"evaluations, {b['processes']} worker processes on a machine with {b['cpus']} CPUs",
+              "", "## Search space", "",
+              f"- key = weights . ({', '.join(r['search_space']['features'])}), smaller first, "
+              "EASY backfilling in the same order (`cosim/policies/priority.py`)",
+              f"- {r['search_space']['method']}; fitness: mean bsld over the best heuristic's on "
+              "the training windows",
+              f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
+              f"searched weights and the heuristics {', '.join(r['search_space']['classics_included'])}",
+              f"- result: `{json.dumps(policy)}`",
+              "", "## Validation (selection)", "", "| policy | mean bsld |", "|---|---|"]
+    for name, v in sorted(r["validation_mean_bsld"].items(), key=lambda kv: kv[1]):
+        lines.append(f"| {name}{' (best heuristic)' if name == best else ''}"
+                     f"{' (chosen)' if name == chosen else ''} | {v:.2f} |")
+    lines += ["", "## Test (read once, after selection)", "",
+              f"{chosen} against each heuristic on the same {r['windows']['test']} windows; 95 % "
+              "bootstrap intervals over windows.", "",
+              "| heuristic | its mean bsld | ratio of means | median ratio | wins | losses |",
+              "|---|---|---|---|---|---|"]
+    for h, c in t["against"].items():
+        lines.append(f"| {h}{' (best on validation)' if h == best else ''} | "
+                     f"{c['reference_mean']:.2f} | {c['mean_ratio']:.3f} [{c['mean_ratio_ci'][0]:.3f}, "
+                     f"{c['mean_ratio_ci'][1]:.3f}] | {c['median_ratio']:.3f} "
+                     f"[{c['median_ratio_ci'][0]:.3f}, {c['median_ratio_ci'][1]:.3f}] | "
+                     f"{c['wins']} | {c['losses']} |")
+    mw = t["max_wait_vs_fcfs_easy"]
+    lines += ["", f"{chosen}: mean bsld {t['mean_bsld'][chosen]:.2f}; max wait over the test "
+              f"windows {t['max_wait'][chosen]:.0f} s, {mw['ratio_of_max']:.2f}x FCFS+EASY's "
+              f"(per-window mean ratio {mw['mean_window_ratio']:.2f}).", ""]
+    return "\n".join(lines)

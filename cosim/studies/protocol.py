@@ -1,0 +1,365 @@
+"""The evaluation protocol: paired windows, the best heuristic, ratios with intervals.
+
+One place for how a policy is compared with the heuristics it must beat:
+
+1. **Splits.** A trace is cut in time order: training windows come from
+   its past, validation windows from what follows, test windows from its
+   future (:func:`chronological_split`). A generator gives disjoint seeds
+   instead (:func:`seeded_split`). Nothing of one span is in another.
+2. **Paired windows.** Every policy runs on the same windows (the same
+   jobs, from an empty machine); a comparison is per window.
+   :func:`windows` cuts ``count`` windows of ``size`` consecutive jobs from
+   a span, evenly spaced: non-overlapping when the span is long enough,
+   overlapping otherwise (100 windows of 256 jobs from 3,000 jobs overlap;
+   their intervals are then narrower than independent windows would give,
+   which :meth:`Comparison.summary` says).
+3. **The best heuristic** is the best of :data:`CLASSIC` (FCFS, SJF, SAF, F1,
+   WFP3, UNICEF, each with EASY) by mean bounded slowdown on **validation**
+   (:func:`best_heuristic`), and is reported on test.
+4. **Ratios.** :func:`compare` gives, against a reference on the same
+   windows: the ratio of mean bsld (policy / reference), the median of the
+   per-window ratios, wins and losses, each with a 95 % bootstrap interval
+   over windows (seeded, so a report is reproducible).
+5. **The test set is read once**, after every selection:
+   :class:`SealedWindows` hands its windows out a single time and refuses a
+   second read (:class:`ProtocolError`), so a selection loop cannot peek.
+
+:class:`Evaluator` runs (policy, window) pairs, in worker processes when
+asked; a policy is a name of the grammar (``saf+easy``, ``learned:DIR``) or a
+:class:`cosim.policies.priority.PriorityWeights`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from cosim.config import Scenario
+from cosim.errors import CosimError
+from cosim.job import Outcome
+from cosim.model import build
+from cosim.policies.names import make_policy
+from cosim.policies.priority import PriorityWeights, make_priority_policy
+from cosim.workloads.base import Workload
+from cosim.workloads.loading import resolve_machine
+
+__all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
+           "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
+           "compare", "best_heuristic", "bootstrap_interval", "capacity_of"]
+
+#: The heuristics a learned policy must beat, each with EASY backfilling.
+CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
+
+
+class ProtocolError(CosimError):
+    """The protocol was not followed (the test set read twice, a split too small)."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """Rows ``[start, stop)`` of the workload a set of windows was cut from."""
+
+    start: int
+    stop: int
+    first_submit: float
+    last_submit: float
+
+    def describe(self) -> str:
+        """``jobs a..b (submit s1..s2 s)``."""
+        return (f"jobs {self.start}..{self.stop - 1} "
+                f"(submit {self.first_submit:.0f}..{self.last_submit:.0f} s)")
+
+
+class SealedWindows:
+    """Test windows that can be read once (:meth:`read`); a second read raises.
+
+    Selection (snapshots, configurations, hyper-parameters) must be over by
+    the time the test set is read; the seal makes a loop that reads it twice
+    fail loudly instead of quietly selecting on test.
+    """
+
+    def __init__(self, windows: list[Workload], span: Span | None = None):
+        self._windows = windows
+        self.span = span
+        self.count = len(windows)
+        self.read_count = 0
+
+    def read(self) -> list[Workload]:
+        """The windows, once.
+
+        Raises:
+            ProtocolError: they were read before.
+        """
+        if self.read_count:
+            raise ProtocolError("the test windows were already read once; selection must end "
+                                "before the test set is read, and it is read only once")
+        self.read_count = 1
+        windows, self._windows = self._windows, []
+        return windows
+
+
+@dataclass
+class Split:
+    """Training and validation windows, and the sealed test windows."""
+
+    train: list[Workload]
+    validation: list[Workload]
+    test: SealedWindows
+    spans: dict[str, Span] = field(default_factory=dict)
+    note: str = ""
+
+
+def windows(workload: Workload, size: int, count: int, start: int = 0,
+            stop: int | None = None) -> list[Workload]:
+    """``count`` windows of ``size`` consecutive jobs of rows ``[start, stop)``, evenly spaced.
+
+    Fewer when the span holds fewer than ``size`` jobs (none) or than
+    ``count`` distinct starting rows. Submit times are kept (features such as
+    F1's log submit time read them).
+    """
+    stop = len(workload) if stop is None else stop
+    if size < 1 or count < 1:
+        raise ProtocolError(f"windows: size {size} and count {count} must be at least 1")
+    room = stop - start - size
+    if room < 0:
+        return []
+    count = min(count, room + 1)
+    starts = (np.linspace(start, start + room, count).round().astype(int) if count > 1
+              else np.array([start]))
+    return [workload.take(slice(int(s), int(s) + size)) for s in starts]
+
+
+def _span(workload: Workload, a: int, b: int) -> Span:
+    return Span(a, b, float(workload.submit[a]), float(workload.submit[b - 1]))
+
+
+def chronological_split(workload: Workload, *, size: int, train_count: int,
+                        count: int = 100, train: float = 0.5, validation: float = 0.7
+                        ) -> Split:
+    """Cut a trace in time order: train on ``[0, train)``, validate on
+    ``[train, validation)``, test on ``[validation, 1]`` (fractions of its jobs).
+
+    Args:
+        workload: the trace, in submit order.
+        size: jobs per window.
+        train_count: training windows.
+        count: validation and test windows each (fewer if a span is short).
+        train, validation: the two cut points, as fractions of the jobs.
+
+    Raises:
+        ProtocolError: a span too short for one window.
+    """
+    n = len(workload)
+    if not 0 < train < validation < 1:
+        raise ProtocolError(f"split: cut points {train} and {validation}; expected "
+                            "0 < train < validation < 1")
+    a, b = int(n * train), int(n * validation)
+    spans = {"train": _span(workload, 0, a), "validation": _span(workload, a, b),
+             "test": _span(workload, b, n)}
+    parts = {"train": windows(workload, size, train_count, 0, a),
+             "validation": windows(workload, size, count, a, b),
+             "test": windows(workload, size, count, b, n)}
+    short = [k for k, v in parts.items() if not v]
+    if short:
+        raise ProtocolError(f"split: the {', '.join(short)} span holds fewer than {size} jobs "
+                            f"(the workload has {n}); use smaller windows or a longer trace")
+    overlap = [k for k in ("validation", "test")
+               if len(parts[k]) * size > spans[k].stop - spans[k].start]
+    note = (f"{' and '.join(overlap)} windows overlap (more windows than the span holds "
+            "side by side): intervals are narrower than for independent windows") if overlap else ""
+    return Split(parts["train"], parts["validation"], SealedWindows(parts["test"], spans["test"]),
+                 spans, note)
+
+
+def seeded_split(make_workload, *, size: int, train_count: int, count: int = 100,
+                 seeds: tuple[int, int, int] = (1, 2, 3)) -> Split:
+    """Windows from a generator: ``make_workload(seed, jobs)`` with one seed per set.
+
+    Each set is its own run of the generator (disjoint seeds), cut into
+    non-overlapping windows.
+    """
+    sets = []
+    for seed, k in zip(seeds, (train_count, count, count)):
+        w = make_workload(seed, size * k)
+        sets.append(windows(w, size, k))
+    return Split(sets[0], sets[1], SealedWindows(sets[2]), {},
+                 f"disjoint generator seeds {seeds[0]}, {seeds[1]}, {seeds[2]}")
+
+
+# -- evaluation ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WindowResult:
+    """What one policy did on one window."""
+
+    bsld_mean: float
+    wait_mean: float
+    wait_max: float
+
+
+def capacity_of(scenario: Scenario) -> int:
+    """Schedulable units of the scenario's machine."""
+    c = scenario.cluster
+    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
+
+
+def _policy(source):
+    if isinstance(source, PriorityWeights):
+        return make_priority_policy(source)
+    return make_policy(source)
+
+
+def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
+    """Simulate ``source`` on ``window`` from an empty machine; bsld and waits."""
+    env = simpy.Environment()
+    sim = build(env, scenario, _policy(source), workload=window, record=False)
+    env.run(until=sim.finished)
+    tau = scenario.metrics.tau
+    bs, waits = [], []
+    for j in sim.scheduler.jobs:
+        if j.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
+            run = j.end - j.start
+            bs.append(max(1.0, (j.end - j.submit) / max(tau, run)))
+            waits.append(j.start - j.submit)
+    if not bs:
+        return WindowResult(math.nan, math.nan, math.nan)
+    return WindowResult(float(np.mean(bs)), float(np.mean(waits)), float(np.max(waits)))
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(scenario, windows_):
+    _WORKER["scenario"], _WORKER["windows"] = scenario, windows_
+
+
+def _work(task):
+    source, k = task
+    return run_window(_WORKER["scenario"], source, _WORKER["windows"][k])
+
+
+class Evaluator:
+    """Runs policies on a fixed list of windows, in ``processes`` worker processes.
+
+    Args:
+        scenario: the machine and metrics (its workload section is not used).
+        windows_: the windows, shipped to each worker once.
+        processes: 1 runs in this process.
+
+    Use as a context manager (or call :meth:`close`) to end the workers.
+    """
+
+    def __init__(self, scenario: Scenario, windows_: Sequence[Workload], processes: int = 1):
+        if windows_:
+            scenario = resolve_machine(scenario, windows_[0])
+        self.scenario = scenario
+        self.windows = list(windows_)
+        self.processes = max(1, int(processes))
+        self._pool = None
+        if self.processes > 1:
+            self._pool = ProcessPoolExecutor(self.processes, initializer=_init_worker,
+                                             initargs=(scenario, self.windows))
+
+    def evaluate(self, sources: Sequence) -> np.ndarray:
+        """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``."""
+        tasks = [(s, k) for s in sources for k in range(len(self.windows))]
+        if self._pool is None:
+            results = [run_window(self.scenario, s, self.windows[k]) for s, k in tasks]
+        else:
+            chunk = max(1, len(tasks) // (4 * self.processes))
+            results = list(self._pool.map(_work, tasks, chunksize=chunk))
+        out = np.array([[r.bsld_mean, r.wait_mean, r.wait_max] for r in results], dtype=float)
+        return out.reshape(len(sources), len(self.windows), 3)
+
+    def close(self) -> None:
+        """End the worker processes."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def default_processes() -> int:
+    """Worker processes to use: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+# -- comparison ------------------------------------------------------------------------
+def bootstrap_interval(stat, n: int, *, resamples: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``stat(index)`` over ``resamples`` bootstrap index draws."""
+    rng = np.random.default_rng(seed)
+    values = np.array([stat(rng.integers(0, n, n)) for _ in range(resamples)])
+    lo, hi = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A policy against a reference on the same windows (lower bsld is better)."""
+
+    policy: str
+    reference: str
+    windows: int
+    mean_ratio: float                 # mean bsld of the policy / of the reference
+    mean_ratio_ci: tuple[float, float]
+    median_ratio: float               # median of per-window ratios
+    median_ratio_ci: tuple[float, float]
+    wins: int                         # windows where the policy's bsld is lower
+    losses: int
+    policy_mean: float
+    reference_mean: float
+
+    def summary(self) -> str:
+        """One line: ratios with intervals, wins and losses."""
+        return (f"{self.policy} vs {self.reference} on {self.windows} windows: mean bsld "
+                f"{self.policy_mean:.2f} vs {self.reference_mean:.2f}, ratio {self.mean_ratio:.3f} "
+                f"[{self.mean_ratio_ci[0]:.3f}, {self.mean_ratio_ci[1]:.3f}], median ratio "
+                f"{self.median_ratio:.3f} [{self.median_ratio_ci[0]:.3f}, "
+                f"{self.median_ratio_ci[1]:.3f}], wins {self.wins}, losses {self.losses}")
+
+    def as_dict(self) -> dict:
+        """Plain data for JSON."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy",
+            reference_name: str = "reference", seed: int = 0, resamples: int = 2000
+            ) -> Comparison:
+    """Paired comparison of per-window values (same windows, same order).
+
+    Examples:
+        >>> c = compare(np.array([1.0, 2.0, 4.0]), np.array([2.0, 2.0, 2.0]))
+        >>> c.mean_ratio, c.median_ratio, c.wins, c.losses
+        (1.1666666666666667, 1.0, 1, 1)
+    """
+    a, b = np.asarray(values, dtype=float), np.asarray(reference, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or not len(a):
+        raise ProtocolError(f"compare: {a.shape} and {b.shape}; expected the same windows")
+    ratio = a / b
+    n = len(a)
+    mean_ci = bootstrap_interval(lambda i: a[i].mean() / b[i].mean(), n, seed=seed,
+                                 resamples=resamples)
+    median_ci = bootstrap_interval(lambda i: np.median(ratio[i]), n, seed=seed + 1,
+                                   resamples=resamples)
+    return Comparison(policy, reference_name, n, float(a.mean() / b.mean()), mean_ci,
+                      float(np.median(ratio)), median_ci, int(np.sum(a < b)), int(np.sum(a > b)),
+                      float(a.mean()), float(b.mean()))
+
+
+def best_heuristic(validation_bsld: dict[str, np.ndarray]) -> str:
+    """The heuristic with the lowest mean bsld on validation (ties: first named)."""
+    return min(validation_bsld, key=lambda name: float(np.mean(validation_bsld[name])))

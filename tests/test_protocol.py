@@ -1,0 +1,92 @@
+"""The evaluation protocol: time-ordered splits, paired windows, ratios, the test set read once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cosim.config import load_scenario
+from cosim.policies.priority import PriorityWeights, heuristic_weights
+from cosim.studies.protocol import (
+    CLASSIC,
+    Evaluator,
+    ProtocolError,
+    SealedWindows,
+    best_heuristic,
+    chronological_split,
+    compare,
+    run_window,
+    windows,
+)
+from cosim.workloads.base import Workload
+from cosim.workloads.loading import load_workload
+
+SCENARIO = load_scenario("scenarios/lublin256.yaml", ["workload.jobs=1200"])
+
+
+def test_split_is_in_time_order_and_disjoint():
+    w = Workload.from_columns(submit=np.arange(1000) * 10.0, run=[5] * 1000, procs=[1] * 1000)
+    s = chronological_split(w, size=50, train_count=8, count=100, train=0.5, validation=0.7)
+    last = lambda ws: max(float(x.submit[-1]) for x in ws)     # noqa: E731
+    first = lambda ws: min(float(x.submit[0]) for x in ws)     # noqa: E731
+    test = s.test.read()
+    assert last(s.train) < first(s.validation) and last(s.validation) < first(test)
+    assert (len(s.train), len(s.validation), len(test)) == (8, 100, 100)
+    assert s.spans["test"].start == 700 and s.spans["validation"].start == 500
+    assert "overlap" in s.note      # 100 windows of 50 from 200 and 300 jobs
+
+
+def test_windows_are_evenly_spaced_and_never_cross_the_span():
+    w = Workload.from_columns(submit=np.arange(100.0), run=[5] * 100, procs=[1] * 100)
+    ws = windows(w, 10, 5, start=20, stop=70)
+    assert [float(x.submit[0]) for x in ws] == [20.0, 30.0, 40.0, 50.0, 60.0]
+    assert windows(w, 60, 3, start=20, stop=70) == []
+    assert len(windows(w, 48, 10, start=20, stop=70)) == 3      # only 3 distinct starts
+
+
+def test_the_test_set_is_read_once():
+    sealed = SealedWindows([Workload.from_columns(submit=[0], run=[1], procs=[1])])
+    assert len(sealed.read()) == 1
+    with pytest.raises(ProtocolError, match="already read once"):
+        sealed.read()
+
+
+def test_a_split_too_short_is_clear():
+    w = Workload.from_columns(submit=np.arange(100.0), run=[5] * 100, procs=[1] * 100)
+    with pytest.raises(ProtocolError, match="validation, test span holds fewer than 40 jobs"):
+        chronological_split(w, size=40, train_count=2)
+
+
+def test_compare_hand_checked():
+    # Ratios 0.5, 1, 2, 1 -> median 1; means 7.5 / 7.5 -> 1; one win, one loss.
+    a, b = np.array([1.0, 4.0, 8.0, 17.0]), np.array([2.0, 4.0, 4.0, 20.0])
+    c = compare(a, b, policy="p", reference_name="r")
+    assert c.mean_ratio == pytest.approx(30.0 / 30.0)
+    assert c.median_ratio == pytest.approx(np.median([0.5, 1.0, 2.0, 0.85]))
+    assert (c.wins, c.losses, c.windows) == (2, 1, 4)
+    assert c.mean_ratio_ci[0] <= c.mean_ratio <= c.mean_ratio_ci[1]
+    assert compare(a, b, seed=3) == compare(a, b, seed=3)        # reproducible intervals
+    with pytest.raises(ProtocolError, match="same windows"):
+        compare(a, b[:3])
+
+
+def test_best_heuristic_is_chosen_on_the_values_given():
+    vals = {"fcfs+easy": np.array([9.0, 9.0]), "saf+easy": np.array([3.0, 5.0]),
+            "sjf+easy": np.array([4.0, 4.5])}   # median would pick sjf
+    assert best_heuristic(vals) == "saf+easy"      # mean 4.0 against 4.25 and 9
+
+
+def test_evaluator_pairs_windows_and_processes_agree():
+    w = load_workload(SCENARIO)
+    ws = windows(w, 200, 4)
+    sources = ["fcfs+easy", PriorityWeights(heuristic_weights("saf", 256), 256)]
+    with Evaluator(SCENARIO, ws, processes=1) as one:
+        a = one.evaluate(sources)
+    with Evaluator(SCENARIO, ws, processes=2) as two:
+        b = two.evaluate(sources)
+    assert a.shape == (2, 4, 3) and np.array_equal(a, b)
+    # SAF as a point of the priority space is SAF+EASY, window by window.
+    saf = [run_window(Evaluator(SCENARIO, ws).scenario, "saf+easy", x).bsld_mean for x in ws]
+    assert a[1, :, 0].tolist() == saf
+    assert set(CLASSIC) == {"fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy",
+                            "unicef+easy"}
