@@ -141,6 +141,42 @@ class Encoder:
                 min(1.0, math.log1p(backlog) / log_norm),
                 1.0 if agent.level == 2 else 0.0, promise]
 
+    def _window_columns(self, view: SchedulerView, agent: AgentPolicy):
+        """The window's present jobs as columns: ``(idx, k, procs, estimate, submit, mem)``.
+
+        ``idx`` indexes their window slots (a slice when they are the first
+        ``k``). When the window is the first ``k`` queued jobs the columns are
+        read from the queue's arrays; otherwise from the jobs (a short list
+        comprehension each). ``mem`` is None when memory is not modelled.
+        """
+        window = agent.window
+        slots = agent.slots
+        m = len(window)
+        k = len(slots) if slots is not None else -1
+        mcap = self._mem_capacity
+        # ``slots`` is what the model's head window last read; dras's level 2
+        # fills the window with backfill candidates instead, so its slots are stale.
+        if (k >= 0 and agent.level == 1 and (k == m or window[k] is None)
+                and (k == 0 or window[k - 1] is not None)):
+            q = view.queue
+            slots = np.asarray(slots, dtype=np.int64)
+            return (slice(0, k), k, q.procs[slots], q.estimate[slots], q.submit[slots],
+                    q.mem[slots] if mcap else None)
+        present = [i for i, j in enumerate(window) if j is not None]
+        k = len(present)
+        jobs = [window[i] for i in present]
+        idx = slice(0, k) if not k or present[-1] == k - 1 else present
+        return (idx, k, np.array([j.procs for j in jobs], dtype=np.float64),
+                np.array([j.estimate for j in jobs], dtype=np.float64),
+                np.array([j.submit for j in jobs], dtype=np.float64),
+                np.array([j.mem for j in jobs], dtype=np.float64) if mcap else None)
+
+    @staticmethod
+    def _ends_columns(ends: list) -> tuple[np.ndarray, np.ndarray]:
+        """Expected end times and sizes of the running jobs (``view.ends()`` order)."""
+        return (np.array([e[0] for e in ends], dtype=np.float64),
+                np.array([e[2].procs for e in ends], dtype=np.int64))
+
     def _run_features(self, job: Job | None, now: float) -> tuple:
         if job is None:
             return (0.0, 0.0, 0.0, 0.0)
@@ -221,71 +257,71 @@ class CompactEncoder(Encoder):
 class KernelEncoder(Encoder):
     """``kernel``: one feature row per action index (see the module docstring)."""
 
+    def __init__(self, cfg: ObservationConfig):
+        super().__init__(cfg)
+        # The features that never change (is_job/is_wait/is_kill and the Wait
+        # row), copied in at each step instead of being rebuilt.
+        a = self.amap
+        base = np.zeros(self.space.shape, dtype=np.float32)
+        base[:a.window, 0] = 1.0
+        if a.has_wait:
+            base[a.wait, 1] = base[a.wait, 3] = base[a.wait, 4] = 1.0
+        base[a.kill0:a.kill0 + a.kill_slots, 2] = 1.0
+        self._base = base
+        self._inv_log2_cap = 1.0 / math.log2(cfg.capacity + 1.0)
+
     def shape(self) -> tuple[int, ...]:
         """``(n_actions, 18)``."""
         return (self.amap.n, KERNEL_FEATURES)
 
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
-        obs = self._obs
+        # Few numpy calls per step (each costs about a microsecond whatever
+        # the window): the job features are computed as one (5, k) block.
+        obs = self._base.copy()
         now = float(view.env.now)
         amap = self.amap
         cap = self._capacity
-        q = view.queue
-        obs[...] = 0.0
-        m = amap.window
-        obs[:m, 0] = 1.0
-        window = agent.window
-        slots = agent.slots
-        k = len(slots) if slots is not None else -1
-        if k >= 0 and (k == m or window[k] is None) and (k == 0 or window[k - 1] is not None):
-            # The window is the first k queued jobs: read the queue's columns.
-            idx = slice(0, k)
-            slots = np.asarray(slots, dtype=np.int64)
-            procs, est, submit = q.procs[slots], q.estimate[slots], q.submit[slots]
-            mem = q.mem[slots] if self._mem_capacity else None
-        else:
-            present = [i for i, j in enumerate(window) if j is not None]
-            k = len(present)
-            idx = present
-            jobs = [window[i] for i in present]
-            procs = np.array([j.procs for j in jobs], dtype=np.float64)
-            est = np.array([j.estimate for j in jobs], dtype=np.float64)
-            submit = np.array([j.submit for j in jobs], dtype=np.float64)
-            mem = np.array([j.mem for j in jobs], dtype=np.float64) if self._mem_capacity else None
+        idx, k, procs, est, submit, mem = self._window_columns(view, agent)
         if k:
-            rows = np.empty((k, 11))
-            rows[:, 0] = 1.0
-            rows[:, 1:3] = 0.0
+            x = np.empty((5, k))
+            np.divide(procs, cap, out=x[0])
+            np.log2(procs + 1.0, out=x[1])
+            x[1] *= self._inv_log2_cap
+            if mem is not None:
+                np.divide(mem, self._mem_capacity, out=x[2])
+            else:
+                x[2] = 0.0
+            x[3] = est
+            np.subtract(now, submit, out=x[4])
+            t = x[3:]
+            np.maximum(t, 0.0, out=t)
+            np.log1p(t, out=t)
+            t *= 1.0 / self._log_max_time
+            np.minimum(x, 1.0, out=x)
+            rows = obs[idx]
             rows[:, 3] = 1.0
             rows[:, 4] = agent.mask[idx]
-            rows[:, 5] = np.minimum(1.0, procs / cap)
-            rows[:, 6] = np.minimum(1.0, np.log2(procs + 1.0) * (1.0 / math.log2(cap + 1.0)))
-            rows[:, 7] = np.minimum(1.0, mem / self._mem_capacity) if mem is not None else 0.0
-            rows[:, 8] = self._times(est)
-            rows[:, 9] = self._times(now - submit)
-            oldest = q.first()
-            rows[:, 10] = 0.0
-            first = window.index(oldest) if oldest is not None and oldest in window else -1
-            obs[idx, :11] = rows
-            if first >= 0:
-                obs[first, 10] = 1.0
-        if amap.has_wait:
-            w = amap.wait
-            obs[w, 1] = obs[w, 3] = obs[w, 4] = 1.0
+            rows[:, 5:10] = x.T
+            if isinstance(idx, list):
+                obs[idx] = rows
+            oldest = view.queue.first()
+            if oldest is not None:
+                for i, j in enumerate(agent.window):
+                    if j is oldest:
+                        obs[i, 10] = 1.0
+                        break
+        kill0 = amap.kill0
         for kk, job in enumerate(agent.kill_jobs):
-            r = amap.kill0 + kk
-            obs[r, 2] = 1.0
-            f = self._run_features(job, now)
-            obs[r, 3] = f[0]
-            obs[r, 4] = agent.mask[r]
-            obs[r, 5] = f[1]
-            if job is not None:
-                obs[r, 6] = min(1.0, math.log2(job.procs + 1.0) / math.log2(cap + 1.0))
-            obs[r, 8] = f[3]
-            obs[r, 9] = f[2]
+            r = kill0 + kk
+            if job is None:
+                obs[r, 4] = agent.mask[r]
+                continue
+            obs[r, 3:10] = (1.0, agent.mask[r], min(1.0, job.procs / cap),
+                            min(1.0, math.log2(job.procs + 1.0) / math.log2(cap + 1.0)), 0.0,
+                            self._t(job.expected_end - now), self._t(now - job.start))
         obs[:, 11:] = self._globals(view, agent)
-        return obs.copy()
+        return obs
 
     def _times(self, seconds: np.ndarray) -> np.ndarray:
         return np.minimum(1.0, np.log1p(np.maximum(seconds, 0.0)) * (1.0 / self._log_max_time))
@@ -330,41 +366,66 @@ class DrasEncoder(Encoder):
         """``(2*M + R, 2)``."""
         return (2 * self.amap.window + self.cfg.node_rows, 2)
 
+    def __init__(self, cfg: ObservationConfig):
+        super().__init__(cfg)
+        r = cfg.node_rows
+        # Units that the k-th node row stands for (fixed by the machine).
+        self._need = np.ceil(np.arange(1, r + 1) * (cfg.capacity / r))
+
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The job and node rows now."""
-        obs = self._obs
+        m = self.amap.window
+        obs = np.zeros(self.space.shape, dtype=np.float32)
         now = float(view.env.now)
-        obs[...] = 0.0
         cap = self._capacity
-        oldest = view.queue.first()
-        for i, job in enumerate(agent.window):
-            if job is None:
-                continue
-            obs[2 * i, 0] = min(1.0, job.procs / cap)
-            obs[2 * i, 1] = self._t(job.estimate)
-            obs[2 * i + 1, 0] = 1.0 if job is oldest else 0.0
-            obs[2 * i + 1, 1] = self._t(now - job.submit)
-        r = self.cfg.node_rows
+        lmt = self._log_max_time
+        idx, k, procs, est, submit, _ = self._window_columns(view, agent)
+        if k:
+            # Per job [size, estimate, priority, queued time]: the two rows of a
+            # job are one row of this (M, 4) view.
+            x = np.empty((4, k))
+            np.divide(procs, cap, out=x[0])
+            x[1] = est
+            x[2] = 0.0
+            np.subtract(now, submit, out=x[3])
+            t = x[1::2]
+            np.maximum(t, 0.0, out=t)
+            np.log1p(t, out=t)
+            t /= lmt
+            np.minimum(x, 1.0, out=x)
+            jobs = obs[:2 * m].reshape(m, 4)
+            jobs[idx] = x.T
+            oldest = view.queue.first()
+            if oldest is not None:
+                for i, j in enumerate(agent.window):
+                    if j is oldest:
+                        jobs[i, 2] = 1.0
+                        break
+        # Node rows: the k-th row's units are free now (a prefix, since the
+        # quantiles grow), by the expected end that frees them, or never.
         ends = view.ends()
         free = view.cluster.free
-        # Units free by each expected end (cumulative), then the time at which
-        # the k-th quantile of units is free, one row per quantile.
-        need = np.ceil(np.arange(1, r + 1) * (cap / r))
-        base = 2 * self.amap.window
-        if ends:
-            times = np.fromiter((t for t, _, _ in ends), dtype=np.float64, count=len(ends))
-            avail = free + np.cumsum([job.procs for _, _, job in ends])
-            k = np.searchsorted(avail, need, side="left")
-            at = np.where(need <= free, now, np.where(k < len(ends), times[np.minimum(k, len(ends) - 1)],
-                                                      np.inf))
-        else:
-            at = np.where(need <= free, now, np.inf)
-        delta = np.maximum(at - now, 0.0)
-        obs[base:, 0] = (delta == 0.0)
-        with np.errstate(invalid="ignore"):
-            obs[base:, 1] = np.where(np.isfinite(delta),
-                                     np.minimum(1.0, np.log1p(delta) / self._log_max_time), 1.0)
-        return obs.copy()
+        need = self._need
+        nodes = obs[2 * m:]
+        n0 = int(np.searchsorted(need, free, side="right"))
+        nodes[:n0, 0] = 1.0
+        if n0 < len(need):
+            n_fin = 0
+            if ends:
+                times, sizes = self._ends_columns(ends)
+                kk = np.searchsorted(free + np.cumsum(sizes), need[n0:], side="left")
+                n_fin = int(np.searchsorted(kk, len(ends), side="left"))
+                if n_fin:
+                    d = times[kk[:n_fin]]
+                    d -= now
+                    np.maximum(d, 0.0, out=d)
+                    rows = nodes[n0:n0 + n_fin]
+                    rows[:, 0] = d == 0.0
+                    np.log1p(d, out=d)
+                    d /= lmt
+                    rows[:, 1] = np.minimum(d, 1.0, out=d)
+            nodes[n0 + n_fin:, 1] = 1.0
+        return obs
 
 
 class KillEncoder(Encoder):
