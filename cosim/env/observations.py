@@ -64,6 +64,7 @@ _RUN_F = 4
 #: Features of a kernel row.
 KERNEL_FEATURES = 11 + _GLOBAL_F
 _EMPTY_SLOT = (0.0,) * _JOB_F
+_EMPTY_KERNEL = (0.0,) * 8
 
 
 @dataclass(frozen=True)
@@ -140,42 +141,6 @@ class Encoder:
                 min(1.0, math.log1p(len(view.ends())) / log_norm),
                 min(1.0, math.log1p(backlog) / log_norm),
                 1.0 if agent.level == 2 else 0.0, promise]
-
-    def _window_columns(self, view: SchedulerView, agent: AgentPolicy):
-        """The window's present jobs as columns: ``(idx, k, procs, estimate, submit, mem)``.
-
-        ``idx`` indexes their window slots (a slice when they are the first
-        ``k``). When the window is the first ``k`` queued jobs the columns are
-        read from the queue's arrays; otherwise from the jobs (a short list
-        comprehension each). ``mem`` is None when memory is not modelled.
-        """
-        window = agent.window
-        slots = agent.slots
-        m = len(window)
-        k = len(slots) if slots is not None else -1
-        mcap = self._mem_capacity
-        # ``slots`` is what the model's head window last read; dras's level 2
-        # fills the window with backfill candidates instead, so its slots are stale.
-        if (k >= 0 and agent.level == 1 and (k == m or window[k] is None)
-                and (k == 0 or window[k - 1] is not None)):
-            q = view.queue
-            slots = np.asarray(slots, dtype=np.int64)
-            return (slice(0, k), k, q.procs[slots], q.estimate[slots], q.submit[slots],
-                    q.mem[slots] if mcap else None)
-        present = [i for i, j in enumerate(window) if j is not None]
-        k = len(present)
-        jobs = [window[i] for i in present]
-        idx = slice(0, k) if not k or present[-1] == k - 1 else present
-        return (idx, k, np.array([j.procs for j in jobs], dtype=np.float64),
-                np.array([j.estimate for j in jobs], dtype=np.float64),
-                np.array([j.submit for j in jobs], dtype=np.float64),
-                np.array([j.mem for j in jobs], dtype=np.float64) if mcap else None)
-
-    @staticmethod
-    def _ends_columns(ends: list) -> tuple[np.ndarray, np.ndarray]:
-        """Expected end times and sizes of the running jobs (``view.ends()`` order)."""
-        return (np.array([e[0] for e in ends], dtype=np.float64),
-                np.array([e[2].procs for e in ends], dtype=np.int64))
 
     def _run_features(self, job: Job | None, now: float) -> tuple:
         if job is None:
@@ -269,63 +234,72 @@ class KernelEncoder(Encoder):
         base[a.kill0:a.kill0 + a.kill_slots, 2] = 1.0
         self._base = base
         self._inv_log2_cap = 1.0 / math.log2(cfg.capacity + 1.0)
+        self._cache: dict[Job, tuple] = {}
 
     def shape(self) -> tuple[int, ...]:
         """``(n_actions, 18)``."""
         return (self.amap.n, KERNEL_FEATURES)
 
+    def reset(self) -> None:
+        """Forget cached job features."""
+        self._cache = {}
+
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
-        # Few numpy calls per step (each costs about a microsecond whatever
-        # the window): the job features are computed as one (5, k) block.
+        # Plain floats per job (a numpy call costs more than a job's features
+        # on the short queues of a decision), one conversion into the rows. A
+        # job's size and estimate features are cached until its estimate changes.
         obs = self._base.copy()
         now = float(view.env.now)
         amap = self.amap
         cap = self._capacity
-        idx, k, procs, est, submit, mem = self._window_columns(view, agent)
-        if k:
-            x = np.empty((5, k))
-            np.divide(procs, cap, out=x[0])
-            np.log2(procs + 1.0, out=x[1])
-            x[1] *= self._inv_log2_cap
-            if mem is not None:
-                np.divide(mem, self._mem_capacity, out=x[2])
-            else:
-                x[2] = 0.0
-            x[3] = est
-            np.subtract(now, submit, out=x[4])
-            t = x[3:]
-            np.maximum(t, 0.0, out=t)
-            np.log1p(t, out=t)
-            t *= 1.0 / self._log_max_time
-            np.minimum(x, 1.0, out=x)
-            rows = obs[idx]
-            rows[:, 3] = 1.0
-            rows[:, 4] = agent.mask[idx]
-            rows[:, 5:10] = x.T
-            if isinstance(idx, list):
-                obs[idx] = rows
-            oldest = view.queue.first()
-            if oldest is not None:
-                for i, j in enumerate(agent.window):
-                    if j is oldest:
-                        obs[i, 10] = 1.0
-                        break
+        mcap = self._mem_capacity
+        inv_t = 1.0 / self._log_max_time
+        inv_l2 = self._inv_log2_cap
+        log1p = math.log1p
+        cache = self._cache
+        if len(cache) > 4096:   # whole-trace episodes: keep it bounded
+            cache.clear()
+        oldest = view.queue.first()
+        mask = agent.mask.tolist()
+        rows: list[tuple] = []
+        last = 0     # rows past the last present job stay as the template has them
+        window = agent.window
+        if agent.slots is not None and agent.level == 1:
+            # A head window (the first len(slots) queued jobs, then empty slots).
+            window = window[:len(agent.slots)]
+        for i, job in enumerate(window):
+            if job is None:
+                rows.append(_EMPTY_KERNEL)
+                continue
+            last = i + 1
+            est = job.estimate
+            cached = cache.get(job)
+            if cached is None or cached[0] != est:
+                p = job.procs
+                e = log1p(est) * inv_t if est > 0 else 0.0
+                cached = cache[job] = (est, min(1.0, p / cap),
+                                       min(1.0, math.log2(p + 1.0) * inv_l2),
+                                       min(1.0, job.mem / mcap) if mcap else 0.0,
+                                       e if e < 1.0 else 1.0)
+            wait = now - job.submit
+            w = log1p(wait) * inv_t if wait > 0 else 0.0
+            rows.append((1.0, mask[i], cached[1], cached[2], cached[3], cached[4],
+                         w if w < 1.0 else 1.0, 1.0 if job is oldest else 0.0))
+        if last:
+            del rows[last:]
+            obs[:last, 3:11] = rows
         kill0 = amap.kill0
         for kk, job in enumerate(agent.kill_jobs):
             r = kill0 + kk
             if job is None:
-                obs[r, 4] = agent.mask[r]
+                obs[r, 4] = mask[r]
                 continue
-            obs[r, 3:10] = (1.0, agent.mask[r], min(1.0, job.procs / cap),
+            obs[r, 3:10] = (1.0, mask[r], min(1.0, job.procs / cap),
                             min(1.0, math.log2(job.procs + 1.0) / math.log2(cap + 1.0)), 0.0,
                             self._t(job.expected_end - now), self._t(now - job.start))
         obs[:, 11:] = self._globals(view, agent)
         return obs
-
-    def _times(self, seconds: np.ndarray) -> np.ndarray:
-        return np.minimum(1.0, np.log1p(np.maximum(seconds, 0.0)) * (1.0 / self._log_max_time))
-
 
 class ImageEncoder(Encoder):
     """``image``: DeepRM's resource image (see the module docstring)."""
@@ -368,63 +342,69 @@ class DrasEncoder(Encoder):
 
     def __init__(self, cfg: ObservationConfig):
         super().__init__(cfg)
-        r = cfg.node_rows
-        # Units that the k-th node row stands for (fixed by the machine).
-        self._need = np.ceil(np.arange(1, r + 1) * (cfg.capacity / r))
+        r, cap = cfg.node_rows, cfg.capacity
+        # The k-th node row stands for the first ceil(k * cap / R) units; rows[a]
+        # is how many rows are covered once ``a`` units are free (a lookup
+        # instead of a search per step).
+        need = np.ceil(np.arange(1, r + 1) * (cap / r))
+        self._rows_free = np.searchsorted(need, np.arange(cap + 1), side="right").tolist()
+        self._cache: dict[Job, tuple] = {}
+
+    def reset(self) -> None:
+        """Forget cached job features."""
+        self._cache: dict[Job, tuple] = {}
 
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The job and node rows now."""
+        # Plain floats, built once per step: windows are short in practice and
+        # a numpy call costs more than a job's four features. A job's size and
+        # estimate features are cached until its estimate changes.
         m = self.amap.window
-        obs = np.zeros(self.space.shape, dtype=np.float32)
         now = float(view.env.now)
         cap = self._capacity
-        lmt = self._log_max_time
-        idx, k, procs, est, submit, _ = self._window_columns(view, agent)
-        if k:
-            # Per job [size, estimate, priority, queued time]: the two rows of a
-            # job are one row of this (M, 4) view.
-            x = np.empty((4, k))
-            np.divide(procs, cap, out=x[0])
-            x[1] = est
-            x[2] = 0.0
-            np.subtract(now, submit, out=x[3])
-            t = x[1::2]
-            np.maximum(t, 0.0, out=t)
-            np.log1p(t, out=t)
-            t /= lmt
-            np.minimum(x, 1.0, out=x)
-            jobs = obs[:2 * m].reshape(m, 4)
-            jobs[idx] = x.T
-            oldest = view.queue.first()
-            if oldest is not None:
-                for i, j in enumerate(agent.window):
-                    if j is oldest:
-                        jobs[i, 2] = 1.0
-                        break
-        # Node rows: the k-th row's units are free now (a prefix, since the
-        # quantiles grow), by the expected end that frees them, or never.
-        ends = view.ends()
+        t = self._t
+        cache = self._cache
+        if len(cache) > 4096:   # whole-trace episodes: keep it bounded
+            cache.clear()
+        oldest = view.queue.first()
+        job_rows: list[tuple] = []
+        for job in agent.window:
+            if job is None:
+                job_rows.append((0.0, 0.0, 0.0, 0.0))
+                continue
+            est = job.estimate
+            cached = cache.get(job)
+            if cached is None or cached[0] != est:
+                cached = cache[job] = (est, min(1.0, job.procs / cap), t(est))
+            job_rows.append((cached[1], cached[2], 1.0 if job is oldest else 0.0,
+                             t(now - job.submit)))
+        # Node rows: the rows whose units are free now, then for each expected
+        # end (in order) the rows it completes, then rows never freed.
+        rows_free = self._rows_free
+        r = self.cfg.node_rows
         free = view.cluster.free
-        need = self._need
-        nodes = obs[2 * m:]
-        n0 = int(np.searchsorted(need, free, side="right"))
-        nodes[:n0, 0] = 1.0
-        if n0 < len(need):
-            n_fin = 0
-            if ends:
-                times, sizes = self._ends_columns(ends)
-                kk = np.searchsorted(free + np.cumsum(sizes), need[n0:], side="left")
-                n_fin = int(np.searchsorted(kk, len(ends), side="left"))
-                if n_fin:
-                    d = times[kk[:n_fin]]
-                    d -= now
-                    np.maximum(d, 0.0, out=d)
-                    rows = nodes[n0:n0 + n_fin]
-                    rows[:, 0] = d == 0.0
-                    np.log1p(d, out=d)
-                    d /= lmt
-                    rows[:, 1] = np.minimum(d, 1.0, out=d)
-            nodes[n0 + n_fin:, 1] = 1.0
+        done = rows_free[min(free, cap)]
+        values = [(1.0, 0.0)]
+        counts = [done]
+        avail = free
+        for t_end, _, job in view.ends():
+            if done >= r:
+                break
+            avail += job.procs
+            upto = rows_free[min(avail, cap)]
+            if upto > done:
+                delta = t_end - now
+                if delta > 0.0:
+                    values.append((0.0, min(1.0, math.log1p(delta) / self._log_max_time)))
+                else:
+                    values.append((1.0, 0.0))
+                counts.append(upto - done)
+                done = upto
+        values.append((0.0, 1.0))
+        counts.append(r - done)
+        obs = np.empty(self.space.shape, dtype=np.float32)
+        obs[:2 * m].reshape(m, 4)[:] = job_rows
+        obs[2 * m:] = np.repeat(values, counts, axis=0)
         return obs
 
 
