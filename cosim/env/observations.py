@@ -368,10 +368,16 @@ class DrasEncoder(Encoder):
             cache.clear()
         oldest = view.queue.first()
         job_rows: list[tuple] = []
-        for job in agent.window:
+        last = 0     # job rows past the last present job stay zero
+        window = agent.window
+        if agent.slots is not None and agent.level == 1:
+            # A head window (the first len(slots) queued jobs, then empty slots).
+            window = window[:len(agent.slots)]
+        for i, job in enumerate(window):
             if job is None:
                 job_rows.append((0.0, 0.0, 0.0, 0.0))
                 continue
+            last = i + 1
             est = job.estimate
             cached = cache.get(job)
             if cached is None or cached[0] != est:
@@ -403,7 +409,10 @@ class DrasEncoder(Encoder):
         values.append((0.0, 1.0))
         counts.append(r - done)
         obs = np.empty(self.space.shape, dtype=np.float32)
-        obs[:2 * m].reshape(m, 4)[:] = job_rows
+        if last:
+            del job_rows[last:]
+            obs[:2 * last].reshape(last, 4)[:] = job_rows
+        obs[2 * last:2 * m] = 0.0
         obs[2 * m:] = np.repeat(values, counts, axis=0)
         return obs
 
