@@ -65,6 +65,8 @@ _RUN_F = 4
 KERNEL_FEATURES = 11 + _GLOBAL_F
 _EMPTY_SLOT = (0.0,) * _JOB_F
 _EMPTY_KERNEL = (0.0,) * 8
+#: Head windows longer than this are encoded with numpy (cheaper per job than floats).
+_NUMPY_ROWS = 24
 
 
 @dataclass(frozen=True)
@@ -260,14 +262,20 @@ class KernelEncoder(Encoder):
         cache = self._cache
         if len(cache) > 4096:   # whole-trace episodes: keep it bounded
             cache.clear()
-        oldest = view.queue.first()
+        q = view.queue
+        oldest = q.first()
         mask = agent.mask.tolist()
         rows: list[tuple] = []
         last = 0     # rows past the last present job stay as the template has them
         window = agent.window
-        if agent.slots is not None and agent.level == 1:
+        slots = agent.slots
+        if slots is not None and agent.level == 1:
             # A head window (the first len(slots) queued jobs, then empty slots).
-            window = window[:len(agent.slots)]
+            if len(slots) > _NUMPY_ROWS:
+                self._head_rows(obs, q, slots, agent.mask, now)
+                window = ()
+            else:
+                window = window[:len(slots)]
         for i, job in enumerate(window):
             if job is None:
                 rows.append(_EMPTY_KERNEL)
@@ -300,6 +308,33 @@ class KernelEncoder(Encoder):
                             self._t(job.expected_end - now), self._t(now - job.start))
         obs[:, 11:] = self._globals(view, agent)
         return obs
+
+    def _head_rows(self, obs: np.ndarray, q, slots, mask: np.ndarray, now: float) -> None:
+        """Job rows of a long head window from the queue's columns (a fixed count of numpy calls)."""
+        k = len(slots)
+        slots = np.asarray(slots, dtype=np.int64)
+        procs = q.procs[slots]
+        x = np.empty((6, k))
+        np.divide(procs, self._capacity, out=x[0])
+        np.log2(procs + 1.0, out=x[1])
+        x[1] *= self._inv_log2_cap
+        if self._mem_capacity:
+            np.divide(q.mem[slots], self._mem_capacity, out=x[2])
+        else:
+            x[2] = 0.0
+        x[3] = q.estimate[slots]
+        np.subtract(now, q.submit[slots], out=x[4])
+        t = x[3:5]
+        np.maximum(t, 0.0, out=t)
+        np.log1p(t, out=t)
+        t *= 1.0 / self._log_max_time
+        np.minimum(x, 1.0, out=x)
+        x[5] = 0.0
+        x[5, 0] = 1.0      # the head window starts with the queue's oldest job
+        rows = obs[:k]
+        rows[:, 3] = 1.0
+        rows[:, 4] = mask[:k]
+        rows[:, 5:11] = x.T
 
 class ImageEncoder(Encoder):
     """``image``: DeepRM's resource image (see the module docstring)."""
