@@ -428,3 +428,57 @@ def test_event_horizon_pads_with_the_last_state_and_its_time():
     t = np.log1p([99.0, 299.0]) / np.log1p(1e4)
     assert h[0] == pytest.approx([t[0], 4 / 8]) and h[1] == pytest.approx([t[1], 1.0])
     assert h[2] == pytest.approx(h[1]) and h[3] == pytest.approx(h[1])
+
+
+@pytest.mark.parametrize("observation", ["kernel", "dras"])
+def test_dras_level_two_rows_describe_the_backfill_candidates(observation):
+    # At level 2 the window holds backfill candidates, not the head window of
+    # level 1: each job row must show its own job (the kernel encoder once
+    # read the level-1 queue slots there).
+    env = SchedulingEnv(SCENARIO, actions="dras", observation=observation, window=50,
+                        episode_jobs=256)
+    rng = np.random.default_rng(11)
+    obs, info = env.reset(seed=5)
+    checked = 0
+    cap = env.capacity
+    for _ in range(1500):
+        agent = env._agent
+        if agent.request is not None and agent.level == 2:
+            for i, job in enumerate(agent.window):
+                size = np.float32(min(1.0, job.procs / cap)) if job is not None else 0.0
+                got = obs[i, 5] if observation == "kernel" else obs[2 * i, 0]
+                present = obs[i, 3] if observation == "kernel" else float(job is not None)
+                assert got == size and present == float(job is not None), (i, job)
+            checked += 1
+        legal = np.flatnonzero(info["action_mask"])
+        obs, _, terminated, truncated, info = env.step(int(legal[rng.integers(len(legal))]))
+        if terminated or truncated:
+            obs, info = env.reset()
+    assert checked > 100
+
+
+def test_dras_node_rows_by_hand():
+    # 8 units, 4 node rows (2 units each); 3 units free, running jobs of 2 and
+    # 3 units expected to end in 100 s and 1000 s: row 1 (2 units) is free now,
+    # row 2 (4 units) when the first ends, rows 3-4 (6, 8 units) when the
+    # second ends (3 + 2 + 3 = 8).
+    from types import SimpleNamespace as NS
+
+    from cosim.env.actions import ActionMap
+    from cosim.env.observations import DrasEncoder, ObservationConfig
+
+    enc = DrasEncoder(ObservationConfig(amap=ActionMap(1, 0, 0, has_wait=False), capacity=8,
+                                        mem_capacity=0.0, max_time=1e4, queue_norm=64,
+                                        node_rows=4))
+    enc.reset()
+    view = NS(env=NS(now=50.0), queue=NS(first=lambda: None), cluster=NS(free=3),
+              ends=lambda: [(150.0, 0, NS(procs=2)), (1050.0, 1, NS(procs=3))])
+    agent = NS(window=[None], slots=None, level=1)
+    obs = enc.encode(view, agent)
+    t = [math.log1p(100.0) / math.log1p(1e4), math.log1p(1000.0) / math.log1p(1e4)]
+    np.testing.assert_array_equal(obs, np.array([[0, 0], [0, 0], [1, 0], [0, t[0]], [0, t[1]],
+                                                 [0, t[1]]], dtype=np.float32))
+    # Nothing running and 3 units free: rows 2-4 are never freed (time 1).
+    view.ends = list
+    np.testing.assert_array_equal(enc.encode(view, agent)[2:],
+                                  np.array([[1, 0], [0, 1], [0, 1], [0, 1]], dtype=np.float32))

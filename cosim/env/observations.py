@@ -64,6 +64,9 @@ _RUN_F = 4
 #: Features of a kernel row.
 KERNEL_FEATURES = 11 + _GLOBAL_F
 _EMPTY_SLOT = (0.0,) * _JOB_F
+_EMPTY_KERNEL = (0.0,) * 8
+#: Head windows longer than this are encoded with numpy (cheaper per job than floats).
+_NUMPY_ROWS = 24
 
 
 @dataclass(frozen=True)
@@ -221,75 +224,117 @@ class CompactEncoder(Encoder):
 class KernelEncoder(Encoder):
     """``kernel``: one feature row per action index (see the module docstring)."""
 
+    def __init__(self, cfg: ObservationConfig):
+        super().__init__(cfg)
+        # The features that never change (is_job/is_wait/is_kill and the Wait
+        # row), copied in at each step instead of being rebuilt.
+        a = self.amap
+        base = np.zeros(self.space.shape, dtype=np.float32)
+        base[:a.window, 0] = 1.0
+        if a.has_wait:
+            base[a.wait, 1] = base[a.wait, 3] = base[a.wait, 4] = 1.0
+        base[a.kill0:a.kill0 + a.kill_slots, 2] = 1.0
+        self._base = base
+        self._inv_log2_cap = 1.0 / math.log2(cfg.capacity + 1.0)
+        self._cache: dict[Job, tuple] = {}
+
     def shape(self) -> tuple[int, ...]:
         """``(n_actions, 18)``."""
         return (self.amap.n, KERNEL_FEATURES)
 
+    def reset(self) -> None:
+        """Forget cached job features."""
+        self._cache = {}
+
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
-        obs = self._obs
+        # Plain floats per job (a numpy call costs more than a job's features
+        # on the short queues of a decision), one conversion into the rows. A
+        # job's size and estimate features are cached until its estimate changes.
+        obs = self._base.copy()
         now = float(view.env.now)
         amap = self.amap
         cap = self._capacity
+        mcap = self._mem_capacity
+        inv_t = 1.0 / self._log_max_time
+        inv_l2 = self._inv_log2_cap
+        log1p = math.log1p
+        cache = self._cache
+        if len(cache) > 4096:   # whole-trace episodes: keep it bounded
+            cache.clear()
         q = view.queue
-        obs[...] = 0.0
-        m = amap.window
-        obs[:m, 0] = 1.0
+        oldest = q.first()
+        mask = agent.mask.tolist()
+        rows: list[tuple] = []
+        last = 0     # rows past the last present job stay as the template has them
         window = agent.window
         slots = agent.slots
-        k = len(slots) if slots is not None else -1
-        if k >= 0 and (k == m or window[k] is None) and (k == 0 or window[k - 1] is not None):
-            # The window is the first k queued jobs: read the queue's columns.
-            idx = slice(0, k)
-            slots = np.asarray(slots, dtype=np.int64)
-            procs, est, submit = q.procs[slots], q.estimate[slots], q.submit[slots]
-            mem = q.mem[slots] if self._mem_capacity else None
-        else:
-            present = [i for i, j in enumerate(window) if j is not None]
-            k = len(present)
-            idx = present
-            jobs = [window[i] for i in present]
-            procs = np.array([j.procs for j in jobs], dtype=np.float64)
-            est = np.array([j.estimate for j in jobs], dtype=np.float64)
-            submit = np.array([j.submit for j in jobs], dtype=np.float64)
-            mem = np.array([j.mem for j in jobs], dtype=np.float64) if self._mem_capacity else None
-        if k:
-            rows = np.empty((k, 11))
-            rows[:, 0] = 1.0
-            rows[:, 1:3] = 0.0
-            rows[:, 3] = 1.0
-            rows[:, 4] = agent.mask[idx]
-            rows[:, 5] = np.minimum(1.0, procs / cap)
-            rows[:, 6] = np.minimum(1.0, np.log2(procs + 1.0) * (1.0 / math.log2(cap + 1.0)))
-            rows[:, 7] = np.minimum(1.0, mem / self._mem_capacity) if mem is not None else 0.0
-            rows[:, 8] = self._times(est)
-            rows[:, 9] = self._times(now - submit)
-            oldest = q.first()
-            rows[:, 10] = 0.0
-            first = window.index(oldest) if oldest is not None and oldest in window else -1
-            obs[idx, :11] = rows
-            if first >= 0:
-                obs[first, 10] = 1.0
-        if amap.has_wait:
-            w = amap.wait
-            obs[w, 1] = obs[w, 3] = obs[w, 4] = 1.0
+        if slots is not None and agent.level == 1:
+            # A head window (the first len(slots) queued jobs, then empty slots).
+            if len(slots) > _NUMPY_ROWS:
+                self._head_rows(obs, q, slots, agent.mask, now)
+                window = ()
+            else:
+                window = window[:len(slots)]
+        for i, job in enumerate(window):
+            if job is None:
+                rows.append(_EMPTY_KERNEL)
+                continue
+            last = i + 1
+            est = job.estimate
+            cached = cache.get(job)
+            if cached is None or cached[0] != est:
+                p = job.procs
+                e = log1p(est) * inv_t if est > 0 else 0.0
+                cached = cache[job] = (est, min(1.0, p / cap),
+                                       min(1.0, math.log2(p + 1.0) * inv_l2),
+                                       min(1.0, job.mem / mcap) if mcap else 0.0,
+                                       e if e < 1.0 else 1.0)
+            wait = now - job.submit
+            w = log1p(wait) * inv_t if wait > 0 else 0.0
+            rows.append((1.0, mask[i], cached[1], cached[2], cached[3], cached[4],
+                         w if w < 1.0 else 1.0, 1.0 if job is oldest else 0.0))
+        if last:
+            del rows[last:]
+            obs[:last, 3:11] = rows
+        kill0 = amap.kill0
         for kk, job in enumerate(agent.kill_jobs):
-            r = amap.kill0 + kk
-            obs[r, 2] = 1.0
-            f = self._run_features(job, now)
-            obs[r, 3] = f[0]
-            obs[r, 4] = agent.mask[r]
-            obs[r, 5] = f[1]
-            if job is not None:
-                obs[r, 6] = min(1.0, math.log2(job.procs + 1.0) / math.log2(cap + 1.0))
-            obs[r, 8] = f[3]
-            obs[r, 9] = f[2]
+            r = kill0 + kk
+            if job is None:
+                obs[r, 4] = mask[r]
+                continue
+            obs[r, 3:10] = (1.0, mask[r], min(1.0, job.procs / cap),
+                            min(1.0, math.log2(job.procs + 1.0) / math.log2(cap + 1.0)), 0.0,
+                            self._t(job.expected_end - now), self._t(now - job.start))
         obs[:, 11:] = self._globals(view, agent)
-        return obs.copy()
+        return obs
 
-    def _times(self, seconds: np.ndarray) -> np.ndarray:
-        return np.minimum(1.0, np.log1p(np.maximum(seconds, 0.0)) * (1.0 / self._log_max_time))
-
+    def _head_rows(self, obs: np.ndarray, q, slots, mask: np.ndarray, now: float) -> None:
+        """Job rows of a long head window from the queue's columns (a fixed count of numpy calls)."""
+        k = len(slots)
+        slots = np.asarray(slots, dtype=np.int64)
+        procs = q.procs[slots]
+        x = np.empty((6, k))
+        np.divide(procs, self._capacity, out=x[0])
+        np.log2(procs + 1.0, out=x[1])
+        x[1] *= self._inv_log2_cap
+        if self._mem_capacity:
+            np.divide(q.mem[slots], self._mem_capacity, out=x[2])
+        else:
+            x[2] = 0.0
+        x[3] = q.estimate[slots]
+        np.subtract(now, q.submit[slots], out=x[4])
+        t = x[3:5]
+        np.maximum(t, 0.0, out=t)
+        np.log1p(t, out=t)
+        t *= 1.0 / self._log_max_time
+        np.minimum(x, 1.0, out=x)
+        x[5] = 0.0
+        x[5, 0] = 1.0      # the head window starts with the queue's oldest job
+        rows = obs[:k]
+        rows[:, 3] = 1.0
+        rows[:, 4] = mask[:k]
+        rows[:, 5:11] = x.T
 
 class ImageEncoder(Encoder):
     """``image``: DeepRM's resource image (see the module docstring)."""
@@ -330,41 +375,81 @@ class DrasEncoder(Encoder):
         """``(2*M + R, 2)``."""
         return (2 * self.amap.window + self.cfg.node_rows, 2)
 
+    def __init__(self, cfg: ObservationConfig):
+        super().__init__(cfg)
+        r, cap = cfg.node_rows, cfg.capacity
+        # The k-th node row stands for the first ceil(k * cap / R) units; rows[a]
+        # is how many rows are covered once ``a`` units are free (a lookup
+        # instead of a search per step).
+        need = np.ceil(np.arange(1, r + 1) * (cap / r))
+        self._rows_free = np.searchsorted(need, np.arange(cap + 1), side="right").tolist()
+        self._cache: dict[Job, tuple] = {}
+
+    def reset(self) -> None:
+        """Forget cached job features."""
+        self._cache: dict[Job, tuple] = {}
+
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The job and node rows now."""
-        obs = self._obs
+        # Plain floats, built once per step: windows are short in practice and
+        # a numpy call costs more than a job's four features. A job's size and
+        # estimate features are cached until its estimate changes.
+        m = self.amap.window
         now = float(view.env.now)
-        obs[...] = 0.0
         cap = self._capacity
+        t = self._t
+        cache = self._cache
+        if len(cache) > 4096:   # whole-trace episodes: keep it bounded
+            cache.clear()
         oldest = view.queue.first()
-        for i, job in enumerate(agent.window):
+        job_rows: list[tuple] = []
+        last = 0     # job rows past the last present job stay zero
+        window = agent.window
+        if agent.slots is not None and agent.level == 1:
+            # A head window (the first len(slots) queued jobs, then empty slots).
+            window = window[:len(agent.slots)]
+        for i, job in enumerate(window):
             if job is None:
+                job_rows.append((0.0, 0.0, 0.0, 0.0))
                 continue
-            obs[2 * i, 0] = min(1.0, job.procs / cap)
-            obs[2 * i, 1] = self._t(job.estimate)
-            obs[2 * i + 1, 0] = 1.0 if job is oldest else 0.0
-            obs[2 * i + 1, 1] = self._t(now - job.submit)
+            last = i + 1
+            est = job.estimate
+            cached = cache.get(job)
+            if cached is None or cached[0] != est:
+                cached = cache[job] = (est, min(1.0, job.procs / cap), t(est))
+            job_rows.append((cached[1], cached[2], 1.0 if job is oldest else 0.0,
+                             t(now - job.submit)))
+        # Node rows: the rows whose units are free now, then for each expected
+        # end (in order) the rows it completes, then rows never freed.
+        rows_free = self._rows_free
         r = self.cfg.node_rows
-        ends = view.ends()
         free = view.cluster.free
-        # Units free by each expected end (cumulative), then the time at which
-        # the k-th quantile of units is free, one row per quantile.
-        need = np.ceil(np.arange(1, r + 1) * (cap / r))
-        base = 2 * self.amap.window
-        if ends:
-            times = np.fromiter((t for t, _, _ in ends), dtype=np.float64, count=len(ends))
-            avail = free + np.cumsum([job.procs for _, _, job in ends])
-            k = np.searchsorted(avail, need, side="left")
-            at = np.where(need <= free, now, np.where(k < len(ends), times[np.minimum(k, len(ends) - 1)],
-                                                      np.inf))
-        else:
-            at = np.where(need <= free, now, np.inf)
-        delta = np.maximum(at - now, 0.0)
-        obs[base:, 0] = (delta == 0.0)
-        with np.errstate(invalid="ignore"):
-            obs[base:, 1] = np.where(np.isfinite(delta),
-                                     np.minimum(1.0, np.log1p(delta) / self._log_max_time), 1.0)
-        return obs.copy()
+        done = rows_free[min(free, cap)]
+        values = [(1.0, 0.0)]
+        counts = [done]
+        avail = free
+        for t_end, _, job in view.ends():
+            if done >= r:
+                break
+            avail += job.procs
+            upto = rows_free[min(avail, cap)]
+            if upto > done:
+                delta = t_end - now
+                if delta > 0.0:
+                    values.append((0.0, min(1.0, math.log1p(delta) / self._log_max_time)))
+                else:
+                    values.append((1.0, 0.0))
+                counts.append(upto - done)
+                done = upto
+        values.append((0.0, 1.0))
+        counts.append(r - done)
+        obs = np.empty(self.space.shape, dtype=np.float32)
+        if last:
+            del job_rows[last:]
+            obs[:2 * last].reshape(last, 4)[:] = job_rows
+        obs[2 * last:2 * m] = 0.0
+        obs[2 * m:] = np.repeat(values, counts, axis=0)
+        return obs
 
 
 class KillEncoder(Encoder):
