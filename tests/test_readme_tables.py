@@ -72,3 +72,11 @@ def test_readme_prints_the_recorded_full_table():
     # the figures the prose quotes come from the same table
     cell = RECORDED["full"]["figures"]["model=tsafrir/f1+conservative/bsld_mean"]
     assert f"{cell['mean']:.1f}" in table
+
+
+def test_readme_prints_the_recorded_vasp_table():
+    # every column but the speed, as benchmarks/readme_tables.py --vasp recorded it
+    # (tests/test_vasp_figures.py checks that a reduced run still gives these rows)
+    script = _script()
+    table = script.readme_vasp_table((ROOT / "README.md").read_text())
+    assert script.without_speed(table) == RECORDED["vasp"]["table_without_speed"]
