@@ -203,5 +203,4 @@ def _mk(path: Path) -> Path:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # this checkout's code, not an installed copy
     sys.exit(main())
