@@ -1,0 +1,206 @@
+"""Regenerate the study table the README prints, and the reduced figures that check it.
+
+The README shows the table of ``python -m cosim sweep scenarios/study-lublin.yaml``
+(3 policies x 10 seeds x 2 settings of 2,000 Lublin jobs). It is seeded, so it
+reproduces exactly on the same library releases; this script makes it again
+instead of it being pasted by hand::
+
+    python benchmarks/readme_tables.py                  # the full study (a few minutes), printed
+    python benchmarks/readme_tables.py --serial --update
+        # ... and written into README.md and tests/readme_tables.json
+    python benchmarks/readme_tables.py --record-reduced
+        # the reduced study's figures into tests/readme_tables.json
+    python benchmarks/readme_tables.py --vasp [RESULTS_DIR] [--update]
+        # the table of ``python -m cosim run scenarios/vasp.yaml`` (a few minutes;
+        # or from a finished results folder's comparison.json)
+
+``tests/test_readme_tables.py`` runs the reduced study (the same file with 3
+seeds of 300 jobs, 999 bootstrap resamples: a few seconds) and checks that it
+gives the recorded figures (means and interval ends to 1e-9 relative), and
+that the README holds the recorded full table. For the VASP table, whose
+``@rnn`` rows take minutes, ``tests/test_vasp_figures.py`` checks a reduced
+run; here the test only checks that the README's table is the recorded one.
+``--vasp --update`` writes every column but the last (speed, which depends on
+the machine and its load) into the README and keeps the README's speed
+column. A change that moves schedules
+(a policy fix) fails the reduced check; re-record both with the commands above.
+
+Results go under ``out/`` (ignored by git), never into the checkout's root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "scenarios" / "study-lublin.yaml"
+FIGURES = ROOT / "tests" / "readme_tables.json"
+README = ROOT / "README.md"
+
+#: The reduced study: the README's study file with fewer, shorter runs.
+REDUCED = {"seeds": [1, 2, 3], "set": {"workload.jobs": 300}, "bootstrap": 999, "plots": False}
+
+
+def study_file(folder: Path, reduced: bool) -> Path:
+    """The README's study file, or its reduced variant, written into ``folder``.
+
+    The scenario path is made absolute so that the copy runs from anywhere.
+    """
+    doc = yaml.safe_load(STUDY.read_text())
+    doc["scenario"] = str((STUDY.parent / doc["scenario"]).resolve())
+    if reduced:
+        doc["seeds"] = REDUCED["seeds"]
+        doc["set"] = {**doc.get("set", {}), **REDUCED["set"]}
+        doc["bootstrap"] = REDUCED["bootstrap"]
+        doc["plots"] = REDUCED["plots"]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / STUDY.name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def run(out: Path, *, reduced: bool, serial: bool = True, quiet: bool = True
+        ) -> tuple[str, list[dict[str, Any]]]:
+    """Run the (reduced) study into ``out``; return its printed table and report rows."""
+    from cosim.studies import run_study
+
+    lines: list[str] = []
+    path = study_file(out / "study", reduced)
+    rc = run_study(path, out=out / "results", serial=serial, quiet=quiet, echo=lines.append)
+    if rc != 0:
+        raise SystemExit(f"error: the study had failed runs (exit {rc}): see {out}/results")
+    # lines: the plan line, "N runs in T s", the table, "results: ..."; keep the table only
+    table = next(m for m in lines if m.startswith(("setting ", "policy ")))
+    rows = json.loads((out / "results" / "report.json").read_text())["rows"]
+    return table, rows
+
+
+def figures(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """``{"setting/policy/metric": {mean, low, high}}`` from the report's rows."""
+    return {f"{r['setting']}/{r['policy']}/{r['metric']}":
+            {k: round(float(r[k]), 9) for k in ("mean", "low", "high")} for r in rows}
+
+
+def vasp_table(results: Path | None, out: Path) -> str:
+    """The comparison table of ``scenarios/vasp.yaml``: from ``results``' comparison.json
+    when given, else by running the scenario into ``out``."""
+    from cosim.compose.table import comparison_table
+
+    if results is None:
+        from cosim.compose import run_scenario
+        from cosim.config import load_scenario
+
+        scenario = load_scenario(ROOT / "scenarios" / "vasp.yaml")
+        run_scenario(scenario, list(scenario.scheduler.policies), out / "vasp",
+                     base_dir=ROOT / "scenarios", plots=False, echo=None)
+        results = out / "vasp"
+    doc = json.loads((results / "comparison.json").read_text())
+    # in the run's order (the file's keys are sorted)
+    return comparison_table({p["policy"]: doc["summaries"][p["policy"]] for p in doc["policies"]})
+
+
+def without_speed(table: str) -> list[str]:
+    """The table's lines without the last column (speed, machine-dependent)."""
+    lines = table.splitlines()
+    last = len(lines[1].split()[-1]) + 2          # the dashes under the last header, and the gap
+    return [line[:-last].rstrip() for line in lines]
+
+
+def readme_vasp_table(text: str) -> str:
+    """The ``cosim run scenarios/vasp.yaml`` table as the README prints it."""
+    start = text.index("$ python -m cosim run scenarios/vasp.yaml\n")
+    first = text.index("\n", start) + 1
+    return text[first:text.index("\nresults: ", first)]
+
+
+def update_readme_vasp(table: str) -> None:
+    """Write ``table`` into the README, keeping the README's own speed column."""
+    text = README.read_text()
+    old = readme_vasp_table(text)
+    old_lines, new_lines = old.splitlines(), table.splitlines()
+    if [r.split()[0] for r in old_lines[2:]] != [r.split()[0] for r in new_lines[2:]]:
+        raise SystemExit("error: the README's VASP table has other policies; paste it by hand")
+    width = len(old_lines[1].split()[-1])
+    if len(new_lines[1].split()[-1]) != width:
+        raise SystemExit("error: the speed column changed width; paste the table by hand")
+    merged = [new[:len(new) - width] + old_line[len(old_line) - width:]
+              for new, old_line in zip(new_lines, old_lines)]
+    README.write_text(text.replace(old, "\n".join(merged)))
+
+
+def _load() -> dict[str, Any]:
+    return json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
+
+
+def _save(doc: dict[str, Any]) -> None:
+    FIGURES.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def update_readme(table: str) -> None:
+    """Replace the study table in the README's ``cosim sweep`` block."""
+    text = README.read_text()
+    start = text.index("$ python -m cosim sweep scenarios/study-lublin.yaml")
+    first = text.index("\nsetting ", start) + 1
+    end = text.index("\nresults: ", first)
+    README.write_text(text[:first] + table + text[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--serial", action="store_true", help="run in this process, without Ray")
+    ap.add_argument("--update", action="store_true",
+                    help="write the full table into README.md and tests/readme_tables.json")
+    ap.add_argument("--record-reduced", action="store_true",
+                    help="run only the reduced study and record its figures")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results folder (default: a fresh one under out/readme-tables)")
+    ap.add_argument("--vasp", nargs="?", const="", default=None, metavar="RESULTS_DIR",
+                    help="the VASP table instead (from RESULTS_DIR's comparison.json if given)")
+    args = ap.parse_args(argv)
+    base = args.out or Path(tempfile.mkdtemp(prefix="run-", dir=_mk(ROOT / "out/readme-tables")))
+    if args.vasp is not None:
+        table = vasp_table(Path(args.vasp) if args.vasp else None, base)
+        print(table)
+        if args.update:
+            update_readme_vasp(table)
+            doc = _load()
+            doc["vasp"] = {"scenario": "scenarios/vasp.yaml", "table_without_speed":
+                           without_speed(table)}
+            _save(doc)
+            print(f"written: {README.relative_to(ROOT)}, {FIGURES.relative_to(ROOT)}",
+                  file=sys.stderr)
+        return 0
+    if args.record_reduced:
+        table, rows = run(base, reduced=True)
+        doc = _load()
+        doc["reduced"] = {"study": STUDY.name, **{k: v for k, v in REDUCED.items()},
+                          "figures": figures(rows), "table": table}
+        _save(doc)
+        print(table)
+        return 0
+    table, rows = run(base, reduced=False, serial=args.serial, quiet=False)
+    print(table)
+    if args.update:
+        doc = _load()
+        doc["full"] = {"study": STUDY.name, "figures": figures(rows), "table": table}
+        _save(doc)
+        update_readme(table)
+        print(f"written: {README.relative_to(ROOT)}, {FIGURES.relative_to(ROOT)}",
+              file=sys.stderr)
+    return 0
+
+
+def _mk(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

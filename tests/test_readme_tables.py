@@ -1,0 +1,82 @@
+"""The README's study table is made by a script, and a reduced run of it reproduces.
+
+``benchmarks/readme_tables.py`` runs ``scenarios/study-lublin.yaml`` and writes
+its table into the README and ``tests/readme_tables.json``. The full study
+takes minutes, so the test runs a reduced one (the same study file with 3
+seeds of 300 jobs, 999 bootstrap resamples) and checks its figures against
+the recorded ones. Tolerance: 1e-9 relative (the runs are seeded and the
+bootstrap too, so the figures are exact; the slack only absorbs the last bit
+of a float's printed form). A deliberate change of schedules re-records::
+
+    python benchmarks/readme_tables.py --record-reduced
+    python benchmarks/readme_tables.py --serial --update
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = json.loads((ROOT / "tests" / "readme_tables.json").read_text())
+REL = 1e-9
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("readme_tables",
+                                                  ROOT / "benchmarks" / "readme_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _close(got: float, want: float) -> bool:
+    if math.isnan(want):
+        return math.isnan(got)
+    return abs(got - want) <= REL * max(abs(want), 1.0)
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory):
+    return _script().run(tmp_path_factory.mktemp("readme-tables"), reduced=True)
+
+
+def test_reduced_study_reproduces_its_recorded_figures(reduced):
+    table, rows = reduced
+    got = _script().figures(rows)
+    want = RECORDED["reduced"]["figures"]
+    assert set(got) == set(want)
+    for key, cell in want.items():
+        for end in ("mean", "low", "high"):
+            assert _close(got[key][end], cell[end]), \
+                f"{key} {end}: {got[key][end]} vs recorded {cell[end]} (tolerance {REL:g} rel)"
+    assert table == RECORDED["reduced"]["table"]
+
+
+def test_the_reduced_study_is_the_readme_study_made_smaller():
+    # the same policies, settings and metrics as the full table, only fewer runs
+    want = {k.split("/", 1)[1] for k in RECORDED["reduced"]["figures"]}
+    full = {k.split("/", 1)[1] for k in RECORDED["full"]["figures"]}
+    assert want == full
+
+
+def test_readme_prints_the_recorded_full_table():
+    readme = (ROOT / "README.md").read_text()
+    table = RECORDED["full"]["table"]
+    assert table in readme, "README's study table differs from tests/readme_tables.json " \
+        "(python benchmarks/readme_tables.py --serial --update)"
+    # the figures the prose quotes come from the same table
+    cell = RECORDED["full"]["figures"]["model=tsafrir/f1+conservative/bsld_mean"]
+    assert f"{cell['mean']:.1f}" in table
+
+
+def test_readme_prints_the_recorded_vasp_table():
+    # every column but the speed, as benchmarks/readme_tables.py --vasp recorded it
+    # (tests/test_vasp_figures.py checks that a reduced run still gives these rows)
+    script = _script()
+    table = script.readme_vasp_table((ROOT / "README.md").read_text())
+    assert script.without_speed(table) == RECORDED["vasp"]["table_without_speed"]
