@@ -214,7 +214,7 @@ def test_report_removes_stale_figures_and_temporary_files(tmp_path):
 
 def _figures(monkeypatch):
     """Capture every figure the report draws, before it is closed."""
-    import cosim.report as report
+    import cosim.report.figures as report  # the module whose figures call _save
 
     captured = {}
     real = report._save

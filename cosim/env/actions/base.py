@@ -1,0 +1,249 @@
+"""The shared part of the action models: the index map and the scheduler-side base.
+
+:class:`AgentPolicy` posts each decision point as a SimPy event that the Gym
+environment answers (:meth:`AgentPolicy.answer`), or, for a trained agent run
+as a plain policy, asks an ``act(observation, mask)`` function in process
+(:meth:`AgentPolicy.acting`). The models themselves are described in
+:mod:`cosim.env.actions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from cosim.job import Job, JobState, Mode
+from cosim.policies.backfill import easy_admits, easy_backfill_list, easy_backfill_scan
+from cosim.policy import Decision, SchedulerView, reserve, start
+
+
+@dataclass(frozen=True)
+class ActionMap:
+    """Where each kind of action lives in the flat index space.
+
+    Attributes:
+        m_head: job slots from the head of the queue (for ``select`` and
+            ``dras``: all the job slots).
+        m_tail: job slots from the tail of the queue (``start`` only).
+        kill_slots: running jobs the agent may kill (``start`` only).
+        has_wait: whether a Wait/Fwd index follows the job slots.
+    """
+
+    m_head: int
+    m_tail: int
+    kill_slots: int
+    has_wait: bool = True
+
+    @property
+    def window(self) -> int:
+        """Job slots M = M_head + M_tail."""
+        return self.m_head + self.m_tail
+
+    @property
+    def wait(self) -> int:
+        """Index of Wait / Fwd (-1 when the model has none)."""
+        return self.window if self.has_wait else -1
+
+    @property
+    def kill0(self) -> int:
+        """Index of kill slot 0."""
+        return self.window + (1 if self.has_wait else 0)
+
+    @property
+    def n(self) -> int:
+        """Number of actions."""
+        return self.kill0 + self.kill_slots
+
+
+class AgentPolicy:
+    """A policy whose choices come from an agent; subclasses are the action models.
+
+    The scheduler calls :meth:`decide` at each decision point. It runs the
+    model's automatic decisions (:meth:`automatic`), then, while the model
+    wants a choice (:meth:`refresh`), gets one action (from the environment
+    through a posted event, or from ``act``) and turns it into decisions
+    (:meth:`perform`). The window (:attr:`window`), the running slots
+    (:attr:`kill_jobs`) and the mask (:attr:`mask`) always describe the
+    choice being asked, so observations and actions refer to the same jobs.
+
+    Args:
+        amap: the action index map.
+        on_post: called with the request event when a choice is wanted.
+        guard_wait: starvation guard (s), or None.
+    """
+
+    name = "agent"
+    kind = ""
+    static_key = None    # the queue order the scheduler keeps (arrival order)
+
+    def __init__(self, amap: ActionMap, on_post: Callable[[simpy.Event], None] | None = None,
+                 guard_wait: float | None = None):
+        self.amap = amap
+        self.on_post = on_post
+        self.guard_wait = guard_wait
+        self.window: list[Job | None] = [None] * amap.window
+        self.kill_jobs: list[Job | None] = [None] * amap.kill_slots
+        self.mask = np.zeros(amap.n, dtype=np.int8)
+        self.request: simpy.Event | None = None
+        self.action = -1
+        self.last_kind = ""
+        self.level = 1            # dras: the level being asked
+        self.reserved: Job | None = None
+        self.slots = None      # queue slots of the window's jobs, when the model keeps them
+        self.backfill = "none"
+        self._easy_state: tuple | None = None   # shadow, extra units and memory of the reservation
+        self._act: Callable | None = None
+        self._observe: Callable | None = None
+
+    def acting(self, observe: Callable, act: Callable[[np.ndarray, np.ndarray], int], *,
+               name: str = "agent") -> AgentPolicy:
+        """Answer in process: ``act(observe(view, self), mask)`` picks each action.
+
+        A trained agent run this way (``rl:DIR`` in ``python -m cosim run``)
+        makes exactly the choices it would make in the environment.
+        """
+        self._observe, self._act, self.name = observe, act, name
+        return self
+
+    # -- the scheduler's side ------------------------------------------------------
+    def decide(self, view: SchedulerView) -> Iterator[Decision | simpy.Event]:
+        """Automatic decisions, then one agent choice after another (see the class docstring)."""
+        yield from self.automatic(view)
+        while self.refresh(view):
+            yield from self.before_asking(view)
+            if self._act is None:
+                request = self.request = view.env.event()
+                self.on_post(request)
+                yield request            # answered by :meth:`answer`; nothing to apply
+                action = self.action
+            else:
+                action = self.validate(int(self._act(self._observe(view, self), self.mask)))
+                self.last_kind = self.kind_of(action)
+            stop = yield from self.perform(action, view)
+            if stop:
+                return
+
+    def answer(self, action: int) -> str:
+        """Answer the pending request with ``action``; returns its kind (see :meth:`kind_of`)."""
+        action = self.action = self.validate(int(action))
+        self.last_kind = self.kind_of(action)
+        request, self.request = self.request, None
+        request.succeed(None)
+        return self.last_kind
+
+    def validate(self, action: int) -> int:
+        """``action`` if legal, else Wait where the model has it, else the first legal action."""
+        if 0 <= action < self.amap.n and self.mask[action]:
+            return action
+        if self.amap.has_wait and self.mask[self.amap.wait]:
+            return self.amap.wait
+        return int(np.argmax(self.mask))
+
+    # -- what each model defines ---------------------------------------------------------
+    def automatic(self, view: SchedulerView) -> Iterator[Decision]:
+        """Decisions taken without asking at the start of a pass."""
+        yield from ()
+
+    def refresh(self, view: SchedulerView) -> bool:
+        """Recompute window, running slots and mask; whether the agent is asked now."""
+        raise NotImplementedError
+
+    def before_asking(self, view: SchedulerView) -> Iterator[Decision]:
+        """Decisions the state just refreshed calls for, before the agent is asked."""
+        yield from ()
+
+    def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
+        """The decisions of a legal ``action``; returns True to end the pass."""
+        raise NotImplementedError
+
+    def kind_of(self, action: int) -> str:
+        """``start``, ``wait``, ``kill``, ``select``, ``reserve`` or ``backfill``."""
+        raise NotImplementedError
+
+    # -- shared pieces -------------------------------------------------------------------
+    def _guarded(self, view: SchedulerView, head: Job | None) -> bool:
+        """Whether the queue's oldest job has waited past the guard."""
+        return (self.guard_wait is not None and head is not None
+                and view.now - head.submit >= self.guard_wait)
+
+    def _fill_head(self, view: SchedulerView, m: list[int], n: int) -> list[Job]:
+        """Put the first ``n`` queued jobs (arrival order) in the window; mark present ones legal.
+
+        Also records their queue slots (:attr:`slots`) so encoders can read the
+        queue's columns without touching the jobs.
+        """
+        q = view.queue
+        if q.small():
+            jobs = q.live_jobs()[:n]
+            self.slots = [j.queue_slot for j in jobs]
+        else:
+            slots = q.slots()[:n]
+            self.slots = slots
+            qjobs = q.jobs
+            jobs = [qjobs[s] for s in slots.tolist()]
+        k = len(jobs)
+        self.window[:] = jobs + [None] * (len(self.window) - k)
+        m[:k] = [1] * k
+        return jobs
+
+    def _keep_reservation(self, view: SchedulerView) -> Iterator[Decision]:
+        """Start the reserved job if it fits now; else renew its promise and backfill around it.
+
+        Returns whether the reservation still holds. Like EASY's own pass, a
+        pass after arrivals only (nothing freed, no expectation changed: the
+        shadow time and the extra units are the previous pass's) checks just
+        the new jobs; the earlier candidates were refused under the same shadow
+        time, and time only makes the test stricter.
+        """
+        job = self.reserved
+        if job is None:
+            return False
+        if job.state != JobState.QUEUED:
+            self.reserved = None
+            return False
+        cl = view.cluster
+        if cl.fits_now(job.procs, job.mem):
+            self.reserved = None
+            self._easy_state = None
+            yield start(job, Mode.READY, "agent reservation reached")
+            return False
+        q = view.queue
+        now = view.now
+        state = self._easy_state
+        if state is None or view.released:
+            shadow, extra, extra_mem = view.shadow(job.procs, job.mem)
+            if shadow != job.promised:
+                yield reserve(job, shadow, "agent reservation")
+            candidates = None
+        else:
+            shadow, extra, extra_mem = state
+            candidates = [j for j in view.new_jobs if j in q]
+            if not q.key_monotone and len(candidates) > 1:
+                key = q.key
+                candidates.sort(key=lambda j: key[j.queue_slot])
+        if self.backfill == "easy" and cl.free > 0 and (candidates or
+                                                        (candidates is None and q.min_procs() <= cl.free)):
+            if candidates is None and not q.small():
+                backfill = easy_backfill_scan(q, cl, now, shadow, extra, extra_mem)
+            else:
+                if candidates is None:
+                    free, free_mem = cl.free, cl.free_mem
+                    candidates = [j for j in q.live_jobs()
+                                  if j is not job and j.procs <= free and j.mem <= free_mem
+                                  and easy_admits(j, now, shadow, extra, extra_mem)]
+                    if not q.key_monotone and len(candidates) > 1:
+                        key = q.key
+                        candidates.sort(key=lambda j: key[j.queue_slot])
+                backfill = easy_backfill_list(candidates, cl, now, shadow, extra, extra_mem)
+            extra, extra_mem = yield from backfill
+        self._easy_state = (shadow, extra, extra_mem)
+        return True
+
+    def _reserve(self, job: Job, view: SchedulerView) -> Iterator[Decision]:
+        """Reserve ``job`` at its shadow time (and backfill around it, for ``select``)."""
+        self.reserved = job
+        self._easy_state = None
+        yield from self._keep_reservation(view)
