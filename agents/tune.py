@@ -2,7 +2,7 @@
 
 The operator's question: given my cluster's history, is there a policy that
 would have done better than the best classic heuristic with EASY on what
-came after? The command answers it with :mod:`cosim.studies.protocol`:
+came after? The command answers it with :mod:`cosim.evaluation`:
 
 1. The workload is cut in time order (``--split 0.5 0.7``: train on the
    first half, validate on the next 20 %, test on the last 30 %).
@@ -41,8 +41,7 @@ import numpy as np
 
 from cosim.config import load_scenario
 from cosim.errors import InputError
-from cosim.policies.priority import FEATURES, POLICY_FILE, PriorityWeights, heuristic_weights
-from cosim.studies.protocol import (
+from cosim.evaluation import (
     CLASSIC,
     Evaluator,
     best_heuristic,
@@ -51,6 +50,7 @@ from cosim.studies.protocol import (
     compare,
     default_processes,
 )
+from cosim.policies.priority import FEATURES, POLICY_FILE, PriorityWeights, heuristic_weights
 from cosim.workloads.loading import load_workload, resolve_machine
 
 __all__ = ["tune", "add_parser", "run"]

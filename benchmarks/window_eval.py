@@ -2,7 +2,7 @@
 
 What ``python -m agents tune`` spends its budget on: each CMA-ES candidate is
 simulated on every training window. This times
-:class:`cosim.studies.protocol.Evaluator` on windows of 256 jobs of
+:class:`cosim.evaluation.Evaluator` on windows of 256 jobs of
 ``scenarios/lublin256.yaml`` (exact estimates, 256 cores, EASY), for a static
 priority (SAF+EASY as a point of the priority space) and a dynamic one (a
 wait/estimate term, keys recomputed every pass), in one process and in 2
@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from cosim.config import load_scenario
+from cosim.evaluation import Evaluator, windows
 from cosim.policies.priority import FEATURES, PriorityWeights, heuristic_weights
-from cosim.studies.protocol import Evaluator, windows
 from cosim.workloads.loading import load_workload
 
 

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from cosim.config import load_scenario
-from cosim.policies.priority import PriorityWeights, heuristic_weights
-from cosim.studies.protocol import (
+from cosim.evaluation import (
     CLASSIC,
     Evaluator,
     ProtocolError,
@@ -18,6 +17,7 @@ from cosim.studies.protocol import (
     run_window,
     windows,
 )
+from cosim.policies.priority import PriorityWeights, heuristic_weights
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import load_workload
 

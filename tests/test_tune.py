@@ -8,8 +8,8 @@ import numpy as np
 
 from agents.__main__ import main
 from agents.tune import tune
+from cosim.evaluation import CLASSIC
 from cosim.policies import make_policy
-from cosim.studies.protocol import CLASSIC
 
 FIELDS = 18
 
