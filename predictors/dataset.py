@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cosim.errors import InputError
+from cosim.workloads.loading import available_memory
 from cosim.workloads.vasp import CATEGORICAL, FEATURES, generate_vasp
 
 __all__ = [
@@ -237,21 +238,6 @@ def write_dataset(jobs: Mapping[str, Any], progress: Mapping[str, Any], out_dir:
 #: (measured: going from 2,000 to 8,000 jobs raised the peak by 36 KB a job),
 #: with a margin.
 GENERATE_BYTES_PER_JOB = 48_000
-
-
-def available_memory() -> int | None:
-    """Bytes of memory this machine can still give (``MemAvailable``), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def check_generate_fits(n_jobs: int, where: str = "--jobs") -> None:

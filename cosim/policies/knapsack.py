@@ -19,7 +19,7 @@ a set whose memory does not fit and then start only part of it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from math import ceil, floor, gcd
 
 import numpy as np
@@ -34,6 +34,15 @@ __all__ = ["KnapsackPolicy", "knapsack", "knapsack2", "MAX_CELLS"]
 MAX_CELLS = 1 << 18
 
 
+def _scaled(weights: Sequence[int], capacity: int) -> tuple[int, list[int]]:
+    """Capacity and weights divided by the weights' greatest common divisor (same answer)."""
+    g = 0
+    for w in weights:
+        g = gcd(g, int(w))
+    g = max(g, 1)
+    return int(capacity) // g, [int(w) // g for w in weights]
+
+
 def knapsack(weights: list[int], values: list[float], capacity: int) -> list[int]:
     """Indices of the subset with the largest total value whose weights fit ``capacity``.
 
@@ -45,12 +54,7 @@ def knapsack(weights: list[int], values: list[float], capacity: int) -> list[int
     >>> knapsack([6, 5, 5], [1.0, 0.7, 0.7], 10)
     [1, 2]
     """
-    g = 0
-    for w in weights:
-        g = gcd(g, int(w))
-    g = max(g, 1)
-    cap = int(capacity) // g
-    scaled = [int(w) // g for w in weights]
+    cap, scaled = _scaled(weights, capacity)
     best = np.zeros(cap + 1)
     take = np.zeros((len(scaled), cap + 1), dtype=bool)
     for i, (w, v) in enumerate(zip(scaled, values)):
@@ -112,12 +116,7 @@ def knapsack2(weights: list[int], mems: list[float], values: list[float], capaci
     >>> knapsack2([6, 5, 5], [2.0, 5.0, 5.0], [1.0, 0.7, 0.7], 10, 10.0)
     [1, 2]
     """
-    g = 0
-    for w in weights:
-        g = gcd(g, int(w))
-    g = max(g, 1)
-    cap = int(capacity) // g
-    scaled = [int(w) // g for w in weights]
+    cap, scaled = _scaled(weights, capacity)
     mem_units, mcap = _memory_units([float(m) for m in mems], float(mem_capacity),
                                     max(1, max_cells // (cap + 1) - 1))
     best = np.zeros((cap + 1, mcap + 1))

@@ -96,7 +96,7 @@ def resolve_machine(scenario: Scenario, workload: Workload) -> Scenario:
 BYTES_PER_JOB = 4096
 
 
-def _available_memory() -> int | None:
+def available_memory() -> int | None:
     """Bytes of memory available to a new allocation (Linux), or None when unknown."""
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -118,7 +118,7 @@ def check_jobs_fit_memory(n_jobs: int, where: str = "workload.jobs") -> None:
         ScenarioError: ``n_jobs`` x :data:`BYTES_PER_JOB` exceeds the memory
             available now (a 10^11-job workload would ask for terabytes).
     """
-    avail = _available_memory()
+    avail = available_memory()
     if avail is None or n_jobs * BYTES_PER_JOB <= avail:
         return
     most = avail // BYTES_PER_JOB
