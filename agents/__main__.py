@@ -139,6 +139,17 @@ def _parser() -> argparse.ArgumentParser:
                         "the position is saved in checkpoints")
     t.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
                    help="set any cosim.env.SchedulingEnv keyword, e.g. --env max_time=200000")
+    t.add_argument("--paired", default=None, metavar="BASELINE",
+                   help="paired learning signal: the episode's return is its advantage over "
+                        "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
+                        "(cosim.env.wrappers.PairedReturn)")
+    t.add_argument("--paired-mode", choices=("replace", "add"), default="replace",
+                   help="with --paired: replace the per-step rewards (default) or add to them")
+    t.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
+                   help="with --paired: the episode metric compared (mean bsld or mean wait)")
+    t.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
+                   help="with --paired: skip training windows where FCFS, SJF and SAF with "
+                        "EASY are within relative spread X (nothing to learn there)")
     t.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
     t.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="set any hyper-parameter of the algorithm's Args (agents.ppo.Args, "
@@ -376,7 +387,23 @@ def _env_config(ns) -> dict[str, Any]:
     if clash:
         raise InputError(f"--env {clash[0]}", "set twice", "one of --env and its own flag")
     env_config.update(extra)
+    if ns.paired is not None:
+        env_config["paired"] = {"baseline": ns.paired, "mode": ns.paired_mode,
+                                "metric": ns.paired_metric, "contention_min": ns.contention_min}
+    elif ns.contention_min is not None or ns.paired_mode != "replace" or ns.paired_metric != "bsld":
+        raise InputError("--contention-min/--paired-mode/--paired-metric", "no --paired",
+                         "--paired BASELINE (they set the paired signal)")
     return env_config
+
+
+def _paired_wrap(env_config: dict[str, Any]):
+    """The picklable ``env -> env`` of a saved ``paired`` setting (None without one)."""
+    import functools
+
+    from cosim.env.wrappers import PairedReturn
+
+    paired = env_config.get("paired")
+    return None if not paired else functools.partial(PairedReturn, **paired)
 
 
 def _train(ns) -> int:
@@ -406,6 +433,9 @@ def _train(ns) -> int:
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         env_config = meta["env"]
+        if ns.paired is not None and ns.paired != (env_config.get("paired") or {}).get("baseline"):
+            raise InputError("--paired", f"{ns.paired} with --resume",
+                             "none (a resumed run keeps its paired setting)")
         print(f"resuming {out} at update {meta['update']} (step {meta['global_step']}); "
               "hyper-parameters and environment from the checkpoint", file=sys.stderr)
     else:
@@ -442,7 +472,10 @@ def _train(ns) -> int:
     # Fail fast on a bad scenario or option, before any work; pin the
     # feature scales to the training workload's and machine's.
     probe = pin_scales(env_config)
-    env_fn = EnvFactory(env_config)
+    wrap = _paired_wrap(env_config)
+    if wrap is not None:
+        wrap(probe)   # bad settings fail before any work
+    env_fn = EnvFactory(env_config, wrap=wrap)
     warm = WarmStartSpec(ns.bc_steps, epochs=ns.bc_epochs) if ns.bc_steps and not resuming else None
     tb = _TensorBoard(out)
     try:

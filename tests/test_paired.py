@@ -147,3 +147,47 @@ def test_truncated_episodes_are_refused():
                         episode_end="placed")
     with pytest.raises(InputError, match="completed"):
         PairedReturn(env)
+
+
+# -- python -m agents train --paired -------------------------------------------------------
+SCENARIO = "scenarios/lublin256.yaml"
+TINY = ["--steps", "128", "--envs", "2", "--arg", "num_steps=64", "--arg", "num_minibatches=2",
+        "--episode-jobs", "16", "--quiet", "--actions", "select", "--window", "16"]
+
+
+def test_train_with_paired_saves_it_and_resumes_the_same_way(tmp_path, capsys):
+    import torch
+
+    from agents.__main__ import main
+    from agents.checkpoint import load_checkpoint, read_meta
+
+    torch.set_num_threads(1)
+    flags = ["--paired", "saf+easy", "--contention-min", "0.01"]
+    full, split = tmp_path / "full", tmp_path / "split"
+    assert main(["train", SCENARIO, "--out", str(full), "--algo", "a2c", *flags, *TINY]) == 0
+    paired = read_meta(full)["env"]["paired"]
+    assert paired == {"baseline": "saf+easy", "mode": "replace", "metric": "bsld",
+                      "contention_min": 0.01}
+    assert main(["train", SCENARIO, "--out", str(split), "--algo", "a2c", "--time-budget", "0",
+                 *flags, *TINY]) == 0
+    assert main(["train", SCENARIO, "--out", str(split), "--algo", "a2c", "--resume",
+                 "--quiet"]) == 0
+    a, b = load_checkpoint(full)[0], load_checkpoint(split)[0]
+    assert b["update"] == a["update"] > 0
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    # The saved env config still builds the plain env (evaluate, cosim run rl:DIR).
+    assert main(["evaluate", SCENARIO, "--checkpoint", str(full), "--episodes", "1",
+                 "--baseline", "none", "--episode-jobs", "16"]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--contention-min", "0.1"], "expected --paired BASELINE"),
+    (["--paired", "nosuch+easy"], "nosuch"),
+    (["--paired", "saf+easy", "--episode-end", "placed"], "expected completed"),
+])
+def test_paired_user_errors_print_one_line(tmp_path, capsys, argv, message):
+    from agents.__main__ import main
+
+    assert main(["train", SCENARIO, "--out", str(tmp_path / "o"), "--quiet", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and err.startswith("error: ")
