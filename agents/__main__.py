@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="heuristic teacher, e.g. sjf: enables the mimic term (RLSchert eq. 11)")
     t.add_argument("--mimic-coef", type=float, default=None,
                    help="initial imitation weight (default 0.5 with --teacher, else 0)")
+    t.add_argument("--mimic-decay", type=float, default=None, metavar="FRACTION",
+                   help="fraction of the training over which the imitation weight decays "
+                        "linearly to 0 (default 1: the whole run)")
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
@@ -460,6 +463,8 @@ def _train(ns) -> int:
         args.network = ns.network
         mimic_default = 0.5 if ns.teacher and ns.algo != "dql" else 0.0
         args.mimic_coef = ns.mimic_coef if ns.mimic_coef is not None else mimic_default
+        if ns.mimic_decay is not None:
+            args.mimic_decay = ns.mimic_decay
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         _apply_arg_overrides(args, ns.arg)

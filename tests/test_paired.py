@@ -191,3 +191,20 @@ def test_paired_user_errors_print_one_line(tmp_path, capsys, argv, message):
     assert main(["train", SCENARIO, "--out", str(tmp_path / "o"), "--quiet", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_imitation_anneals_to_zero_within_the_decay_horizon(tmp_path):
+    import csv
+
+    import torch
+
+    from agents.__main__ import main
+
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    # 4 updates of 128 decisions; alpha_t = 0.5 * max(0, 1 - (k / 4) / 0.5).
+    assert main(["train", SCENARIO, "--out", str(out), "--algo", "a2c", "--teacher", "saf",
+                 "--paired", "saf+easy", "--mimic-decay", "0.5", *TINY, "--steps", "512"]) == 0
+    with open(out / "curve.csv", encoding="utf-8") as fh:
+        coefs = [float(r["mimic_coef"]) for r in csv.DictReader(fh)]
+    assert coefs == [0.5, 0.25, 0.0, 0.0]
