@@ -9,6 +9,8 @@ Examples::
     python -m agents train scenarios/lublin256.yaml --algo pg --actions dras \
         --curriculum sampled=20,periods=20,synthetic=20 --reward capacity --out runs/dras
     python -m agents train scenarios/lublin256.yaml --algo dql --actions dras --out runs/dql
+    python -m agents train scenarios/lublin256.yaml --actions select --paired saf+easy \
+        --contention-min 0.02 --out runs/paired     # return = advantage over SAF+EASY
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --episodes 10
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --set cluster.nodes=1024
 
