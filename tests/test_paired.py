@@ -208,3 +208,14 @@ def test_imitation_anneals_to_zero_within_the_decay_horizon(tmp_path):
     with open(out / "curve.csv", encoding="utf-8") as fh:
         coefs = [float(r["mimic_coef"]) for r in csv.DictReader(fh)]
     assert coefs == [0.5, 0.25, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_clone_that_reproduces_the_baseline_scores_zero_on_lublin_windows(seed):
+    # select with SAF's backfill order, answering as SAF would, is SAF+EASY's
+    # schedule: the paired advantage is exactly 0 on any window.
+    env = SchedulingEnv(SCENARIO, actions="select", window=32, backfill_order="saf",
+                        episode_jobs=48, teacher="saf")
+    rewards, info = _play(PairedReturn(env, baseline="saf+easy"),
+                          lambda info: info["teacher_action"], seed=seed)
+    assert info["paired_advantage"] == 0.0 and sum(rewards) == 0.0
