@@ -131,6 +131,10 @@ def test_contention_filter_gives_up_after_max_skips():
     env = _env(contention_min=0.01, max_skips=3)
     _, info = env.reset(seed=0)
     assert (info["paired_skipped"], info["paired_contended"]) == (3, False)
+    # A workload given to reset is played as given.
+    _, info = env.reset(seed=0, options={"jobs": HAND})
+    assert info["paired_skipped"] == 0
+    assert info["paired_baseline"] == pytest.approx(FCFS_BSLD, rel=1e-12)
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -166,14 +166,18 @@ class PairedReturn(gym.Wrapper):
     def reset(self, *, seed=None, options=None):
         """Reset; with ``contention_min``, draw again past windows with nothing to learn.
 
+        A workload given as ``options={"jobs": ...}`` is played as given.
+
         The windows skipped follow from the reset seed (the env's own generator
         draws them), so a resumed run replays the same episodes.
         """
         obs, info = self.env.reset(seed=seed, options=options)
         skipped, contended = 0, True
+        # A workload given in the options is played as given, never skipped.
+        filtering = self.contention_min is not None and "jobs" not in (options or {})
         while True:
             values = self._window_values(self.env.unwrapped.simulation.workload)
-            if self.contention_min is None:
+            if not filtering:
                 break
             low, high = min(values.values()), max(values.values())
             contended = not (high <= low * (1.0 + self.contention_min))
