@@ -9,6 +9,8 @@ Examples::
     python -m agents train scenarios/lublin256.yaml --algo pg --actions dras \
         --curriculum sampled=20,periods=20,synthetic=20 --reward capacity --out runs/dras
     python -m agents train scenarios/lublin256.yaml --algo dql --actions dras --out runs/dql
+    python -m agents train scenarios/lublin256.yaml --actions select --paired saf+easy \
+        --contention-min 0.02 --out runs/paired     # return = advantage over SAF+EASY
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --episodes 10
     python -m agents evaluate scenarios/lublin256.yaml --checkpoint runs/a --set cluster.nodes=1024
 
@@ -73,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="heuristic teacher, e.g. sjf: enables the mimic term (RLSchert eq. 11)")
     t.add_argument("--mimic-coef", type=float, default=None,
                    help="initial imitation weight (default 0.5 with --teacher, else 0)")
+    t.add_argument("--mimic-decay", type=float, default=None, metavar="FRACTION",
+                   help="fraction of the training over which the imitation weight decays "
+                        "linearly to 0 (default 1: the whole run)")
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
@@ -139,6 +144,17 @@ def _parser() -> argparse.ArgumentParser:
                         "the position is saved in checkpoints")
     t.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
                    help="set any cosim.env.SchedulingEnv keyword, e.g. --env max_time=200000")
+    t.add_argument("--paired", default=None, metavar="BASELINE",
+                   help="paired learning signal: the episode's return is its advantage over "
+                        "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
+                        "(cosim.env.wrappers.PairedReturn)")
+    t.add_argument("--paired-mode", choices=("replace", "add"), default="replace",
+                   help="with --paired: replace the per-step rewards (default) or add to them")
+    t.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
+                   help="with --paired: the episode metric compared (mean bsld or mean wait)")
+    t.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
+                   help="with --paired: skip training windows where FCFS, SJF and SAF with "
+                        "EASY are within relative spread X (nothing to learn there)")
     t.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
     t.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="set any hyper-parameter of the algorithm's Args (agents.ppo.Args, "
@@ -378,7 +394,23 @@ def _env_config(ns) -> dict[str, Any]:
     if clash:
         raise InputError(f"--env {clash[0]}", "set twice", "one of --env and its own flag")
     env_config.update(extra)
+    if ns.paired is not None:
+        env_config["paired"] = {"baseline": ns.paired, "mode": ns.paired_mode,
+                                "metric": ns.paired_metric, "contention_min": ns.contention_min}
+    elif ns.contention_min is not None or ns.paired_mode != "replace" or ns.paired_metric != "bsld":
+        raise InputError("--contention-min/--paired-mode/--paired-metric", "no --paired",
+                         "--paired BASELINE (they set the paired signal)")
     return env_config
+
+
+def _paired_wrap(env_config: dict[str, Any]):
+    """The picklable ``env -> env`` of a saved ``paired`` setting (None without one)."""
+    import functools
+
+    from cosim.env.wrappers import PairedReturn
+
+    paired = env_config.get("paired")
+    return None if not paired else functools.partial(PairedReturn, **paired)
 
 
 def _train(ns) -> int:
@@ -408,6 +440,9 @@ def _train(ns) -> int:
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         env_config = meta["env"]
+        if ns.paired is not None and ns.paired != (env_config.get("paired") or {}).get("baseline"):
+            raise InputError("--paired", f"{ns.paired} with --resume",
+                             "none (a resumed run keeps its paired setting)")
         print(f"resuming {out} at update {meta['update']} (step {meta['global_step']}); "
               "hyper-parameters and environment from the checkpoint", file=sys.stderr)
     else:
@@ -432,6 +467,8 @@ def _train(ns) -> int:
         args.network = ns.network
         mimic_default = 0.5 if ns.teacher and ns.algo != "dql" else 0.0
         args.mimic_coef = ns.mimic_coef if ns.mimic_coef is not None else mimic_default
+        if ns.mimic_decay is not None:
+            args.mimic_decay = ns.mimic_decay
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
         _apply_arg_overrides(args, ns.arg)
@@ -444,7 +481,10 @@ def _train(ns) -> int:
     # Fail fast on a bad scenario or option, before any work; pin the
     # feature scales to the training workload's and machine's.
     probe = pin_scales(env_config)
-    env_fn = EnvFactory(env_config)
+    wrap = _paired_wrap(env_config)
+    if wrap is not None:
+        wrap(probe)   # bad settings fail before any work
+    env_fn = EnvFactory(env_config, wrap=wrap)
     warm = WarmStartSpec(ns.bc_steps, epochs=ns.bc_epochs) if ns.bc_steps and not resuming else None
     tb = _TensorBoard(out)
     try:

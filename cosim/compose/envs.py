@@ -39,6 +39,7 @@ def make_env(env_config: dict[str, Any], **overrides: Any):
     scenario = kwargs.pop("scenario", None)
     scenario_set = kwargs.pop("scenario_set", None) or []
     predictor = kwargs.pop("predictor", None)
+    kwargs.pop("paired", None)   # a training wrapper's settings (agents train --paired), not the env's
     if scenario is None:
         raise InputError("env.scenario", "nothing", "a scenario path or Scenario")
     if isinstance(scenario, str | Path):

@@ -2,15 +2,32 @@
 
 :class:`LevelTeacher` puts a heuristic's action in ``info["teacher_action"]``
 (per DRAS level); :class:`VariableLengthEpisodes` draws each episode's job
-count from its reset seed, so training stays exactly resumable.
+count from its reset seed, so training stays exactly resumable;
+:class:`PairedReturn` measures an episode against a heuristic's schedule of
+the same jobs, and can skip windows where no heuristic order matters.
 """
 
 from __future__ import annotations
 
+import math
+
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["LevelTeacher", "VariableLengthEpisodes"]
+from cosim.errors import InputError
+
+__all__ = ["LevelTeacher", "VariableLengthEpisodes", "PairedReturn", "PAIRED_METRICS",
+           "CONTENTION_POLICIES", "heuristic_metric"]
+
+#: ``PairedReturn(metric=...)``: the episode metric key and :func:`cosim.metrics.headline`'s key.
+PAIRED_METRICS = {"bsld": ("mean_bsld", "bsld_mean"), "wait": ("mean_wait", "wait_mean")}
+
+#: The heuristics whose spread decides whether a window has anything to learn.
+CONTENTION_POLICIES = ("fcfs+easy", "sjf+easy", "saf+easy")
+
+#: Job columns :func:`cosim.metrics.headline` reads (as ``SchedulingEnv.episode_metrics``).
+_JOB_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",
+                "killed_core_seconds")
 
 
 class LevelTeacher(gym.Wrapper):
@@ -58,6 +75,135 @@ class VariableLengthEpisodes(gym.Wrapper):
             self._rng = np.random.default_rng(seed)
         self.env.unwrapped.episode_jobs = int(self._rng.integers(self.low, self.high + 1))
         return self.env.reset(seed=seed, options=options)
+
+    def action_masks(self):
+        """The wrapped env's mask."""
+        return self.env.unwrapped.action_masks()
+
+
+def heuristic_metric(env: gym.Env, workload, policy: str, metric: str = "bsld") -> float:
+    """Episode ``metric`` of heuristic ``policy`` run by the engine on ``workload``.
+
+    The scenario, tau and machine are the env's, and the value is computed by
+    the same definition as the env's ``info["episode_metrics"]``
+    (:func:`cosim.metrics.headline` over the finished jobs), so an agent that
+    reproduces the heuristic's schedule scores exactly the same.
+    """
+    import simpy
+
+    from cosim import metrics, records
+    from cosim.model import build
+    from cosim.policies import make_policy
+
+    base = env.unwrapped
+    sim_env = simpy.Environment()
+    sim = build(sim_env, base.scenario, make_policy(policy, rng=np.random.default_rng(0)),
+                workload=workload)
+    sim_env.run(until=sim.finished)
+    jobs = records.jobs_table(sim.scheduler.jobs, _JOB_COLUMNS)
+    value = metrics.headline(jobs, None, cores=base.capacity, tau=base.tau)[PAIRED_METRICS[metric][1]]
+    return math.nan if value is None else float(value)
+
+
+class PairedReturn(gym.Wrapper):
+    """The episode's return measured against a heuristic's schedule of the same jobs.
+
+    At each reset the baseline heuristic is run by the engine on the
+    episode's workload; at the episode's end the reward gets the paired
+    advantage ``(baseline - agent) / max(baseline, 1)`` of the episode metric
+    (lower is better, so a positive value means the agent beat its baseline on
+    these very jobs; the floor of 1 keeps a zero-wait baseline finite). The
+    advantage over the base heuristic's schedule of the same window is the
+    signal of SchedInspector and RLBackfilling: it removes the variance of
+    the windows themselves, which dwarfs what a policy changes.
+
+    Args:
+        env: a :class:`cosim.env.SchedulingEnv` (possibly wrapped) with
+            ``episode_end="completed"`` (a truncated episode has no comparable metric).
+        baseline: a heuristic policy name, e.g. ``saf+easy``.
+        metric: ``bsld`` (mean bounded slowdown) or ``wait`` (mean wait).
+        mode: ``replace`` (the per-step rewards become 0; the return is the
+            paired advantage alone) or ``add`` (added to the env's own rewards).
+        contention_min: skip windows where the heuristics of :data:`CONTENTION_POLICIES`
+            (with the baseline) are within this relative spread,
+            ``max / min - 1 < contention_min``: nothing to learn there. None: no filtering.
+        max_skips: windows skipped at most per reset; the next one is then
+            played anyway (``info["paired_contended"]`` says so).
+
+    ``info`` at reset holds ``paired_baseline`` (the baseline's metric),
+    ``paired_skipped`` and ``paired_contended``; the last step's ``info``
+    holds ``paired_advantage``.
+    """
+
+    def __init__(self, env: gym.Env, baseline: str = "saf+easy", metric: str = "bsld",
+                 mode: str = "replace", contention_min: float | None = None,
+                 max_skips: int = 32):
+        super().__init__(env)
+        from cosim.policies import make_policy
+
+        make_policy(baseline, where="paired baseline")     # a bad name fails now
+        if metric not in PAIRED_METRICS:
+            raise InputError("paired metric", repr(metric), f"one of {', '.join(PAIRED_METRICS)}")
+        if mode not in ("replace", "add"):
+            raise InputError("paired mode", repr(mode), "replace or add")
+        if contention_min is not None and not contention_min >= 0:
+            raise InputError("contention_min", repr(contention_min), "a relative spread >= 0")
+        if not (isinstance(max_skips, int) and max_skips >= 0):
+            raise InputError("max_skips", repr(max_skips), "an integer >= 0")
+        if getattr(env.unwrapped, "episode_end", "completed") != "completed":
+            raise InputError("paired episode_end", repr(env.unwrapped.episode_end),
+                             "completed (a truncated episode has no comparable metric)")
+        self.baseline, self.metric, self.mode = baseline, metric, mode
+        self.contention_min, self.max_skips = contention_min, max_skips
+        self.baseline_value = math.nan
+
+    def _window_values(self, workload) -> dict[str, float]:
+        names = [self.baseline]
+        if self.contention_min is not None:
+            names += [n for n in CONTENTION_POLICIES if n != self.baseline]
+        return {n: heuristic_metric(self.env, workload, n, self.metric) for n in names}
+
+    def reset(self, *, seed=None, options=None):
+        """Reset; with ``contention_min``, draw again past windows with nothing to learn.
+
+        A workload given as ``options={"jobs": ...}`` is played as given.
+
+        The windows skipped follow from the reset seed (the env's own generator
+        draws them), so a resumed run replays the same episodes.
+        """
+        obs, info = self.env.reset(seed=seed, options=options)
+        skipped, contended = 0, True
+        # A workload given in the options is played as given, never skipped.
+        filtering = self.contention_min is not None and "jobs" not in (options or {})
+        while True:
+            values = self._window_values(self.env.unwrapped.simulation.workload)
+            if not filtering:
+                break
+            low, high = min(values.values()), max(values.values())
+            contended = not (high <= low * (1.0 + self.contention_min))
+            if contended or skipped >= self.max_skips:
+                break
+            skipped += 1
+            # The next window of the same source: a curriculum moves on by
+            # itself, so its fixed index is dropped.
+            again = {k: v for k, v in (options or {}).items() if k != "episode"}
+            obs, info = self.env.reset(seed=None, options=again or None)
+        self.baseline_value = values[self.baseline]
+        info.update(paired_baseline=self.baseline_value, paired_skipped=skipped,
+                    paired_contended=contended)
+        return obs, info
+
+    def step(self, action):
+        """Step; the last step's reward gets the paired advantage."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.mode == "replace":
+            reward = 0.0
+        if terminated or truncated:
+            agent = float(info["episode_metrics"][PAIRED_METRICS[self.metric][0]])
+            advantage = (self.baseline_value - agent) / max(self.baseline_value, 1.0)
+            info["paired_advantage"] = advantage
+            reward = float(reward) + advantage
+        return obs, reward, terminated, truncated, info
 
     def action_masks(self):
         """The wrapped env's mask."""
