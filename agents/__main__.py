@@ -439,6 +439,14 @@ def _train(ns) -> int:
         args.ray = _ray_address(ns)
         args.checkpoint_every_s = ns.checkpoint_every
         args.time_budget_s = ns.time_budget
+        if ns.steps is not None:
+            args.total_steps = ns.steps     # a new budget extends the run
+        done_updates = int(meta.get("update", 0))
+        if ns.time_budget is None and done_updates >= args.num_updates:
+            print(f"{out} is already at update {done_updates} of {args.num_updates} "
+                  f"({args.total_steps} steps): nothing to train; give a larger --steps "
+                  "or a --time-budget to continue", file=sys.stderr)
+            return 0
         env_config = meta["env"]
         if ns.paired is not None and ns.paired != (env_config.get("paired") or {}).get("baseline"):
             raise InputError("--paired", f"{ns.paired} with --resume",

@@ -189,8 +189,10 @@ class Args:
 
 
 #: Fields that may differ between a run and its resumption (they do not change results).
+#: Args a resumed run may change: how it runs, and how long (``total_steps``
+#: extends a run; the learning-rate schedule then stretches to the new end).
 _OPERATIONAL = {"checkpoint_every_s", "checkpoint_every_updates", "async_envs", "ray",
-                "torch_threads", "time_budget_s"}
+                "torch_threads", "time_budget_s", "total_steps"}
 
 
 @dataclass

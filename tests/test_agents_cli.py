@@ -123,6 +123,25 @@ def test_resume_continues_to_the_same_result(tmp_path, capsys):
     assert "resuming" in capsys.readouterr().err
 
 
+def test_resume_extends_to_a_new_step_budget_and_says_when_nothing_is_left(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", SCENARIO, "--out", str(out), "--algo", "a2c", "--quiet", *TINY]) == 0
+    assert load_checkpoint(out)[0]["update"] == 2            # 256 steps of 2 x 64
+    # A larger --steps continues the run: two more updates, the curve goes on.
+    assert main(["train", SCENARIO, "--out", str(out), "--algo", "a2c", "--resume", "--quiet",
+                 "--steps", "512"]) == 0
+    assert load_checkpoint(out)[0]["update"] == 4
+    assert len((out / "curve.csv").read_text().strip().splitlines()) == 1 + 4
+    capsys.readouterr()
+    # Nothing left to train: one line, exit 0, and no new checkpoint written.
+    before = sorted(p.name for p in out.iterdir())
+    assert main(["train", SCENARIO, "--out", str(out), "--algo", "a2c", "--resume",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "already at update 4 of 4" in err and "nothing to train" in err
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
 @pytest.mark.parametrize("argv, message", [
     (["evaluate", SCENARIO, "--checkpoint", "/nonexistent/run"], "expected a training output"),
     (["train", "scenarios/none.yaml", "--quiet"], "expected a scenario YAML file"),
