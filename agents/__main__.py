@@ -414,7 +414,7 @@ def _paired_wrap(env_config: dict[str, Any]):
 
 
 def _train(ns) -> int:
-    from agents.checkpoint import latest_checkpoint, read_meta
+    from agents.checkpoint import latest_checkpoint, load_checkpoint, read_meta
     from agents.recipe import algorithm
 
     _, args_cls = algorithm(ns.algo)
@@ -443,6 +443,7 @@ def _train(ns) -> int:
             args.total_steps = ns.steps     # a new budget extends the run
         done_updates = int(meta.get("update", 0))
         if ns.time_budget is None and done_updates >= args.num_updates:
+            load_checkpoint(out)    # a damaged checkpoint is still a one-line error
             print(f"{out} is already at update {done_updates} of {args.num_updates} "
                   f"({args.total_steps} steps): nothing to train; give a larger --steps "
                   "or a --time-budget to continue", file=sys.stderr)
