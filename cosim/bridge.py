@@ -1,7 +1,7 @@
 """Co-simulation: the SimPy model under an asyncio loop, predictions from a service.
 
-The bridge is the prediction backend (:class:`cosim.prediction.PredictionBackend`)
-of a :class:`cosim.prediction.PredictionHub` when predictions come from an
+The bridge is the prediction backend (:class:`cosim.prediction_hub.PredictionBackend`)
+of a :class:`cosim.prediction_hub.PredictionHub` when predictions come from an
 asyncio service. When the scheduler reaches a decision point, the hub gathers
 every prediction it needs into one batch and hands it to the bridge; the
 bridge stops the simulation, awaits the service (in process or over HTTP),

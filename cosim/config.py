@@ -153,7 +153,7 @@ class FaultsConfig(_Section):
 class KillConfig(_Section):
     """Killing running jobs whose run time was badly underestimated (RLSchert, seed 001).
 
-    ``rule`` picks one of the named rules of :class:`cosim.prediction.KillRule`;
+    ``rule`` picks one of the named rules of :class:`cosim.prediction_hub.KillRule`;
     ``short``, ``long`` and ``error`` override its thresholds (seconds).
 
     - ``rlschert`` (default): the paper's rule in its 5-minute units

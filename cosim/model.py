@@ -36,7 +36,7 @@ from cosim.actors.nodes import Cluster
 from cosim.actors.scheduler import Scheduler, SchedulerHooks, SchedulerRules
 from cosim.actors.users import Users
 from cosim.config import Scenario
-from cosim.policy import Policy
+from cosim.decisions import Policy
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import STREAMS, load_workload, resolve_machine, streams
 
@@ -97,7 +97,7 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
         record: keep event and decision rows.
         base_dir: where relative trace paths are resolved.
         hooks: :class:`cosim.actors.scheduler.SchedulerHooks` that follow or
-            assist the scheduler (a :class:`cosim.prediction.PredictionHub`,
+            assist the scheduler (a :class:`cosim.prediction_hub.PredictionHub`,
             a study's own probes).
     """
     if workload is None:

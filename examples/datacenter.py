@@ -48,10 +48,10 @@ import simpy
 from cosim import metrics
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.config import Scenario, load_scenario
+from cosim.decisions import START, Decision, SchedulerView
 from cosim.job import Job
 from cosim.model import Simulation, build
 from cosim.policies import make_policy
-from cosim.policy import START, Decision, SchedulerView
 
 __all__ = ["FacilityConfig", "Facility", "PowerCappedPolicy", "run_datacenter", "main"]
 

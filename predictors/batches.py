@@ -1,7 +1,7 @@
 """Checks of prediction batches and request bodies, before they reach a model.
 
 The simulation sends one batch of JSON-able columns per call (the layout is
-in :mod:`cosim.prediction`); :func:`validate_batch` checks it, in process
+in :mod:`cosim.prediction_hub`); :func:`validate_batch` checks it, in process
 (:class:`predictors.service.InProcessService`) and behind the HTTP server
 (:mod:`predictors.server`, which first reads the request body with
 :func:`parse_request`), so both reject the same batches with the same

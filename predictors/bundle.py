@@ -3,7 +3,7 @@
 A :class:`ModelBundle` is the in-process prediction backend: it holds the
 pre-run model (``runtime/``) and, when trained, the remaining-time model
 (``remaining/``) of a models folder written by ``python -m predictors
-train``, and answers the batches of :mod:`cosim.prediction` with one
+train``, and answers the batches of :mod:`cosim.prediction_hub` with one
 vectorized call each. The prediction service serves the same bundle over
 HTTP.
 

@@ -221,7 +221,7 @@ class HistoryBackend:
 
     The simulator asks ``runtime(batch)`` for newly queued jobs and calls
     ``observe(batch)`` for each job that completed normally (batch columns in
-    :mod:`cosim.prediction`), so each prediction uses only the run times of
+    :mod:`cosim.prediction_hub`), so each prediction uses only the run times of
     jobs that finished before it was asked for. Answers are the regressor's
     own values, NaN included (no history, no request, nothing observed yet):
     the simulator decides what replaces them.

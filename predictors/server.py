@@ -5,7 +5,7 @@ with the models of one models folder. JSON over HTTP/1.1:
 
 ``POST /v1/runtime`` and ``POST /v1/remaining``
     Request ``{"jobs": {column: [value per job], ...}}`` (the columns of
-    :mod:`cosim.prediction`; ``GET /models`` lists the required ones).
+    :mod:`cosim.prediction_hub`; ``GET /models`` lists the required ones).
     Answer ``{"predictions": [seconds per job], "model_version": "...", "n": N}``.
 ``GET /health``
     ``{"status": "ok", "model_version": "...", "in_flight": k, "served": n, "uptime_s": s}``.

@@ -1,7 +1,7 @@
 """The prediction service: batched asynchronous calls to the run-time models.
 
 The simulation asks for predictions one decision point at a time, as one
-batch of JSON-able columns (:mod:`cosim.prediction` describes them). A
+batch of JSON-able columns (:mod:`cosim.prediction_hub` describes them). A
 :class:`PredictionService` answers such a batch with one awaitable call, so
 the asyncio bridge (:mod:`cosim.bridge`) can use the models in the same
 process (:class:`InProcessService`) or over HTTP (:class:`HttpService`,
@@ -278,7 +278,7 @@ class PredictionService(abc.ABC):
 
     A whole decision point's batch is one call: ``runtime(batch)`` for queued
     jobs, ``remaining(batch)`` for running ones (columns in
-    :mod:`cosim.prediction`). Every failure raises :class:`ServiceError`.
+    :mod:`cosim.prediction_hub`). Every failure raises :class:`ServiceError`.
     """
 
     @abc.abstractmethod

@@ -67,7 +67,7 @@ def test_import_contracts_hold():
     ("cosim/actors/scheduler.py", "from cosim.policies import heuristics", "Layers inside cosim"),
     ("cosim/policies/heuristics.py", "import cosim.actors.nodes", "Layers inside cosim"),
     # A type-checking import counts (the policy seam once typed by the concrete Cluster).
-    ("cosim/policy.py", "from typing import TYPE_CHECKING as _TC\nif _TC:\n"
+    ("cosim/decisions.py", "from typing import TYPE_CHECKING as _TC\nif _TC:\n"
      "    from cosim.actors.nodes import Cluster", "Layers inside cosim"),
     # predictors' allow-list: distributed is not on it.
     ("predictors/bundle.py", "import cosim.distributed", "predictors never imports"),

@@ -396,7 +396,7 @@ class _Halves:
 
 
 def test_agents_can_see_predictions_instead_of_estimates():
-    from cosim.prediction import PredictionHub
+    from cosim.prediction_hub import PredictionHub
 
     w = Workload.from_columns(submit=[0, 0, 0], run=[50, 20, 5], procs=[2, 2, 2],
                               req_time=[400, 400, 400])

@@ -8,10 +8,10 @@ import simpy
 from cosim import records
 from cosim.actors.scheduler import SchedulerHooks
 from cosim.config import scenario_from_dict
+from cosim.decisions import start
 from cosim.env import SchedulingEnv
 from cosim.model import build
 from cosim.policies import make_policy
-from cosim.policy import start
 from cosim.workloads.base import Workload
 from cosim.workloads.lublin import lublin
 

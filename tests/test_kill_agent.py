@@ -10,7 +10,7 @@ from cosim.config import scenario_from_dict
 from cosim.env import SchedulingEnv
 from cosim.errors import ScenarioError
 from cosim.policies import parse_policy
-from cosim.prediction import PredictionHub
+from cosim.prediction_hub import PredictionHub
 from cosim.workloads.base import Workload
 
 

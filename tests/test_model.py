@@ -8,9 +8,9 @@ import pytest
 import simpy
 
 from cosim.config import scenario_from_dict
+from cosim.decisions import kill
 from cosim.model import build
 from cosim.policies import make_policy
-from cosim.policy import kill
 from cosim.workloads.base import Workload
 
 
@@ -91,7 +91,7 @@ def test_refused_decisions_are_counted_not_applied():
     env, sim = make([(0, 4, 10), (1, 4, 10)], cores=4)
     sched = sim.scheduler
     env.run(until=2)
-    from cosim.policy import start
+    from cosim.decisions import start
     assert not sched.apply(start(sched.jobs[1], "ready", "agent"))   # does not fit
     assert not sched.apply(kill(sched.jobs[1], "not running"))
     assert sched.counters.refused == 2

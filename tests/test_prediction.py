@@ -10,7 +10,7 @@ from cosim.compose import attach_predictions, prediction_backend, prepare_models
 from cosim.config import scenario_from_dict
 from cosim.model import build, load_workload
 from cosim.policies import make_policy
-from cosim.prediction import KillRule, PredictionHub
+from cosim.prediction_hub import KillRule, PredictionHub
 from cosim.workloads.base import Workload
 
 
@@ -149,7 +149,7 @@ def test_precomputed_runtime_equals_batch_by_batch_predictions(vasp_models):
     sc, bundle = vasp_models
     w = load_workload(sc)
     pre = prediction_backend("xgboost", w, bundle)
-    from cosim.prediction import feature_columns
+    from cosim.prediction_hub import feature_columns
     for rows in ([0], [5, 3], list(range(40, 60))):
         cols = feature_columns(w, rows, bundle.feature_names)
         assert np.array_equal(pre.runtime(cols)[0], bundle.runtime(cols)[0])
@@ -271,7 +271,7 @@ def test_requeued_job_without_in_run_model_gets_a_fresh_pre_run_prediction():
     # Job 1 is killed from outside at t=50 (as an operator or a node failure
     # would) and requeued. The backend now says 999 s: that is its estimate when
     # it comes back, not the 40 s it was first queued with.
-    from cosim.policy import kill
+    from cosim.decisions import kill
 
     rows = [(0, 1, 100, 500), (1, 1, 30, 500)]
     backend = CountingBackend({1: [40.0, 999.0], 2: [30.0]})

@@ -161,7 +161,7 @@ def test_slowdown_rewards_weigh_jobs_by_their_prediction(reward, seconds):
     # jobs at 0 (run 50, 20, 5 s; request 400 s, predicted 200 s), started in
     # order: J1 0-50, J2 50-70, J3 70-75. Queued seconds 0 + 50 + 70; seconds
     # in the system 50 + 70 + 75; each divided by 200 (was 400), in hours.
-    from cosim.prediction import PredictionHub
+    from cosim.prediction_hub import PredictionHub
 
     w = Workload.from_columns(submit=[0, 0, 0], run=[50, 20, 5], procs=[2, 2, 2],
                               req_time=[400, 400, 400])

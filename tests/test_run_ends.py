@@ -22,11 +22,11 @@ from cosim.actors.faults import FaultGuard
 from cosim.actors.nodes import Cluster
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.config import scenario_from_dict
+from cosim.decisions import Policy
 from cosim.errors import ScenarioError
 from cosim.job import Job
 from cosim.model import build
 from cosim.policies import make_policy
-from cosim.policy import Policy
 from cosim.workloads.base import Workload
 
 

@@ -29,9 +29,9 @@ from collections.abc import Generator
 import simpy
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
+from cosim.decisions import SchedulerView
 from cosim.job import Job
 from cosim.kernel import now as clock
-from cosim.policy import SchedulerView
 
 __all__ = ["FaultGuard"]
 

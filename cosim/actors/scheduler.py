@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import simpy
 
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
+from cosim.decisions import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.job import Job, JobState, Mode, Outcome
 from cosim.kernel import fire
 from cosim.kernel import now as clock
-from cosim.policy import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.queue import JobQueue
 from cosim.records import Recorder
 
@@ -130,7 +130,7 @@ class Scheduler:
     Args:
         env: the simulation environment.
         cluster: the cluster it places jobs on.
-        policy: what decides (see :mod:`cosim.policy`). A policy may carry a
+        policy: what decides (see :mod:`cosim.decisions`). A policy may carry a
             ``static_key(job) -> float`` (its queue order, computed once per job).
         rules: rules applied whatever the policy.
         record: keep event and decision rows (for the Parquet outputs).

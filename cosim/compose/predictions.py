@@ -5,7 +5,7 @@ front decides which models a run uses (:func:`prepare_models`), makes the
 in-process backend (:func:`prediction_backend`) or, with a configured
 prediction service, asks the service for its feature names
 (:func:`service_feature_names`), and wraps the backend in the
-:class:`~cosim.prediction.PredictionHub` the scheduler consults
+:class:`~cosim.prediction_hub.PredictionHub` the scheduler consults
 (:func:`make_prediction_hub`). :class:`HubFactory` is that set-up made once
 and handed, picklable, to whoever needs a hub per workload (the env's
 ``predictions``).
@@ -25,7 +25,7 @@ from cosim.cli import stderr_line
 from cosim.config import Scenario
 from cosim.errors import InputError, ScenarioError
 from cosim.policies import PolicySpec, parse_policy
-from cosim.prediction import KillRule, PredictionHub, feature_columns
+from cosim.prediction_hub import KillRule, PredictionHub, feature_columns
 from cosim.workloads.base import Workload
 
 __all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",

@@ -4,8 +4,8 @@ The composition root of a run: it wires in ``predictors`` (models and
 prediction services for ``@PREDICTOR`` policies, through
 :mod:`cosim.compose.predictions`) and ``agents`` (trained agents for
 ``rl:DIR``, through :mod:`cosim.compose.policies`). Everything goes into the
-model through public seams: a :class:`~cosim.policy.Policy`, and a
-:class:`~cosim.prediction.PredictionHub` hook with a backend. One function
+model through public seams: a :class:`~cosim.decisions.Policy`, and a
+:class:`~cosim.prediction_hub.PredictionHub` hook with a backend. One function
 builds the simulation (:func:`_build`), whether it then runs synchronously
 or under asyncio beside a prediction service.
 

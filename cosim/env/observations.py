@@ -37,7 +37,7 @@ reserved job is promised to start]``.
   group of units (the k-th row: when the k-th R-quantile of units is free),
   so the shape does not depend on the machine.
 
-Each encoder reads a :class:`cosim.policy.SchedulerView` and the
+Each encoder reads a :class:`cosim.decisions.SchedulerView` and the
 :class:`~cosim.env.actions.AgentPolicy` that holds the window, so the Gym
 environment and a trained agent run as a plain policy see exactly the same
 numbers.
@@ -51,9 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
+from cosim.decisions import SchedulerView
 from cosim.env.actions import ActionMap, AgentPolicy
 from cosim.job import Job
-from cosim.policy import SchedulerView
 
 __all__ = ["ObservationConfig", "Encoder", "CompactEncoder", "KernelEncoder", "ImageEncoder",
            "DrasEncoder", "KillEncoder", "OBSERVATIONS", "KERNEL_FEATURES", "make_encoder"]

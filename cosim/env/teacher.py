@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from cosim.decisions import KILL, RESERVE, START, SchedulerView
 from cosim.env.actions import AgentPolicy
 from cosim.policies import make_policy
-from cosim.policy import KILL, RESERVE, START, SchedulerView
 
 __all__ = ["teacher_action"]
 

@@ -38,9 +38,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from cosim.decisions import START, Decision, SchedulerView, release, reserve, start
 from cosim.job import Job, Mode
 from cosim.kernel import now as clock
-from cosim.policy import START, Decision, SchedulerView, release, reserve, start
 
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 #: Above this many backfill candidates EASY rescans the queue after each start

@@ -27,7 +27,7 @@ from cosim.job import Job
 from cosim.queue import JobQueue
 
 if TYPE_CHECKING:
-    from cosim.policy import ClusterState
+    from cosim.decisions import ClusterState
 
 __all__ = ["Heuristic", "HEURISTICS"]
 

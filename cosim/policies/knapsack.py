@@ -24,8 +24,8 @@ from math import ceil, floor, gcd
 
 import numpy as np
 
+from cosim.decisions import Decision, start
 from cosim.job import Mode
-from cosim.policy import Decision, start
 
 __all__ = ["KnapsackPolicy", "knapsack", "knapsack2", "MAX_CELLS"]
 

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 import numpy as np
 import simpy
 
+from cosim.decisions import Decision, SchedulerView, start
 from cosim.job import Job, Mode
-from cosim.policy import Decision, SchedulerView, start
 
 __all__ = ["RecordedPolicy", "recorded_starts"]
 

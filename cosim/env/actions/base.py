@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from cosim.decisions import Decision, SchedulerView, reserve, start
 from cosim.job import Job, JobState, Mode
 from cosim.policies.backfill import easy_admits, easy_backfill_list, easy_backfill_scan
-from cosim.policy import Decision, SchedulerView, reserve, start
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import numpy as np
 import simpy
 
+from cosim.decisions import Decision, SchedulerView, kill
 from cosim.env.actions.base import ActionMap, AgentPolicy
 from cosim.job import Job
-from cosim.policy import Decision, SchedulerView, kill
 
 
 class KillActions(AgentPolicy):
@@ -28,7 +28,7 @@ class KillActions(AgentPolicy):
     Args:
         amap: no job slots, Keep, ``K`` kill slots.
         base: the policy that schedules.
-        hub: the :class:`cosim.prediction.PredictionHub` whose predictions the
+        hub: the :class:`cosim.prediction_hub.PredictionHub` whose predictions the
             agent reads (given by :meth:`bind`).
         rule: the kill rule, the teacher the agent imitates first.
         on_post: see :class:`AgentPolicy`.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cosim.decisions import Decision, SchedulerView, release, start
 from cosim.env.actions.base import ActionMap, AgentPolicy
 from cosim.job import JobState, Mode
 from cosim.policies.backfill import easy_admits
 from cosim.policies.heuristics import HEURISTICS
-from cosim.policy import Decision, SchedulerView, release, start
 
 
 class SelectActions(AgentPolicy):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cosim.decisions import Decision, SchedulerView, kill, reserve, start
 from cosim.env.actions.base import ActionMap, AgentPolicy
 from cosim.job import Job, Mode
 from cosim.policies.backfill import easy_admits
-from cosim.policy import Decision, SchedulerView, kill, reserve, start
 
 
 class StartActions(AgentPolicy):

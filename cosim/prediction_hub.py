@@ -69,8 +69,8 @@ import numpy as np
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.config import KillConfig
+from cosim.decisions import kill
 from cosim.job import Job, JobState
-from cosim.policy import kill
 
 __all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub", "KillRule", "KILL_RULES",
            "JobPrediction", "PredictionStats", "feature_columns"]
