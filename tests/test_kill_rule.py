@@ -196,3 +196,37 @@ def test_kill_needs_rnn_is_checked_in_one_place_for_names_and_scenarios():
     with pytest.raises(ScenarioError, match=r"\+kill only with @rnn"):
         PolicySpec(name="x", kind="queue", heuristic="sjf", backfill="easy", predictor="history",
                    kill=True).checked()
+
+
+def test_the_learned_kill_and_its_teacher_count_kills_as_the_rule_does():
+    # The schedule of test_a_node_failure_is_not_a_kill, decided by the learned
+    # kill model (acting in process) whose agent kills whatever its teacher,
+    # the rule, would: J1, lost to a node failure at 50, is still a candidate
+    # at the 300 s check and the rule's verdict on it is "kill", so the agent
+    # and the rule wrapper give the same schedule.
+    from cosim.env.acting import acting_policy
+
+    rows = [(0, 4, 8000, 9000), (10, 4, 100, 9000)]
+    backend = FixedBackend(runtime={1: 1000.0, 2: 100.0}, remaining={1: 5000.0, 2: 50.0})
+    env, sim, hub = sim_with(rows, 4, backend, policy="sjf", progress=StepLog(),
+                             remaining=True, interval=300.0, min_remaining=1.0)
+    asked = []
+
+    def act(obs, mask):
+        asked.append((mask.tolist(), float(obs[1, 8])))    # obs[k, 8]: the rule's verdict
+        return 1 if mask[1] and obs[1, 8] == 1.0 else 0
+
+    sim.scheduler.policy = acting_policy({"actions": "kill", "kill_slots": 2}, sim.scenario,
+                                         sim.workload, act, base=make_policy("sjf"), hub=hub)
+
+    def node_failure():
+        yield env.timeout(50)
+        sim.scheduler.jobs[0].process.interrupt(NodeFailure(node=0))
+
+    env.process(node_failure())
+    env.run(until=sim.finished)
+    j1, j2 = sim.scheduler.jobs
+    assert asked[0] == ([1, 1, 0], 1.0)          # at 300: keep, or kill J1; the rule says kill
+    assert kill_rows(sim) == [(300.0, 1, "learned kill: run time badly underestimated")]
+    assert (j1.attempts, j1.kills, j1.start, j1.end) == (3, 1, 300.0, 8300.0)
+    assert (j2.start, j2.end) == (50.0, 150.0)
