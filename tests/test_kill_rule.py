@@ -230,3 +230,12 @@ def test_the_learned_kill_and_its_teacher_count_kills_as_the_rule_does():
     assert kill_rows(sim) == [(300.0, 1, "learned kill: run time badly underestimated")]
     assert (j1.attempts, j1.kills, j1.start, j1.end) == (3, 1, 300.0, 8300.0)
     assert (j2.start, j2.end) == (50.0, 150.0)
+
+
+def test_the_scenario_names_exactly_the_named_rules():
+    from typing import get_args
+
+    from cosim.config import KillConfig
+    from cosim.policies import KILL_RULES
+
+    assert set(get_args(KillConfig.model_fields["rule"].annotation)) == set(KILL_RULES)
