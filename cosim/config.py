@@ -153,7 +153,7 @@ class FaultsConfig(_Section):
 class KillConfig(_Section):
     """Killing running jobs whose run time was badly underestimated (RLSchert, seed 001).
 
-    ``rule`` picks one of the named rules of :class:`cosim.prediction_hub.KillRule`;
+    ``rule`` picks one of the named rules of :class:`cosim.policies.kill.KillRule`;
     ``short``, ``long`` and ``error`` override its thresholds (seconds).
 
     - ``rlschert`` (default): the paper's rule in its 5-minute units
@@ -165,7 +165,9 @@ class KillConfig(_Section):
       which also requires a short job to be waiting for the cores.
 
     Attributes:
-        enabled: apply the rule (a policy name can also ask with ``@rnn+kill``).
+        enabled: apply the rule to every policy whose name does not say its
+            predictor (a policy name can also ask with ``@rnn+kill``; either
+            way it needs ``rnn`` predictions).
         rule: ``rlschert`` or ``guarded``.
         unit: seconds per RLSchert time unit (``rlschert`` thresholds are 10, 10
             and 1 units).

@@ -56,6 +56,8 @@ class Job:
         expected_end: when the scheduler expects the running attempt to end.
         end: end of the final attempt, NaN before.
         attempts: number of starts.
+        kills: kill decisions the scheduler applied to it (by a rule or an agent);
+            node failures are not kills. The kill rule's "kills so far".
         killed_seconds: seconds run in attempts that were killed or lost.
         mode, reason: how and why the last attempt was started.
         reservation: first start time promised to the job, NaN if none.
@@ -64,6 +66,7 @@ class Job:
     __slots__ = (
         "id", "index", "submit", "run", "procs", "mem", "req_time", "estimate", "user",
         "prev_job", "think", "state", "outcome", "start", "expected_end", "end", "attempts",
+        "kills",
         "killed_seconds", "killed_core_seconds", "mode", "reason", "reservation", "promised",
         "process", "alloc", "queue_slot", "enqueued_at",
     )
@@ -88,6 +91,7 @@ class Job:
         self.expected_end = math.nan
         self.end = math.nan
         self.attempts = 0
+        self.kills = 0
         self.killed_seconds = 0.0
         self.killed_core_seconds = 0.0
         self.mode = ""

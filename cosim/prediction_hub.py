@@ -5,8 +5,11 @@ every prediction the scheduler needs: a pre-run run-time prediction for each
 newly queued job, and a remaining-time prediction for each running job whose
 progress log advanced since it was last predicted. It hands the batch to a
 backend, applies the answers (a queued job's ``estimate``, a running job's
-expected end, which moves the availability profile), and may then apply
-RLSchert's rule-based kill (seed 001, section "Scheduler").
+expected end, which moves the availability profile). It predicts; it never
+decides: RLSchert's rule-based kill (seed 001, section "Scheduler") is a
+policy wrapper, :class:`cosim.policies.kill.KillRulePolicy`, that reads the
+hub's latest progress check (:attr:`PredictionHub.checks`,
+:attr:`PredictionHub.checked`).
 
 The hub is a :class:`cosim.actors.scheduler.SchedulerHooks`: it prepares
 each decision point and follows jobs; it changes the scheduler only through
@@ -47,9 +50,9 @@ counts the fallback.
 of its current run. :meth:`PredictionHub.prediction` and
 :meth:`PredictionHub.running_predictions` are the public way to read them,
 for example for a learned kill decision that sees the same numbers as the
-rule (:meth:`KillRule.should_kill`).
+rule (:meth:`cosim.policies.kill.KillRule.says`).
 
-**Requeued jobs** (killed by the rule, or lost to a node failure) are
+**Requeued jobs** (killed, or lost to a node failure) are
 re-estimated when they join the queue again: with the in-run model, from
 everything their interrupted run showed (its progress log at the
 interruption, cut as a running job's would be: the remaining-time
@@ -62,17 +65,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
-from cosim.config import KillConfig
-from cosim.decisions import kill
 from cosim.job import Job, JobState
 
-__all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub", "KillRule", "KILL_RULES",
+__all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub",
            "JobPrediction", "PredictionStats", "feature_columns"]
 
 
@@ -107,111 +108,6 @@ class PredictionBackend(Protocol):
     def remaining(self, batch: dict[str, Any]) -> Answer | Generator:
         """Remaining-time predictions (s) for running jobs and the model version."""
         ...
-
-
-@dataclass(frozen=True)
-class KillRule:
-    """A rule that kills and requeues a running job whose run time was badly underestimated.
-
-    RLSchert (seed 001, section 3.3, "Scheduler") kills a running job when
-    "the time of the job has been running is less than the predicted time
-    before running (``len_param``), and ``len_param`` < 10, the predicted time
-    during running (``run_i``) is greater than 10, while the related error
-    ``|run_i - len_param|`` > 1", in its 5-minute time units. ``run_i`` is
-    compared with ``len_param`` and gives ``finish_time_hat = start_time +
-    run_i`` (its equation 6), so it is the predicted run time of the job
-    (elapsed plus remaining), not the remaining time alone. In seconds::
-
-        elapsed < len_param  and  len_param < short  and  run_hat > long
-        and  |run_hat - len_param| > error
-
-    plus two conditions of this implementation: at most ``max_kills`` kills
-    per job, and, if ``need_short_waiting``, a job with an estimate below
-    ``short`` waits in the queue (there is someone to give the cores to).
-
-    Named rules (:data:`KILL_RULES`, :meth:`named`):
-
-    - ``rlschert``: ``short = long = 10 x unit``, ``error = 1 x unit``,
-      ``unit = 300`` s; no queue condition.
-    - ``guarded``: this project's earlier rule: 30 min, 2 h, 10 min, and a
-      short job must be waiting.
-
-    Attributes:
-        name: the rule's name.
-        short, long, error: the thresholds, seconds.
-        max_kills: kills per job at most (0: no limit).
-        need_short_waiting: also require a short job in the queue.
-
-    Examples:
-        >>> rule = KillRule.named("rlschert")
-        >>> rule.short, rule.long, rule.error
-        (3000.0, 3000.0, 300.0)
-        >>> rule.should_kill(elapsed=600, len_param=1200, run_hat=4000)
-        True
-        >>> rule.should_kill(elapsed=600, len_param=1200, run_hat=2900)  # not long
-        False
-    """
-
-    name: str = "rlschert"
-    short: float = 3000.0
-    long: float = 3000.0
-    error: float = 300.0
-    max_kills: int = 1
-    need_short_waiting: bool = False
-
-    @classmethod
-    def named(cls, name: str, *, unit: float = 300.0, **overrides: Any) -> KillRule:
-        """The rule called ``name`` (``rlschert`` or ``guarded``), thresholds overridden.
-
-        Args:
-            name: a key of :data:`KILL_RULES`.
-            unit: seconds per RLSchert time unit (``rlschert`` only).
-            **overrides: ``short``, ``long``, ``error``, ``max_kills``; None keeps
-                the rule's value.
-
-        Raises:
-            ValueError: an unknown name.
-        """
-        if name not in KILL_RULES:
-            raise ValueError(f"unknown kill rule {name!r}; expected one of {', '.join(KILL_RULES)}")
-        base = KILL_RULES[name]
-        if name == "rlschert":
-            base = replace(base, short=10.0 * unit, long=10.0 * unit, error=1.0 * unit)
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
-
-    @classmethod
-    def from_config(cls, cfg: KillConfig) -> KillRule:
-        """The rule a scenario's ``predictor.kill`` section asks for."""
-        return cls.named(cfg.rule, unit=cfg.unit, short=cfg.short, long=cfg.long,
-                         error=cfg.error, max_kills=cfg.max_kills)
-
-    def should_kill(self, elapsed: Any, len_param: Any, run_hat: Any, kills: Any = 0,
-                    short_waiting: Any = True) -> Any:
-        """Whether the rule kills: scalars give a bool, arrays an array of bools.
-
-        Args:
-            elapsed: seconds the job has run in this attempt.
-            len_param: its pre-run prediction (re-estimated after a requeue).
-            run_hat: its in-run prediction of the run time (elapsed + remaining).
-            kills: times it was killed already.
-            short_waiting: a job with an estimate below ``short`` waits.
-        """
-        elapsed, len_param, run_hat = (np.asarray(v, dtype=np.float64)
-                                       for v in (elapsed, len_param, run_hat))
-        ok = (elapsed < len_param) & (len_param < self.short) & (run_hat > self.long) \
-            & (np.abs(run_hat - len_param) > self.error)
-        if self.max_kills:
-            ok = ok & (np.asarray(kills) < self.max_kills)
-        if self.need_short_waiting:
-            ok = ok & np.asarray(short_waiting, dtype=bool)
-        return bool(ok) if ok.ndim == 0 else ok
-
-
-#: The named kill rules (thresholds in seconds; ``rlschert`` is scaled by its unit).
-KILL_RULES: dict[str, KillRule] = {
-    "rlschert": KillRule("rlschert", 3000.0, 3000.0, 300.0, 1, False),
-    "guarded": KillRule("guarded", 1800.0, 7200.0, 600.0, 1, True),
-}
 
 
 @dataclass
@@ -261,7 +157,6 @@ class PredictionStats:
     remaining_predictions: int = 0
     fallbacks: int = 0
     fallback_reasons: dict[str, int] = field(default_factory=dict)
-    rule_kills: int = 0
     versions: set[str] = field(default_factory=set)
     service_seconds: float = 0.0
 
@@ -271,7 +166,6 @@ class PredictionStats:
                 "remaining_predictions": self.remaining_predictions,
                 "prediction_fallbacks": self.fallbacks,
                 "prediction_fallback_reasons": dict(self.fallback_reasons),
-                "rule_kills": self.rule_kills,
                 "model_versions": sorted(self.versions),
                 "prediction_service_seconds": self.service_seconds}
 
@@ -309,19 +203,22 @@ class PredictionHub(SchedulerHooks):
         interval: seconds between progress checks while jobs run (a timer
             process wakes the scheduler; progress is not an event).
         min_remaining: floor of a remaining-time prediction (s).
-        kill_rule: a :class:`KillRule`, or None.
         feature_names: feature columns sent to the backend.
+
+    Attributes:
+        checks: progress checks whose answers were applied so far.
+        checked: the running jobs re-predicted at the latest of them, in the
+            order they were asked about (what the kill rule reads).
     """
 
     def __init__(self, workload, backend: PredictionBackend | None, *,
                  remaining: bool = False, interval: float = 300.0, min_remaining: float = 30.0,
-                 kill_rule: KillRule | None = None, feature_names: list[str] | None = None):
+                 feature_names: list[str] | None = None):
         self.workload = workload
         self.backend = backend
         self.use_remaining = remaining and workload.progress is not None
         self.interval = interval
         self.min_remaining = min_remaining
-        self.kill_rule = kill_rule
         self.stats = PredictionStats()
         feats = workload.features
         names = feature_names if feature_names is not None else [
@@ -331,9 +228,10 @@ class PredictionHub(SchedulerHooks):
         self._pred: dict[Job, JobPrediction] = {}    # latest predictions per job
         self._seen: dict[Job, tuple[int, int]] = {}   # progress last predicted from
         self._requeued: dict[Job, float] = {}         # requeued, to re-estimate: time it ran
-        self._kills: dict[Job, int] = {}
         self._rows: dict[Job, list[list[float]]] = {}  # JSON-able log rows converted so far
         self._tick = False
+        self.checks = 0
+        self.checked: list[Job] = []
         self._observe = getattr(backend, "observe", None)
         self.scheduler: Scheduler | None = None
 
@@ -351,8 +249,8 @@ class PredictionHub(SchedulerHooks):
         """Every running job with its latest predictions, by expected end (soonest first).
 
         The view a learned kill decision needs: the same per-job numbers the
-        rule reads (:meth:`KillRule.should_kill` with ``elapsed = now - job.start``,
-        ``len_param = prediction.prerun``, ``run_hat = prediction.run_hat``).
+        rule reads (:meth:`cosim.policies.kill.KillRule.says`: ``prediction.elapsed``,
+        ``len_param = prediction.prerun``, ``prediction.run_hat``).
         """
         out = []
         for _, _, job in self.scheduler.ends:
@@ -360,10 +258,6 @@ class PredictionHub(SchedulerHooks):
             if pred is not None:
                 out.append((job, pred))
         return out
-
-    def kills(self, job: Job) -> int:
-        """How many times the kill rule killed ``job``."""
-        return self._kills.get(job, 0)
 
     # -- the scheduler's side ------------------------------------------------------
     def attach(self, scheduler: Scheduler) -> None:
@@ -576,7 +470,7 @@ class PredictionHub(SchedulerHooks):
                 self._record_prerun(job, ran + max(self.min_remaining, value), now, model_prerun)
             else:
                 self._record_prerun(job, pred.prerun if pred else job.estimate, now, model_prerun)
-        victims = []
+        checked = []
         for job, value in zip(batch.remaining_jobs, values[n_req:], strict=True):
             if job.state != JobState.RUNNING or not math.isfinite(value):
                 continue
@@ -587,10 +481,9 @@ class PredictionHub(SchedulerHooks):
             if pred is None:
                 pred = self._pred[job] = JobPrediction(job.estimate, now, job.attempts)
             pred.remaining, pred.remaining_at, pred.elapsed = rem, now, elapsed
-            if self.kill_rule is not None and self._worth_killing(job, elapsed, pred):
-                victims.append(job)
-        for job in victims:
-            self._kill(job)
+            checked.append(job)
+        self.checked = checked
+        self.checks += 1
 
     def _record_prerun(self, job: Job, value: float, now: float, model_prerun: float) -> None:
         """Queue ``job`` with ``value`` and start its prediction record for the next run."""
@@ -600,18 +493,3 @@ class PredictionHub(SchedulerHooks):
         self._pred[job] = JobPrediction(value, now, job.attempts + 1, model_prerun=model_prerun)
         if job.state == JobState.QUEUED and value != job.estimate:
             self.scheduler.set_queued_estimate(job, value)
-
-    def _worth_killing(self, job: Job, elapsed: float, pred: JobPrediction) -> bool:
-        rule = self.kill_rule
-        short_waiting = True
-        if rule.need_short_waiting:
-            q = self.scheduler.queue
-            short_waiting = bool(q.count and np.any(q.estimate[q.slots()] < rule.short))
-        return rule.should_kill(elapsed, pred.prerun, pred.run_hat, self.kills(job),
-                                short_waiting)
-
-    def _kill(self, job: Job) -> None:
-        if self.scheduler.apply(kill(job, f"kill rule ({self.kill_rule.name}): run time badly "
-                                     "underestimated", requeue=True)):
-            self.stats.rule_kills += 1
-            self._kills[job] = self._kills.get(job, 0) + 1

@@ -1,4 +1,7 @@
-"""Predictions inside the simulation: sources, fallbacks, promises, the kill rule."""
+"""Predictions inside the simulation: sources, fallbacks, promises, requeued jobs.
+
+The kill rule that reads these predictions is tested in ``test_kill_rule.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,8 @@ import simpy
 from cosim.compose import attach_predictions, prediction_backend, prepare_models, run_policy
 from cosim.config import scenario_from_dict
 from cosim.model import build, load_workload
-from cosim.policies import make_policy
-from cosim.prediction_hub import KillRule, PredictionHub
+from cosim.policies import KillRule, KillRulePolicy, make_policy
+from cosim.prediction_hub import PredictionHub
 from cosim.workloads.base import Workload
 
 
@@ -49,7 +52,8 @@ class StepLog:
                 "scf_steps": np.full(k, 5.0)}
 
 
-def sim_with(rows, cores, backend, policy="sjf+easy", progress=None, **hub):
+def sim_with(rows, cores, backend, policy="sjf+easy", progress=None, kill_rule=None, **hub):
+    """A small simulation with a hub over ``backend``; ``kill_rule`` wraps the policy in it."""
     w = Workload.from_columns(submit=[r[0] for r in rows], procs=[r[1] for r in rows],
                               run=[r[2] for r in rows], req_time=[r[3] for r in rows],
                               user=[r[4] if len(r) > 4 else 1 for r in rows])
@@ -60,7 +64,10 @@ def sim_with(rows, cores, backend, policy="sjf+easy", progress=None, **hub):
                              "workload": {"kind": "swf", "path": "unused"}})
     env = simpy.Environment()
     h = PredictionHub(w, backend, feature_names=[], **hub)
-    sim = build(env, sc, make_policy(policy), workload=w, hooks=[h])
+    pol = make_policy(policy)
+    if kill_rule is not None:
+        pol = KillRulePolicy(pol, kill_rule, h)
+    sim = build(env, sc, pol, workload=w, hooks=[h])
     return env, sim, h
 
 
@@ -174,56 +181,13 @@ def test_killed_job_is_requeued_with_its_lost_time(vasp_models):
     hub = attach_predictions(sim, sc, "rnn", True, bundle)
     env.run(until=sim.finished)
     killed = [j for j in sim.scheduler.jobs if j.attempts > 1]
-    assert hub.stats.rule_kills == len(killed) >= 1
+    assert isinstance(sim.scheduler.policy, KillRulePolicy)    # the rule wraps the policy
+    assert sim.scheduler.policy.hub is hub and hub.checks > 0  # ...and reads the hub's checks
+    assert sim.scheduler.policy.kills == len(killed) >= 1
+    assert all(j.kills == 1 for j in killed)                  # max_kills 1
     for job in killed:
         assert job.killed_seconds > 0 and job.outcome == "completed"
         assert job.killed_core_seconds == pytest.approx(job.killed_seconds * job.procs)
-
-
-# ------------------------------------------------------------------ the kill rule
-
-def test_rlschert_rule_thresholds_are_the_papers_in_five_minute_units():
-    rule = KillRule.named("rlschert")
-    assert (rule.short, rule.long, rule.error) == (3000.0, 3000.0, 300.0)
-    assert rule.max_kills == 1 and not rule.need_short_waiting
-    # every condition holds: elapsed < len_param < 10 units, run_hat > 10 units, |diff| > 1 unit
-    assert rule.should_kill(elapsed=600, len_param=1200, run_hat=3300)
-    assert not rule.should_kill(elapsed=1200, len_param=1200, run_hat=5000)   # ran too long
-    assert not rule.should_kill(elapsed=600, len_param=3000, run_hat=5000)    # not short
-    assert not rule.should_kill(elapsed=600, len_param=2800, run_hat=3000)    # not long
-    assert not rule.should_kill(elapsed=100, len_param=2800, run_hat=3050)    # |diff| 250 < 300
-    assert not rule.should_kill(elapsed=600, len_param=1200, run_hat=3300, kills=1)
-    # arrays in, arrays out (a learned kill agent can score every running job at once)
-    got = rule.should_kill([600, 1200], [1200, 1200], [3300, 3300])
-    assert got.tolist() == [True, False]
-    # another unit scales all three thresholds
-    assert KillRule.named("rlschert", unit=60.0).short == 600.0
-
-
-def test_guarded_rule_needs_a_short_job_waiting_and_overrides_apply():
-    rule = KillRule.named("guarded")
-    assert (rule.short, rule.long, rule.error, rule.need_short_waiting) == (1800, 7200, 600, True)
-    assert rule.should_kill(100, 1000, 8000, short_waiting=True)
-    assert not rule.should_kill(100, 1000, 8000, short_waiting=False)
-    assert KillRule.named("guarded", long=3600.0, max_kills=0).long == 3600.0
-    with pytest.raises(ValueError, match="unknown kill rule 'nope'"):
-        KillRule.named("nope")
-
-
-def test_scenario_chooses_the_rule():
-    from cosim.errors import ScenarioError
-
-    def rule_of(kill):
-        sc = scenario_from_dict({"workload": {"kind": "lublin", "jobs": 5},
-                                 "predictor": {"kill": kill}})
-        return KillRule.from_config(sc.predictor.kill)
-
-    assert rule_of({}) == KillRule.named("rlschert")
-    assert rule_of({"rule": "guarded"}) == KillRule.named("guarded")
-    assert rule_of({"unit": 60, "error": 30}).short == 600.0
-    assert rule_of({"unit": 60, "error": 30}).error == 30.0
-    with pytest.raises(ScenarioError, match="predictor.kill.rule"):
-        rule_of({"rule": "agressive"})
 
 
 class CountingBackend(FixedBackend):
@@ -251,12 +215,13 @@ def test_rule_kills_a_misjudged_job_which_comes_back_re_estimated():
     env, sim, hub = sim_with(rows, 4, backend, policy="sjf+easy", progress=StepLog(),
                              remaining=True, interval=300.0, min_remaining=1.0,
                              kill_rule=KillRule.named("rlschert"))
+    policy = sim.scheduler.policy
     env.run(until=sim.finished)
     j1, j2 = sim.scheduler.jobs
     assert (j2.start, j2.end) == (300.0, 400.0)
     assert (j1.start, j1.end, j1.attempts) == (400.0, 8400.0, 2)
     assert j1.killed_seconds == 300.0
-    assert hub.stats.rule_kills == 1 and hub.kills(j1) == 1
+    assert policy.kills == 1 and j1.kills == 1 and j2.kills == 0
     # the re-estimation asked the in-run model about the killed run (elapsed 300)
     assert backend.calls[:4] == [("runtime", [1]), ("runtime", [2]), ("remaining", [1]),
                                  ("remaining", [1])]

@@ -320,6 +320,7 @@ class Scheduler:
                 return self._refuse(d, "job is already being killed")
             self._killing.add(job)
             self.counters.kills += 1
+            job.kills += 1
             job.process.interrupt(Killed(reason=d.reason, requeue=d.requeue))
             if self.record:
                 self.log.kill(now, job.id, d.reason)

@@ -7,7 +7,9 @@ and made into a policy by :func:`load_policy`. Heuristics come from
 the loader registered for its prefix in :data:`POLICY_LOADERS`, so a new kind
 of learned policy is one :func:`register_policy_loader` call. A loader gets
 the parsed spec, the run's scenario and workload, and returns a fresh policy
-for one simulation.
+for one simulation. A kill (``+kill``: the scenario's rule; ``+kill=DIR``: a
+trained kill agent) wraps the policy and reads the run's prediction hub
+(:func:`with_kills`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cosim.config import Scenario
-from cosim.errors import InputError, ScenarioError
-from cosim.policies import PolicySpec, make_policy, parse_policy
+from cosim.errors import InputError
+from cosim.policies import KillRule, KillRulePolicy, PolicySpec, make_policy, parse_policy
 from cosim.workloads.base import Workload
 
-__all__ = ["parse_policies", "load_policy", "load_kill_agent", "register_policy_loader",
+__all__ = ["parse_policies", "load_policy", "with_kills", "load_kill_agent",
+           "register_policy_loader",
            "POLICY_LOADERS", "PolicyLoader"]
 
 #: ``loader(spec, scenario, workload) -> policy`` for a prefixed policy name.
@@ -47,11 +50,9 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
         spec = parse_policy(name, where=where)
         if spec.kind == "agent" and spec.predictor is None:
             # A trained agent sees what it was trained with, unless the name says otherwise.
-            spec = spec.resolved(_agent_predictor(spec.checkpoint, where))
-        spec = spec.resolved(scenario.predictor.runtime, scenario.predictor.kill.enabled)
-        if spec.kill and spec.predictor != "rnn":
-            raise ScenarioError(where, repr(name), "+kill (predictor.kill.enabled) only with "
-                                "@rnn predictions: it needs in-run predictions")
+            spec = spec.resolved(_agent_predictor(spec.checkpoint, where), where=where)
+        spec = spec.resolved(scenario.predictor.runtime, scenario.predictor.kill.enabled,
+                             where=where)
         if spec.kind == "agent" and not Path(spec.checkpoint).is_dir():
             raise InputError(where, repr(name), "rl:DIR with DIR a checkpoint folder written by "
                              "'python -m agents train'")
@@ -111,6 +112,22 @@ def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
         raise InputError("policy", repr(spec.name),
                          f"a prefix with a loader: {', '.join(p + ':' for p in POLICY_LOADERS)}")
     return loader(spec, scenario, workload)
+
+
+def with_kills(spec: PolicySpec, scenario: Scenario, workload: Workload, policy, hub, *,
+               base_dir: str | Path | None = None):
+    """``policy`` with the kills ``spec`` asks for, reading ``hub``'s predictions.
+
+    ``+kill``: the scenario's kill rule (``predictor.kill``) wraps it
+    (:class:`cosim.policies.KillRulePolicy`); ``+kill=DIR``: the trained kill
+    agent does (:func:`load_kill_agent`); otherwise it is returned as it is.
+    """
+    if spec.kill_agent:
+        return load_kill_agent(spec.kill_agent, scenario, workload, policy, hub, name=spec.name,
+                               base_dir=base_dir)
+    if spec.kill:
+        return KillRulePolicy(policy, KillRule.from_config(scenario.predictor.kill), hub)
+    return policy
 
 
 def load_kill_agent(folder: str, scenario: Scenario, workload: Workload, base, hub, *,

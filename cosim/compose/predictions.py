@@ -24,8 +24,8 @@ from pathlib import Path
 from cosim.cli import stderr_line
 from cosim.config import Scenario
 from cosim.errors import InputError, ScenarioError
-from cosim.policies import PolicySpec, parse_policy
-from cosim.prediction_hub import KillRule, PredictionHub, feature_columns
+from cosim.policies import KillRule, KillRulePolicy, PolicySpec, parse_policy
+from cosim.prediction_hub import PredictionHub, feature_columns
 from cosim.workloads.base import Workload
 
 __all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
@@ -118,26 +118,33 @@ def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload
                         feature_names: list[str] | None = None) -> PredictionHub | None:
     """The hub that gives a policy its ``@PREDICTOR`` beliefs (None for ``@estimate``).
 
-    With ``+kill`` the hub applies the scenario's kill rule; with ``+kill=DIR``
-    the kill agent decides instead (see :func:`cosim.compose.policies.load_kill_agent`).
+    The hub only predicts: kills (``+kill``, ``+kill=DIR``) wrap the policy
+    and read the hub (:func:`cosim.compose.policies.with_kills`).
     """
     if spec.predictor == "estimate" and not spec.kill:
         return None
     pc = scenario.predictor
-    rule = KillRule.from_config(pc.kill) if spec.kill and not spec.kill_agent else None
     return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
                          interval=pc.update_interval, min_remaining=pc.min_remaining,
-                         kill_rule=rule, feature_names=feature_names or [])
+                         feature_names=feature_names or [])
 
 
 def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
-    """Add the prediction hub of ``@PREDICTOR[+kill]`` to a built simulation (before it runs)."""
-    spec = PolicySpec(name="attached", kind="queue", predictor=predictor, kill=kill)
+    """Add the prediction hub of ``@PREDICTOR[+kill]`` to a built simulation (before it runs).
+
+    With ``kill`` the scheduler's policy is wrapped in the scenario's kill rule
+    (:class:`cosim.policies.KillRulePolicy`), which reads the new hub.
+    """
+    spec = PolicySpec(name="attached", kind="queue", predictor=predictor, kill=kill).checked()
     backend = prediction_backend(predictor, sim.workload, bundle)
     hub = make_prediction_hub(spec, scenario, sim.workload, backend,
                               feature_names=bundle.feature_names if bundle is not None else None)
     if hub is not None:
         sim.scheduler.add_hook(hub)
+    if kill:
+        sched = sim.scheduler
+        sched.policy = KillRulePolicy(sched.policy, KillRule.from_config(scenario.predictor.kill),
+                                      hub)
     return hub
 
 

@@ -35,7 +35,7 @@ import simpy
 import yaml
 
 from cosim.cli import stderr_line
-from cosim.compose.policies import load_kill_agent, load_policy, parse_policies
+from cosim.compose.policies import load_policy, parse_policies, with_kills
 from cosim.compose.predictions import (
     MODEL_PREDICTORS,
     make_prediction_hub,
@@ -47,7 +47,7 @@ from cosim.compose.staging import policy_dir, prepare_out, put_in_place
 from cosim.compose.table import Progress, comparison_table
 from cosim.config import Scenario
 from cosim.model import build
-from cosim.policies import PolicySpec
+from cosim.policies import KillRulePolicy, PolicySpec
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import load_workload, resolve_machine, streams, workload_warnings
 
@@ -56,15 +56,13 @@ __all__ = ["run_policy", "run_scenario"]
 
 def _build(env: simpy.Environment, spec: PolicySpec, scenario: Scenario, workload: Workload,
            policy, backend, feature_names: list[str] | None, base_dir):
-    """The simulation of one policy: its prediction hub, a kill agent around it, the model.
+    """The simulation of one policy: its prediction hub, its kills around it, the model.
 
     The one build for both ways of running: ``backend`` is the in-process
     backend or the asyncio bridge to a prediction service.
     """
     hub = make_prediction_hub(spec, scenario, workload, backend, feature_names=feature_names)
-    if spec.kill_agent:
-        policy = load_kill_agent(spec.kill_agent, scenario, workload, policy, hub, name=spec.name,
-                                 base_dir=base_dir)
+    policy = with_kills(spec, scenario, workload, policy, hub, base_dir=base_dir)
     sim = build(env, scenario, policy, workload=workload, hooks=[hub] if hub is not None else [])
     return sim, hub
 
@@ -159,6 +157,8 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
     events = sim.events_table()
     summary = metrics.summarize(jobs, events, cores=cores, tau=scenario.metrics.tau)
     c = sim.scheduler.counters
+    policy = sim.scheduler.policy
+    rule_kills = policy.kills if isinstance(policy, KillRulePolicy) else 0
     summary.update({
         "wasted_core_hours": (summary.get("wasted_core_seconds") or 0.0) / 3600.0,
         "jobs_in_workload": len(workload),
@@ -177,6 +177,8 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
         "machine_source": workload.machine_source,
         "predictor": predictor,
         **(hub.stats.as_dict() if hub is not None else {}),
+        # kills of RLSchert's rule (a KillRulePolicy around the policy), beside the hub's counts
+        **({"rule_kills": rule_kills} if hub is not None else {}),
         "wall_seconds": wall,
         "jobs_per_second": len(workload) / wall if wall > 0 else None,
     })

@@ -89,7 +89,7 @@ def acting_policy(config: Mapping[str, Any], scenario: Scenario, workload: Workl
         raise ScenarioError("guard_wait", repr(guard_wait), "seconds >= 0")
     extra: dict[str, Any] = {}
     if actions == "kill":
-        from cosim.prediction_hub import KillRule
+        from cosim.policies.kill import KillRule
 
         if base is None:
             base = make_policy(cfg.get("base_policy") or "sjf+easy", where="base_policy")

@@ -357,7 +357,7 @@ class SchedulingEnv(gym.Env):
         """A fresh action model (for ``kill``, with a fresh base policy and the scenario's rule)."""
         extra = {}
         if self.actions == "kill":
-            from cosim.prediction_hub import KillRule
+            from cosim.policies.kill import KillRule
 
             if base is None:
                 base = self.base_policy

@@ -4,6 +4,8 @@
 - :mod:`~cosim.policies.backfill`: a heuristic with a backfilling variant
   (none, greedy, EASY, conservative) as one policy.
 - :mod:`~cosim.policies.knapsack`: DRAS's optimization baseline.
+- :mod:`~cosim.policies.kill`: RLSchert's kill rule, a wrapper around any
+  policy that kills what the rule condemns at each progress check.
 - :mod:`~cosim.policies.names`: the policy-name grammar
   (``HEURISTIC[+BACKFILL][@PREDICTOR[+kill]]``, ``knapsack``, ``rl:DIR``).
 
@@ -13,6 +15,7 @@ Trained agents are policies too (``rl:DIR``); they need torch and live in
 
 from cosim.policies.backfill import BACKFILLS, Profile, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
+from cosim.policies.kill import KILL_RULES, KillRule, KillRulePolicy
 from cosim.policies.knapsack import KnapsackPolicy, knapsack
 from cosim.policies.names import (
     PREDICTORS,
@@ -25,5 +28,6 @@ from cosim.policies.names import (
 )
 
 __all__ = ["HEURISTICS", "Heuristic", "BACKFILLS", "QueuePolicy", "Profile", "easy_admits",
-           "KnapsackPolicy", "knapsack", "PREDICTORS", "SELECTORS", "PolicySpec",
-           "parse_policy", "make_policy", "policy_names", "grammar_help"]
+           "KnapsackPolicy", "knapsack", "KillRule", "KILL_RULES", "KillRulePolicy",
+           "PREDICTORS", "SELECTORS", "PolicySpec", "parse_policy", "make_policy", "policy_names",
+           "grammar_help"]

@@ -105,11 +105,33 @@ class PolicySpec:
             return self.selector
         return (_LEARNED if self.kind == "learned" else _AGENT) + self.checkpoint
 
-    def resolved(self, predictor: str = "estimate", kill: bool = False) -> PolicySpec:
-        """The spec with the scenario's defaults where the name says nothing."""
+    def resolved(self, predictor: str = "estimate", kill: bool = False, *,
+                 where: str = "policy") -> PolicySpec:
+        """The spec with the scenario's defaults where the name says nothing.
+
+        Raises:
+            ScenarioError: the defaults ask for a kill without ``rnn`` (see :meth:`checked`).
+        """
         if self.predictor is not None:
             return self
-        return replace(self, predictor=predictor, kill=self.kill or kill)
+        return replace(self, predictor=predictor, kill=self.kill or kill).checked(where)
+
+    def checked(self, where: str = "policy") -> PolicySpec:
+        """The spec itself, if what it asks for fits together.
+
+        The one place that checks that a kill (``+kill``, ``+kill=DIR``, or
+        ``predictor.kill.enabled``) comes with ``@rnn``: killing needs in-run
+        predictions.
+
+        Raises:
+            ScenarioError: a kill without ``@rnn``.
+        """
+        if self.kill and self.predictor != "rnn":
+            asked = "+kill" in self.name.lower()
+            found = repr(self.name) if asked else \
+                f"{self.name!r} with predictor.kill.enabled (+kill) and @{self.predictor}"
+            raise ScenarioError(where, found, "+kill only with @rnn (it needs in-run predictions)")
+        return self
 
 
 def _fail(where: str, name: str, expected: str) -> ScenarioError:
@@ -175,10 +197,9 @@ def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
             raise _fail(where, text, "POLICY[@PREDICTOR[+kill[=DIR]]] with PREDICTOR one of "
                                      f"{', '.join(PREDICTORS)}")
         kill, kill_agent = bool(plus), folder
-        if kill and pred != "rnn":
-            raise _fail(where, text, "+kill only with @rnn (it needs in-run predictions)")
         predictor = pred
-    return PolicySpec(name=text, predictor=predictor, kill=kill, kill_agent=kill_agent, **parts)
+    return PolicySpec(name=text, predictor=predictor, kill=kill, kill_agent=kill_agent,
+                      **parts).checked(where)
 
 
 def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = None,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import simpy
 
 from cosim.decisions import Decision, SchedulerView, kill
@@ -23,14 +22,17 @@ class KillActions(AgentPolicy):
     trained ``rl:DIR`` agent) makes every start.
 
     Index map: ``0``: keep; ``1 .. K``: kill candidate k-1. A candidate must
-    have run for some time and not been killed before (``max_kills``).
+    have run for some time and have been killed fewer than ``max_kills``
+    times (:attr:`cosim.job.Job.kills`, the rule's count: node failures are
+    not kills).
 
     Args:
         amap: no job slots, Keep, ``K`` kill slots.
         base: the policy that schedules.
         hub: the :class:`cosim.prediction_hub.PredictionHub` whose predictions the
             agent reads (given by :meth:`bind`).
-        rule: the kill rule, the teacher the agent imitates first.
+        rule: the kill rule (:class:`cosim.policies.kill.KillRule`), the teacher
+            the agent imitates first.
         on_post: see :class:`AgentPolicy`.
         max_kills: kills per job at most.
     """
@@ -72,7 +74,7 @@ class KillActions(AgentPolicy):
         cands = []
         for job, pred in self.hub.running_predictions():
             if (pred.remaining_at == now and now > job.start and job.process is not None
-                    and job.attempts <= self.max_kills and pred.prerun > 0
+                    and job.kills < self.max_kills and pred.prerun > 0
                     and job not in self._doomed):
                 cands.append((-(pred.run_hat / pred.prerun), job.id, job, pred))
         cands.sort(key=lambda c: (c[0], c[1]))
@@ -101,20 +103,11 @@ class KillActions(AgentPolicy):
         return "wait" if action == 0 else "kill"
 
     def rule_says(self, view: SchedulerView) -> list[bool]:
-        """Per kill slot: whether the kill rule would kill that candidate now."""
-        rule, now = self.rule, view.now
-        out = []
-        for job, pred in zip(self.kill_jobs, self.preds):
-            if job is None or rule is None:
-                out.append(False)
-                continue
-            short_waiting = True
-            if rule.need_short_waiting:
-                q = view.queue
-                short_waiting = bool(q.count and np.any(q.estimate[q.slots()] < rule.short))
-            out.append(bool(rule.should_kill(now - job.start, pred.prerun, pred.run_hat,
-                                             job.attempts - 1, short_waiting)))
-        return out
+        """Per kill slot: whether the kill rule would kill that candidate now
+        (:meth:`cosim.policies.kill.KillRule.says`, as ``POLICY@rnn+kill`` asks it)."""
+        rule = self.rule
+        return [job is not None and rule is not None and rule.says(view, job, pred)
+                for job, pred in zip(self.kill_jobs, self.preds)]
 
     def rule_action(self, view: SchedulerView) -> int:
         """The rule's choice: the first candidate it would kill, else keep."""
