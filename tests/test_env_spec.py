@@ -234,3 +234,28 @@ def test_an_old_checkpoint_loads_and_acts_as_before():
     assert _starts_digest(acting_policy(meta["env"], scenario, jobs, agent.act),
                           scenario, jobs) == before
     assert split_config(env_meta(meta["env"]))[0] == spec      # re-saved, it reads the same
+
+
+_junk = (st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats() | st.text(max_size=8)
+         | st.lists(st.integers(-3, 300), max_size=4) | st.dictionaries(st.text(max_size=4),
+                                                                        st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(EnvSpec.names()), _junk, st.sampled_from(["start", "select", "dras", "kill"]))
+def test_any_value_is_a_valid_setting_or_a_one_line_error_at_its_field(name, value, actions):
+    settings_ = {"actions": actions, name: value}
+    try:
+        spec = EnvSpec.from_dict(settings_, where="env")
+    except ScenarioError as exc:
+        assert exc.where.startswith("env.") and "\n" not in str(exc)
+        return
+    assert EnvSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+def test_a_spec_pickles_with_its_action_map():
+    import pickle
+
+    spec = EnvSpec(actions="dras", window=[7])
+    back = pickle.loads(pickle.dumps(spec))
+    assert back == spec and back.action_map.window == 7

@@ -44,13 +44,16 @@ from cosim.env.observations import DEFAULT_OBSERVATIONS, OBSERVATIONS
 from cosim.env.rewards import RENAMED, REWARDS
 from cosim.errors import ScenarioError, did_you_mean
 
-__all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "split_config", "capacity_of",
+__all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "MAX_SLOTS", "split_config", "capacity_of",
            "default_image_slot", "default_max_time", "default_node_rows"]
 
 #: Keys of a saved env config that are the front's, not the env's: the
 #: scenario file and its ``--set`` overrides, the predictor the front turns
 #: into ``predictions``, and ``agents train --paired``'s wrapper setting.
 FRONT_KEYS = ("scenario", "scenario_set", "predictor", "paired")
+
+#: The most job or kill slots an action model may have (each is a mask entry).
+MAX_SLOTS = 65536
 
 #: Keys of a ``curriculum`` setting (keyword arguments of
 #: :func:`cosim.workloads.windows.curriculum`).
@@ -106,7 +109,8 @@ class EnvSpec:
                      "episode_end", "episode_source"):
             if not isinstance(getattr(self, name), str):
                 raise ScenarioError(name, repr(getattr(self, name)), "a name")
-        if self.observation is not None and self.observation not in OBSERVATIONS:
+        if self.observation is not None and (not isinstance(self.observation, str)
+                                             or self.observation not in OBSERVATIONS):
             raise ScenarioError("observation", repr(self.observation),
                                 f"one of {', '.join(OBSERVATIONS)}")
         reward = self.reward
@@ -122,6 +126,9 @@ class EnvSpec:
             raise ScenarioError("episode_source", repr(self.episode_source),
                                 "window, jobsets or curriculum")
         set_(self, "window", _window(self.window))
+        if self.kill_slots is not None and not isinstance(self.kill_slots, bool) and isinstance(
+                self.kill_slots, int | float) and self.kill_slots > MAX_SLOTS:
+            raise ScenarioError("kill_slots", repr(self.kill_slots), f"at most {MAX_SLOTS} slots")
         for name, low, expected in (("kill_slots", 0, "an integer >= 0"),
                                     ("episode_jobs", 1, "a job count >= 1"),
                                     ("horizon", 0, "an integer >= 0"),
@@ -357,10 +364,15 @@ def _window(window: Any):
     if isinstance(window, bool):
         raise ScenarioError("window", repr(window), expected)
     if isinstance(window, int | float):
-        return _integer("window", window, -2**62, expected)
-    if isinstance(window, str | bytes) or not isinstance(window, list | tuple) or not window:
+        values: tuple = (window,)
+    elif isinstance(window, list | tuple) and window:
+        values = tuple(window)
+    else:
         raise ScenarioError("window", repr(window), expected)
-    values = tuple(_integer("window", w, -2**62, expected) for w in window)
+    values = tuple(_integer("window", w, -2**62, expected) for w in values)
+    # The action model allocates a mask per slot: a huge count is a typo, not a window.
+    if any(v > MAX_SLOTS for v in values):
+        raise ScenarioError("window", repr(window), f"at most {MAX_SLOTS} job slots")
     return values[0] if len(values) == 1 else values
 
 
