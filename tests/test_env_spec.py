@@ -259,3 +259,19 @@ def test_a_spec_pickles_with_its_action_map():
     spec = EnvSpec(actions="dras", window=[7])
     back = pickle.loads(pickle.dumps(spec))
     assert back == spec and back.action_map.window == 7
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "imgae_slots=3"], "error: --env imgae_slots: expected a field of cosim.env.EnvSpec, "
+                                 "got an unknown environment setting; did you mean 'image_slots'?"),
+    (["--env", "max_time=-3"], "error: env.max_time: expected seconds > 0, got -3"),
+    (["--arg", "ent_coeff=3"], "error: --arg ent_coeff: expected a field of agents.loop.Args, "
+                               "got an unknown hyper-parameter; did you mean 'ent_coef'?"),
+])
+def test_agents_train_names_a_bad_env_setting_in_one_line(tmp_path, capsys, argv, message):
+    from agents.__main__ import main
+
+    out = tmp_path / "run"
+    assert main(["train", str(SCENARIO), "--quiet", "--out", str(out), *argv]) == 2
+    assert capsys.readouterr().err.strip() == message
+    assert not out.exists()
