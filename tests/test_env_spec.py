@@ -68,9 +68,9 @@ def specs(draw) -> EnvSpec:
     kw["episode_source"] = source
     if source == "curriculum":
         kw["curriculum"] = draw(st.fixed_dictionaries(
-            {"sampled": st.integers(0, 30)},
-            optional={"periods": st.integers(0, 30), "load_range": st.tuples(_seconds, _seconds),
-                      "seed": st.integers(0, 2**31)}))
+            {"sampled": st.integers(1, 30)},
+            optional={"periods": st.integers(0, 30), "seed": st.integers(0, 2**31),
+                      "load_range": st.tuples(_seconds, _seconds).map(sorted)}))
     kw["horizon"] = draw(st.integers(0, 64))
     kw["image_slots"] = draw(st.integers(1, 64))
     for name in ("image_slot_s", "tau", "max_time"):
@@ -164,6 +164,11 @@ def test_with_scales_pins_only_the_feature_scales_of_the_observation():
     ({"episode_source": "curriculum", "curriculum": {"sampeld": 2}},
      "train.env.curriculum: expected keys among sampled, periods, synthetic, load_range, seed, "
      "got {'sampeld': 2}; did you mean 'sampled'?"),
+    ({"episode_source": "curriculum", "curriculum": {"sampled": 0}},
+     "train.env.curriculum: expected episode counts sampled, periods, synthetic >= 0 with at "
+     "least one episode, got {'sampled': 0}"),
+    ({"episode_source": "curriculum", "curriculum": {"sampled": 1, "load_range": [2, 1]}},
+     "train.env.curriculum.load_range: expected [LOW, HIGH] with 0 < LOW <= HIGH, got [2, 1]"),
 ])
 def test_a_bad_spec_says_where_what_and_what_is_expected(settings_, message):
     with pytest.raises(ScenarioError) as err:

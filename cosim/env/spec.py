@@ -389,4 +389,22 @@ def _curriculum(curriculum: Any) -> dict[str, Any] | None:
         raise ScenarioError("curriculum", repr(dict(curriculum)),
                             f"keys among {', '.join(CURRICULUM_KEYS)}",
                             did_you_mean(str(unknown[0]), CURRICULUM_KEYS))
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in curriculum.items()} or None
+    out = {k: list(v) if isinstance(v, tuple) else v for k, v in curriculum.items()}
+    if not out:
+        return None
+    counts = [out.get(k, 0) for k in ("sampled", "periods", "synthetic")]
+    if (any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts)
+            or not sum(counts)):
+        raise ScenarioError("curriculum", repr(dict(curriculum)), "episode counts sampled, "
+                            "periods, synthetic >= 0 with at least one episode")
+    seed = out.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ScenarioError("curriculum.seed", repr(seed), "an integer >= 0")
+    if "load_range" in out:
+        lr = out["load_range"]
+        ok = isinstance(lr, list) and len(lr) == 2 and all(
+            not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x) and x > 0
+            for x in lr) and lr[0] <= lr[1]
+        if not ok:
+            raise ScenarioError("curriculum.load_range", repr(lr), "[LOW, HIGH] with 0 < LOW <= HIGH")
+    return out
