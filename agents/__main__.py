@@ -142,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(also load_range=LOW:HIGH, seed=N), or a JSON file with those keys; "
                         "the position is saved in checkpoints")
     t.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
-                   help="set any cosim.env.SchedulingEnv keyword, e.g. --env max_time=200000")
+                   help="set any env setting (a field of cosim.env.EnvSpec), "
+                        "e.g. --env max_time=200000")
     t.add_argument("--paired", default=None, metavar="BASELINE",
                    help="paired learning signal: the episode's return is its advantage over "
                         "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "

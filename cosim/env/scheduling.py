@@ -8,7 +8,9 @@ path (the scheduler validates every decision). The parts live in their own
 modules: actions and mask (:mod:`~cosim.env.actions`), observations
 (:mod:`~cosim.env.observations`), rewards (:mod:`~cosim.env.rewards`),
 episode sources (:mod:`~cosim.env.episodes`) and the teacher
-(:mod:`~cosim.env.teacher`).
+(:mod:`~cosim.env.teacher`). The settings are an
+:class:`~cosim.env.spec.EnvSpec`; the action model and the encoder are built
+from it by :mod:`~cosim.env.acting`, as for a trained agent run as a policy.
 """
 
 from __future__ import annotations
