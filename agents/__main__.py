@@ -29,7 +29,6 @@ exit 2.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import math
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim.cli import ArgumentParser, nonnegative_float, run_command
-from cosim.errors import InputError
+from cosim.errors import InputError, did_you_mean
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
 
@@ -143,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(also load_range=LOW:HIGH, seed=N), or a JSON file with those keys; "
                         "the position is saved in checkpoints")
     t.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
-                   help="set any cosim.env.SchedulingEnv keyword, e.g. --env max_time=200000")
+                   help="set any env setting (a field of cosim.env.EnvSpec), "
+                        "e.g. --env max_time=200000")
     t.add_argument("--paired", default=None, metavar="BASELINE",
                    help="paired learning signal: the episode's return is its advantage over "
                         "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
@@ -201,11 +201,10 @@ def _apply_arg_overrides(args_obj, items: list[str]):
         if not sep:
             raise InputError("--arg", repr(item), "NAME=VALUE")
         if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
             cls = type(args_obj)
             raise InputError(f"--arg {key}", "an unknown hyper-parameter",
-                             f"a field of {cls.__module__}.{cls.__name__}{hint}")
+                             f"a field of {cls.__module__}.{cls.__name__}",
+                             did_you_mean(key, names))
         parsed = _parse_value(value)
         default = getattr(args_obj, key)
         if isinstance(default, bool) and not isinstance(parsed, bool):
@@ -273,18 +272,11 @@ class _TensorBoard:
             self.writer.close()
 
 
-#: ``SchedulingEnv`` keywords the command line sets itself (not through ``--env``).
-_ENV_RESERVED = ("scenario", "workload", "predictions", "base_dir")
-
-
 def _env_settings(items: list[str]) -> dict[str, Any]:
-    """``--env KEY=VALUE`` items as SchedulingEnv keyword arguments (names checked)."""
-    import inspect
+    """``--env KEY=VALUE`` items as env settings (names checked: the fields of ``EnvSpec``)."""
+    from cosim.env import EnvSpec
 
-    from cosim.env import SchedulingEnv
-
-    names = [n for n in inspect.signature(SchedulingEnv.__init__).parameters
-             if n not in ("self", *_ENV_RESERVED)]
+    names = EnvSpec.names()
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -292,10 +284,8 @@ def _env_settings(items: list[str]) -> dict[str, Any]:
         if not sep:
             raise InputError("--env", repr(item), "KEY=VALUE")
         if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(f"--env {key}", "an unknown environment keyword",
-                             f"a keyword of cosim.env.SchedulingEnv{hint}")
+            raise InputError(f"--env {key}", "an unknown environment setting",
+                             "a field of cosim.env.EnvSpec", did_you_mean(key, names))
         out[key] = _parse_value(value)
     return out
 

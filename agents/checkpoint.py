@@ -19,6 +19,12 @@ half-written temporary directory is ignored and removed by the next save.
 floats, strings, lists and dicts, and the random-number states as plain
 values (numpy's bit-generator state is a dict of Python ints, torch's is a
 ``uint8`` tensor).
+
+The env config in ``meta.json`` (``env``) is the front's keys (scenario,
+overrides, predictor, paired setting) beside the :class:`cosim.env.EnvSpec`'s
+:meth:`~cosim.env.spec.EnvSpec.to_dict` (:func:`env_meta`);
+:func:`read_env_spec` reads it back, from checkpoints written before the spec
+existed too (their ``env`` holds a subset of the same keys).
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ import numpy as np
 from cosim.errors import InputError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "read_meta",
-           "capture_rng", "restore_rng", "inference_threads", "FORMAT"]
+           "capture_rng", "restore_rng", "inference_threads", "env_meta", "read_env_spec",
+           "FORMAT"]
 
 FORMAT = "hpc-cosim-agent/1"
 _LATEST = "LATEST"
@@ -218,6 +225,40 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise InputError(str(ckpt / "state.pt"), "an unknown file", f"a {FORMAT} training state")
     return state, meta
+
+
+def env_meta(env_config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An env config as a checkpoint saves it: the front's keys, then every spec setting.
+
+    The settings are validated (:class:`cosim.env.EnvSpec`) and written in
+    full, JSON-safe, so the checkpoint describes its env without relying on
+    today's defaults. None stays None (a learner trained without a config).
+
+    Raises:
+        ScenarioError: an unknown key or a bad setting.
+    """
+    if env_config is None:
+        return None
+    from cosim.env.spec import split_config
+
+    spec, front = split_config(env_config)
+    return {**front, **spec.to_dict()}
+
+
+def read_env_spec(meta: dict[str, Any]):
+    """``(spec, front)`` of a checkpoint's ``meta``: its :class:`cosim.env.EnvSpec` and front keys.
+
+    Raises:
+        InputError: the checkpoint has no env config, or one with a bad setting
+            (located as ``.../meta.json: env.KEY``).
+    """
+    from cosim.env.spec import split_config
+
+    where = f"{meta.get('_path', 'checkpoint')}/meta.json: env"
+    if not isinstance(meta.get("env"), dict):
+        raise InputError(where, "no environment description",
+                         "a checkpoint written by `python -m agents train`")
+    return split_config(meta["env"], where=where)
 
 
 def inference_threads() -> None:

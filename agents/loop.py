@@ -39,6 +39,7 @@ from torch import nn
 
 from agents.checkpoint import (
     capture_rng,
+    env_meta,
     latest_checkpoint,
     load_checkpoint,
     restore_rng,
@@ -404,7 +405,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         update, global_step = int(state["update"]), int(state["global_step"])
         curve = [dict(r) for r in state["curve"]]
     meta_out = {"algo": algo, "args": args.to_dict(), "network": net.spec,
-                "env": env_config, "versions": {"torch": torch.__version__,
+                "env": env_meta(env_config), "versions": {"torch": torch.__version__,
                                                 "gymnasium": gym.__version__,
                                                 "numpy": np.__version__}}
     curve_path = out / "curve.csv" if out is not None else None

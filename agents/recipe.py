@@ -183,7 +183,7 @@ def _train_selected(env_fn, algo, args, learner, net, budget_s, selection, out, 
     """:func:`train` with :class:`Selection` (see there)."""
     import torch
 
-    from agents.checkpoint import save_checkpoint
+    from agents.checkpoint import env_meta, save_checkpoint
     from agents.loop import run
     from agents.networks import make_network
     from agents.rl_policy import RLPolicy
@@ -196,7 +196,7 @@ def _train_selected(env_fn, algo, args, learner, net, budget_s, selection, out, 
                                args.hidden)
         probe.close()
     meta = {"algo": algo, "args": args.to_dict(), "network": net.spec,
-            "env": {**env_config, "teacher": None}}
+            "env": env_meta({**env_config, "teacher": None}) if env_config else {"teacher": None}}
     best: dict[str, Any] = {"score": math.inf, "update": 0}
 
     def consider(state_dict, update, step):

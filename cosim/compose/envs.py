@@ -7,6 +7,11 @@ resolving the two settings that need more than ``cosim``: ``predictor``
 becomes the env's ``predictions`` (a :class:`~cosim.compose.predictions.HubFactory`),
 and a trained base policy ``base_policy: rl:DIR`` becomes a factory of fresh
 acting policies. :class:`EnvFactory` is that call, picklable, for vector envs.
+
+:class:`EnvFactory` stays here, not in :mod:`cosim.env`: what it resolves
+(a predictor into a prediction hub, ``rl:DIR`` into a loaded agent) is the
+front's work. Learners receive it as a plain zero-argument callable and never
+import it.
 """
 
 from __future__ import annotations
@@ -22,41 +27,49 @@ __all__ = ["make_env", "EnvFactory", "pin_scales"]
 def make_env(env_config: dict[str, Any], **overrides: Any):
     """Build a :class:`cosim.env.SchedulingEnv` from a saved env config.
 
+    The config's :data:`~cosim.env.spec.FRONT_KEYS` are resolved here; the
+    rest is an :class:`~cosim.env.spec.EnvSpec` (validated once).
+
     Args:
         env_config: ``{"scenario": path, "scenario_set": [KEY=VALUE, ...],
-            "predictor": NAME, **SchedulingEnv keyword arguments}`` (``window``
-            may be a list; ``scenario_set`` are scenario overrides as in ``--set``).
-        **overrides: keyword arguments that replace the saved ones (for example
-            ``scenario=...``, ``episode_jobs=...`` or ``workload=...``).
+            "predictor": NAME, **EnvSpec settings}`` (``window`` may be a
+            list; ``scenario_set`` are scenario overrides as in ``--set``).
+        **overrides: keyword arguments that replace the saved ones: settings
+            (``episode_jobs=...``), ``scenario=...`` (a path or Scenario), or
+            the live ``workload=``, ``predictions=``, ``base_factory=``, ``base_dir=``.
 
     Raises:
-        InputError: no scenario given.
+        InputError: no scenario given, or a bad setting.
     """
     from cosim.env import SchedulingEnv
-    from cosim.env.acting import window_setting
+    from cosim.env.spec import split_config
 
-    kwargs = {**env_config, **overrides}
-    scenario = kwargs.pop("scenario", None)
-    scenario_set = kwargs.pop("scenario_set", None) or []
-    predictor = kwargs.pop("predictor", None)
-    kwargs.pop("paired", None)   # a training wrapper's settings (agents train --paired), not the env's
+    live = {k: overrides.pop(k) for k in _LIVE if k in overrides}
+    config = {**env_config, **overrides}
+    if isinstance(config.get("curriculum"), list | tuple):   # prepared workloads: live
+        live["curriculum"] = config.pop("curriculum")
+    spec, front = split_config(config)
+    scenario = front.get("scenario")
     if scenario is None:
         raise InputError("env.scenario", "nothing", "a scenario path or Scenario")
     if isinstance(scenario, str | Path):
         from cosim.config import load_scenario
 
-        kwargs.setdefault("base_dir", Path(scenario).resolve().parent)
-        scenario = load_scenario(scenario, list(scenario_set))
-    if kwargs.get("window") is not None:
-        kwargs["window"] = window_setting(kwargs["window"])
-    if predictor not in (None, "estimate"):
+        live.setdefault("base_dir", Path(scenario).resolve().parent)
+        scenario = load_scenario(scenario, list(front.get("scenario_set") or []))
+    predictor = front.get("predictor")
+    if predictor not in (None, "estimate") and "predictions" not in live:
         from cosim.compose.predictions import HubFactory
 
-        kwargs["predictions"] = HubFactory(scenario, predictor, kwargs.get("base_dir"))
-    base = kwargs.get("base_policy")
-    if isinstance(base, str) and base.startswith("rl:"):
-        kwargs["base_policy"] = AgentBase(base, scenario, kwargs.get("base_dir"))
-    return SchedulingEnv(scenario, **kwargs)
+        live["predictions"] = HubFactory(scenario, predictor, live.get("base_dir"))
+    base = spec.base_policy
+    if isinstance(base, str) and base.startswith("rl:") and "base_factory" not in live:
+        live["base_factory"] = AgentBase(base, scenario, live.get("base_dir"))
+    return SchedulingEnv(scenario, spec, **live)
+
+
+#: :func:`make_env` keywords that are live collaborators, not settings.
+_LIVE = ("workload", "predictions", "base_factory", "base_dir")
 
 
 class AgentBase:
@@ -121,18 +134,19 @@ def pin_scales(env_config: dict[str, Any], probe=None):
     The time normalization (``max_time``), the image row length and the DRAS
     node rows are otherwise derived by each env from its own workload, so a
     saved policy would see other scales on another workload or cluster size
-    (transfer, seed 003). Values already set are kept.
+    (transfer, seed 003). Values already set are kept
+    (:meth:`cosim.env.spec.EnvSpec.with_scales`).
 
     Returns:
         The probe env (built from ``env_config`` unless given; the caller closes it).
     """
+    from cosim.env.spec import split_config
+
     if probe is None:
         probe = make_env(env_config)
-    base = probe.unwrapped
-    env_config.setdefault("max_time", float(base.max_time))
-    if base.observation_kind == "image":
-        env_config.setdefault("image_slot_s", float(base.image_slot_s))
-    if base.observation_kind == "dras":
-        env_config.setdefault("node_rows", int(base.node_rows))
+    spec, _ = split_config(env_config)
+    pinned = spec.with_scales(probe.unwrapped.env_spec)
+    for key in ("max_time", "image_slot_s", "node_rows"):
+        if getattr(pinned, key) != getattr(spec, key):
+            env_config[key] = getattr(pinned, key)
     return probe
-

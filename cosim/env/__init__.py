@@ -7,6 +7,11 @@ simulation until the next request. Simulated time does not move while the
 agent thinks, and heuristics and agents share one code path (the scheduler
 validates every decision).
 
+Its settings are an :class:`~cosim.env.spec.EnvSpec` (frozen, validated
+once, JSON-safe, saved in checkpoints); the live collaborators (a prepared
+workload, the ``predictions`` callable, a factory of base policies) are
+given beside it.
+
 The parts, each chosen by name:
 
 - :mod:`~cosim.env.actions`: the action models ``start`` (DBF split window
@@ -34,8 +39,9 @@ from cosim.env.episodes import EPISODE_SOURCES
 from cosim.env.observations import OBSERVATIONS
 from cosim.env.rewards import REWARDS
 from cosim.env.scheduling import DEFAULT_SCENARIO, ENV_ID, SchedulingEnv, register
+from cosim.env.spec import EnvSpec
 
-__all__ = ["SchedulingEnv", "AgentPolicy", "ActionMap", "ACTION_MODELS", "OBSERVATIONS",
+__all__ = ["SchedulingEnv", "EnvSpec", "AgentPolicy", "ActionMap", "ACTION_MODELS", "OBSERVATIONS",
            "REWARDS", "EPISODE_SOURCES", "ENV_ID", "DEFAULT_SCENARIO", "register"]
 
 register()

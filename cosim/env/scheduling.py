@@ -8,14 +8,15 @@ path (the scheduler validates every decision). The parts live in their own
 modules: actions and mask (:mod:`~cosim.env.actions`), observations
 (:mod:`~cosim.env.observations`), rewards (:mod:`~cosim.env.rewards`),
 episode sources (:mod:`~cosim.env.episodes`) and the teacher
-(:mod:`~cosim.env.teacher`).
+(:mod:`~cosim.env.teacher`). The settings are an
+:class:`~cosim.env.spec.EnvSpec`; the action model and the encoder are built
+from it by :mod:`~cosim.env.acting`, as for a trained agent run as a policy.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +28,21 @@ from gymnasium import spaces
 from cosim import metrics, records
 from cosim.actors.scheduler import SchedulerHooks
 from cosim.config import Scenario, load_scenario, scenario_from_dict
-from cosim.env.actions import AgentPolicy, make_action_model
+from cosim.env.acting import acting_policy, action_model, encoder
+from cosim.env.actions import AgentPolicy
 from cosim.env.episodes import CurriculumEpisodes, make_episode_source
-from cosim.env.observations import (
-    DEFAULT_OBSERVATIONS,
-    OBSERVATIONS,
-    ObservationConfig,
-    make_encoder,
+from cosim.env.rewards import RewardParams, make_reward
+from cosim.env.spec import (
+    EnvSpec,
+    capacity_of,
+    default_image_slot,
+    default_max_time,
+    default_node_rows,
 )
-from cosim.env.rewards import RENAMED, REWARDS, RewardParams, make_reward
 from cosim.env.teacher import teacher_action
 from cosim.errors import ScenarioError
 from cosim.model import build
-from cosim.policies import make_policy
+from cosim.policies import make_policy, parse_policy
 from cosim.workloads.loading import load_workload
 
 __all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register", "default_image_slot",
@@ -74,62 +77,74 @@ class SchedulingEnv(gym.Env):
     Args:
         scenario: a scenario file or :class:`cosim.config.Scenario`; None uses
             :data:`DEFAULT_SCENARIO` (256 cores, Lublin-Feitelson jobs).
-        actions: the action model, ``start``, ``select`` or ``dras``
-            (:mod:`cosim.env.actions`).
-        observation: ``compact``, ``kernel``, ``image`` or ``dras``; default per
-            action model (``start``: compact, ``select``: kernel, ``dras``: dras).
-        window: ``start``: ``(M_head, M_tail)`` (DBF split window; M_tail = 0
-            is the classic head window), default ``(10, 0)``; ``select``: N
-            queued jobs to choose from, default 128; ``dras``: W, default 50.
-        kill_slots: K running jobs the agent may kill (``start`` only).
-        backfill: ``select``: ``easy`` or ``none`` around the agent's reservation.
-        backfill_order: ``select``: the static heuristic ordering backfill candidates.
-        reserve: ``select``: ``easy`` (the agent's choice is re-made at every
-            decision point, like EASY's head) or ``sticky`` (RLScheduler: held
-            until it starts).
-        reward: one of :data:`cosim.env.rewards.REWARDS`.
-        episode_jobs: jobs per episode.
-        episode_end: ``placed`` (truncate after that many starts) or ``completed``.
-        episode_source: ``window`` (random offset), ``jobsets`` (DRAS phase 1) or
-            ``curriculum`` (the workloads in ``curriculum``, in order, cycling).
-        curriculum: episode workloads for ``episode_source="curriculum"``, for
-            example from :func:`cosim.workloads.windows.curriculum` (DRAS's three
-            phases), or that function's keyword arguments as a dict (for
-            example ``{"sampled": 20, "periods": 20, "synthetic": 20}``; JSON,
-            so it can live in a saved env config), applied to the scenario's
-            workload with ``set_size=episode_jobs``.
-        horizon: event-horizon length H of the compact observation.
-        image_slots, image_slot_s: rows and slot length (s) of the image observation.
-            The default slot length is sized to the workload: its longest request
-            spans 3/4 of the rows (DeepRM: jobs of up to 15 time units in a
-            20-row image), so 1 s for the DeepRM jobs and hours for Lublin's.
-        node_rows: node rows R of the ``dras`` observation (default: the
-            cluster's units, at most 256).
-        time_scale: seconds that normalize integral rewards (and the SMDP discount).
-        smdp_gamma: discount per ``time_scale`` seconds of integral rewards within
-            each step (thesis eq. 2.18), or None; the learner then discounts
-            between decisions by the same rule (``agents train --smdp-gamma``).
-        reward_weights: w1, w2, w3 for ``dbf`` and ``capability``.
-        tau: bounded-slowdown bound (s) of the slowdown rewards and episode
-            metrics; default the scenario's ``metrics.tau`` (1 in the DeepRM
-            setting, so a job's weight is 1/T as in DeepRM's reward).
-        teacher: a heuristic policy name; ``info["teacher_action"]`` then holds
-            the action it would take now.
-        max_time: the time that maps to 1.0 in time features (default: from the workload).
-        queue_norm: the job count that maps to 1.0 in the log-scaled queue, running
-            and backlog counts. A constant, not the episode length, so an agent
-            trained on short episodes sees the same scale on a whole trace.
-        guard_wait: starvation guard (s): once the queue's oldest job has waited
-            this long it is protected (see :mod:`cosim.env.actions`). None
-            (default) leaves the agent free.
-        base_policy: ``kill``: the policy that schedules (a heuristic name, or a
-            factory of fresh policies), default ``sjf+easy``.
+        spec: the settings, an :class:`~cosim.env.spec.EnvSpec` (or its
+            :meth:`~cosim.env.spec.EnvSpec.to_dict`); None: from ``settings``.
+        workload: a prepared workload (skips loading the scenario's).
         predictions: ``predictions(workload) -> PredictionHub``, called for each
             episode: the agent then sees pre-run predictions instead of user
             estimates, and running jobs' expected ends follow remaining-time
             predictions (the composition, e.g. ``cosim.compose.make_env``,
             builds it from ``predictors``).
-        workload: a prepared workload (skips loading the scenario's).
+        base_factory: ``actions="kill"``: ``base_factory(workload)`` gives each
+            episode's scheduling policy (a trained ``rl:DIR`` base, built by the
+            front); default: the spec's heuristic ``base_policy``.
+        base_dir: the folder scenario paths are relative to.
+        **settings: :class:`~cosim.env.spec.EnvSpec` fields by keyword
+            (``gym.make(ENV_ID, actions="select")``), validated by the spec
+            and applied over ``spec``; ``curriculum`` may also be a list of
+            prepared workloads (live, never saved). The settings, each
+            documented in full here:
+
+            - ``actions``: the action model, ``start``, ``select``, ``dras``
+              or ``kill`` (:mod:`cosim.env.actions`).
+            - ``observation``: ``compact``, ``kernel``, ``image``, ``dras``
+              or ``kill``; default per action model (``start``: compact,
+              ``select``: kernel, ``dras``: dras).
+            - ``window``: ``start``: ``(M_head, M_tail)`` (DBF split window;
+              M_tail = 0 is the classic head window), default ``(10, 0)``;
+              ``select``: N queued jobs to choose from, default 128;
+              ``dras``: W, default 50.
+            - ``kill_slots``: K running jobs the agent may kill (``start``; 4
+              by default for ``kill``).
+            - ``backfill``: ``select``: ``easy`` or ``none`` around the
+              agent's reservation; ``backfill_order``: the static heuristic
+              ordering backfill candidates; ``reserve``: ``easy`` (re-made
+              at every decision point, like EASY's head) or ``sticky``
+              (RLScheduler: held until it starts).
+            - ``reward``: one of :data:`cosim.env.rewards.REWARDS`.
+            - ``episode_jobs``: jobs per episode; ``episode_end``: ``placed``
+              (truncate after that many starts) or ``completed``;
+              ``episode_source``: ``window`` (random offset), ``jobsets``
+              (DRAS phase 1) or ``curriculum``.
+            - ``curriculum``: for ``episode_source="curriculum"``, the keyword
+              arguments of :func:`cosim.workloads.windows.curriculum` as a
+              dict (e.g. ``{"sampled": 20, "periods": 20, "synthetic": 20}``),
+              applied to the scenario's workload with ``set_size=episode_jobs``.
+            - ``horizon``: event-horizon length H of the compact observation.
+            - ``image_slots``, ``image_slot_s``: rows and slot length (s) of
+              the image observation; the default slot length lets the
+              workload's longest request span 3/4 of the rows (DeepRM).
+            - ``node_rows``: node rows R of the ``dras`` observation (default:
+              the cluster's units, at most 256).
+            - ``time_scale``: seconds that normalize integral rewards (and the
+              SMDP discount); ``smdp_gamma``: discount per ``time_scale``
+              seconds within each step (thesis eq. 2.18), or None.
+            - ``reward_weights``: w1, w2, w3 for ``dbf`` and ``capability``.
+            - ``tau``: bounded-slowdown bound (s) of the slowdown rewards and
+              episode metrics; default the scenario's ``metrics.tau``.
+            - ``teacher``: a heuristic policy name; ``info["teacher_action"]``
+              then holds the action it would take now.
+            - ``max_time``: the time that maps to 1.0 in time features
+              (default: from the workload); ``queue_norm``: the job count
+              that maps to 1.0 in the log-scaled counts (a constant, so short
+              training episodes and a whole trace share one scale).
+            - ``guard_wait``: starvation guard (s), or None (the agent is free).
+            - ``base_policy``: ``kill``: the heuristic that schedules
+              (default ``sjf+easy``), or ``rl:DIR`` with a ``base_factory``.
+
+    Attributes:
+        given_spec: the spec as given; env_spec: it resolved for this scenario
+            and workload (:meth:`~cosim.env.spec.EnvSpec.resolved`).
 
     Examples:
         >>> env = SchedulingEnv(None, actions="select", episode_jobs=64)
@@ -140,109 +155,70 @@ class SchedulingEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, scenario: str | Path | Scenario | None = None, *, actions: str = "start",
-                 observation: str | None = None, window=None, kill_slots: int = 0,
-                 backfill: str = "easy", backfill_order: str = "fcfs", reserve: str = "easy",
-                 reward: str = "slowdown",
-                 episode_jobs: int = 256, episode_end: str = "completed",
-                 episode_source: str = "window", horizon: int = 8, image_slots: int = 20,
-                 image_slot_s: float | None = None, node_rows: int | None = None,
-                 time_scale: float = 3600.0, smdp_gamma: float | None = None,
-                 reward_weights=(1 / 3, 1 / 3, 1 / 3), tau: float | None = None,
-                 teacher: str | None = None, max_time: float | None = None,
-                 queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
-                 predictions: Callable | None = None, base_policy=None, workload=None,
-                 base_dir: str | Path | None = None):
+    def __init__(self, scenario: str | Path | Scenario | None = None,
+                 spec: EnvSpec | Mapping[str, Any] | None = None, *,
+                 workload=None, predictions: Callable | None = None,
+                 base_factory: Callable | None = None, base_dir: str | Path | None = None,
+                 **settings: Any):
         if scenario is None:
             scenario = scenario_from_dict(DEFAULT_SCENARIO, "the default scenario")
         elif not isinstance(scenario, Scenario):
             base_dir = base_dir or Path(scenario).resolve().parent
             scenario = load_scenario(scenario)
-        observation = observation or DEFAULT_OBSERVATIONS.get(actions, "compact")
-        if observation not in OBSERVATIONS:
-            raise ScenarioError("observation", repr(observation), f"one of {', '.join(OBSERVATIONS)}")
-        if reward in RENAMED:
-            warnings.warn(f"reward {reward!r} is now called {RENAMED[reward]!r}",
-                          DeprecationWarning, stacklevel=2)
-            reward = RENAMED[reward]
-        if reward not in REWARDS:
-            raise ScenarioError("reward", repr(reward), f"one of {', '.join(REWARDS)}")
-        if episode_end not in ("placed", "completed"):
-            raise ScenarioError("episode_end", repr(episode_end), "placed or completed")
-        if guard_wait is not None and not guard_wait >= 0:
-            raise ScenarioError("guard_wait", repr(guard_wait), "seconds >= 0")
-        self.guard_wait = None if guard_wait is None else float(guard_wait)
-        self.actions = actions
-        self.backfill, self.backfill_order = backfill, backfill_order
-        self._model_args = dict(window=window, kill_slots=int(kill_slots),
-                                guard_wait=self.guard_wait, backfill=backfill,
-                                backfill_order=backfill_order, reserve=reserve)
-        if actions == "kill":
-            self.base_policy = base_policy or "sjf+easy"
-            if isinstance(self.base_policy, str):
-                make_policy(self.base_policy, where="base_policy")   # validate the name now
-        else:
-            self.base_policy = None
-        self.scenario = scenario
-        # Validates the options (a callable base policy is only called per episode).
-        self.amap = self._new_model(None, base=make_policy("fcfs") if actions == "kill" else None).amap
-        self.window = (self.amap.m_head, self.amap.m_tail) if actions == "start" else self.amap.window
+        curriculum = settings.get("curriculum")
+        live_curriculum = None
+        if isinstance(curriculum, list | tuple):   # prepared workloads: live, never saved
+            live_curriculum = list(settings.pop("curriculum"))
+        if spec is None or isinstance(spec, Mapping):
+            spec = EnvSpec.from_dict({**(spec or {}), **settings})
+        elif settings:
+            spec = EnvSpec.from_dict({**spec.to_dict(), **settings})
+        base = spec.base_policy
+        if (spec.actions == "kill" and base_factory is None and isinstance(base, str)
+                and parse_policy(base, where="base_policy").kind == "agent"):
+            raise ScenarioError("base_policy", repr(base), "a heuristic name here (a trained "
+                                "rl:DIR base is loaded by cosim.compose.make_env)")
         self.scenario = scenario
         self.base_dir = base_dir
         self.workload = workload if workload is not None else load_workload(scenario, base_dir=base_dir)
-        if episode_jobs < 1 or episode_jobs > len(self.workload):
-            raise ScenarioError("episode_jobs", str(episode_jobs),
+        if spec.episode_jobs > len(self.workload):
+            raise ScenarioError("episode_jobs", str(spec.episode_jobs),
                                 f"between 1 and the workload's {len(self.workload)} jobs")
-        self._episodes = make_episode_source(episode_source, self.workload, int(episode_jobs),
-                                             curriculum)
-        self.observation_kind = observation
-        self.reward_kind = reward
-        self.episode_jobs = int(episode_jobs)
-        self.episode_end = episode_end
-        self.episode_source = episode_source
-        self.horizon = int(horizon)
-        self.image_slots = int(image_slots)
-        if self.horizon < 0 or self.image_slots < 1:
-            raise ScenarioError("horizon/image_slots", f"{horizon}/{image_slots}",
-                                "horizon >= 0 and image_slots >= 1")
-        if image_slot_s is None:
-            image_slot_s = default_image_slot(self.workload, self.image_slots)
-        if not image_slot_s > 0:
-            raise ScenarioError("image_slot_s", repr(image_slot_s), "seconds > 0")
-        self.image_slot_s = float(image_slot_s)
-        if not time_scale > 0:
-            raise ScenarioError("time_scale", repr(time_scale), "seconds > 0")
-        self.time_scale = float(time_scale)
-        if smdp_gamma is not None and not 0 < smdp_gamma <= 1:
-            raise ScenarioError("smdp_gamma", repr(smdp_gamma), "a discount in (0, 1]")
-        self.smdp_gamma = smdp_gamma
-        self.weights = tuple(float(w) for w in reward_weights)
-        if len(self.weights) != 3:
-            raise ScenarioError("reward_weights", repr(reward_weights), "three weights w1, w2, w3")
-        self.tau = float(scenario.metrics.tau if tau is None else tau)
-        if not self.tau > 0:
-            raise ScenarioError("tau", repr(tau), "seconds > 0")
-        self.max_time = float(max_time or default_max_time(self.workload))
-        if not queue_norm >= 1:
-            raise ScenarioError("queue_norm", repr(queue_norm), "a job count >= 1")
-        self.queue_norm = float(queue_norm)
-        self.teacher_name = teacher
-        if teacher is not None and not (actions == "kill" and teacher == "rule"):
-            make_policy(teacher, where="teacher")   # validate the name now
+        self._episodes = make_episode_source(spec.episode_source, self.workload, spec.episode_jobs,
+                                             live_curriculum or spec.curriculum)
+        #: The settings as given, and with every default resolved for this
+        #: scenario and workload (``gym.Env.spec`` is Gymnasium's registration).
+        self.given_spec = spec
+        self.env_spec = r = spec.resolved(scenario, self.workload)
+        self.actions = r.actions
+        self.amap = r.action_map
+        self.window = r.window
+        self.backfill, self.backfill_order = r.backfill, r.backfill_order
+        self.base_policy = r.base_policy
+        self.base_factory = base_factory
+        self.guard_wait = r.guard_wait
+        self.observation_kind = r.observation
+        self.reward_kind = r.reward
+        self.episode_jobs = r.episode_jobs
+        self.episode_end = r.episode_end
+        self.episode_source = r.episode_source
+        self.horizon = r.horizon
+        self.image_slots = r.image_slots
+        self.image_slot_s = r.image_slot_s
+        self.time_scale = r.time_scale
+        self.smdp_gamma = r.smdp_gamma
+        self.weights = r.reward_weights
+        self.tau = r.tau
+        self.max_time = r.max_time
+        self.queue_norm = r.queue_norm
+        self.teacher_name = r.teacher
+        self.node_rows = r.node_rows
         self.predictions = predictions
-        c = scenario.cluster
-        self._capacity = c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
-        self.node_rows = int(node_rows or default_node_rows(self._capacity))
-        if self.node_rows < 1:
-            raise ScenarioError("node_rows", repr(node_rows), "at least 1")
+        self._capacity = capacity_of(scenario)
         self._reward_params = RewardParams(tau=self.tau, time_scale=self.time_scale,
-                                           smdp_gamma=smdp_gamma, weights=self.weights,
+                                           smdp_gamma=r.smdp_gamma, weights=self.weights,
                                            capacity=self._capacity)
-        self._encoder = make_encoder(observation, ObservationConfig(
-            amap=self.amap, capacity=self._capacity, mem_capacity=c.memory_per_node * c.nodes,
-            max_time=self.max_time, queue_norm=self.queue_norm, horizon=self.horizon,
-            image_slots=self.image_slots, image_slot_s=self.image_slot_s,
-            node_rows=self.node_rows))
+        self._encoder = encoder(r, scenario)
         self.action_space = spaces.Discrete(self.amap.n)
         self.observation_space = self._encoder.space
         self._sim = None
@@ -346,24 +322,16 @@ class SchedulingEnv(gym.Env):
         policy that schedules (default: the env's ``base_policy``) and ``hub``
         the run's prediction hub.
         """
-        encoder = make_encoder(self.observation_kind, self._encoder.cfg)
-        encoder.reset()
-        policy = self._new_model(None, base=base)
-        if hub is not None:
-            policy.bind(hub)
-        return policy.acting(encoder.encode, act, name=name)
+        return acting_policy(self.env_spec, self.scenario, self.workload, act, name=name,
+                             base=base, hub=hub)
 
-    def _new_model(self, on_post, base=None, workload=None) -> AgentPolicy:
-        """A fresh action model (for ``kill``, with a fresh base policy and the scenario's rule)."""
-        extra = {}
+    def _new_model(self, on_post, workload=None) -> AgentPolicy:
+        """A fresh action model (for ``kill``, with a fresh base policy for ``workload``)."""
+        base = None
         if self.actions == "kill":
-            from cosim.policies.kill import KillRule
-
-            if base is None:
-                base = self.base_policy
-                base = make_policy(base) if isinstance(base, str) else base(workload)
-            extra = {"base": base, "rule": KillRule.from_config(self.scenario.predictor.kill)}
-        return make_action_model(self.actions, on_post=on_post, **self._model_args, **extra)
+            base = (self.base_factory(workload) if self.base_factory is not None
+                    else make_policy(self.base_policy))
+        return action_model(self.env_spec, self.scenario, on_post=on_post, base=base)
 
     # -- the co-simulation handshake ----------------------------------------------------
     def _on_post(self, request: simpy.Event) -> None:
@@ -432,18 +400,6 @@ _EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed
                     "killed_core_seconds")
 
 
-def default_image_slot(workload, image_slots: int) -> float:
-    """Image slot length (s) that lets the workload's longest request span 3/4 of the rows.
-
-    DeepRM's image has 20 rows for jobs of up to 15 time units; keeping that
-    proportion sizes the image to any workload (1 s for the DeepRM jobs, whose
-    requests are 1-15 s, instead of a fixed half hour that put every job in the
-    first row).
-    """
-    longest = float(workload.req_time.max()) if len(workload) else 1.0
-    return max(longest / (0.75 * image_slots), 1e-9)
-
-
 def register() -> None:
     """Register :data:`ENV_ID` with Gymnasium (done on ``import cosim.env``)."""
     if ENV_ID not in gym.registry:
@@ -451,28 +407,11 @@ def register() -> None:
                      disable_env_checker=True)
 
 
-def default_max_time(workload) -> float:
-    """The time (s) that maps to 1.0 in time features: twice the longest request, at least 1e5 s.
-
-    Training pins it in the saved env config (:func:`cosim.compose.pin_scales`),
-    so an agent sees the same scale on any other workload.
-    """
-    return max(1e5, 2.0 * float(workload.req_time.max()))
-
-
-def default_node_rows(capacity: int) -> int:
-    """Node rows of the ``dras`` observation: the machine's nodes (or cores), at most 256."""
-    return min(capacity, 256)
-
-
-#: ``SchedulingEnv`` keywords its caller supplies (live objects and paths): never
+#: ``SchedulingEnv`` arguments its caller supplies (live objects and paths): never
 #: settings of a saved env config, a study's ``train.env`` or ``--env``.
-ENV_SET_BY_CALLER = ("scenario", "workload", "predictions", "base_dir")
+ENV_SET_BY_CALLER = ("scenario", "spec", "workload", "predictions", "base_factory", "base_dir")
 
 
 def env_keywords() -> list[str]:
-    """The ``SchedulingEnv`` keywords a saved env config may set, in signature order."""
-    import inspect
-
-    return [n for n in inspect.signature(SchedulingEnv.__init__).parameters
-            if n not in ("self", *ENV_SET_BY_CALLER)]
+    """The settings a saved env config may hold: the fields of :class:`EnvSpec`, in order."""
+    return list(EnvSpec.names())
