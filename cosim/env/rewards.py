@@ -67,7 +67,7 @@ import numpy as np
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job, Outcome
 
-__all__ = ["RewardParams", "Reward", "REWARDS", "RENAMED", "make_reward"]
+__all__ = ["RewardParams", "Reward", "REWARDS", "make_reward"]
 
 
 @dataclass(frozen=True)
@@ -355,10 +355,8 @@ class CapabilityReward(Reward):
 REWARDS: dict[str, type[Reward]] = {cls.name: cls for cls in (
     SlowdownReward, SlowdownQueuedReward, BsldReward, CompletionReward, DbfReward,
     CapabilityReward, CapacityReward)}
-#: Earlier names still accepted (with a warning).
-RENAMED = {"slowdown_window": "slowdown_queued"}
 
 
 def make_reward(name: str, params: RewardParams) -> Reward:
     """A fresh reward called ``name`` (one of :data:`REWARDS`) for one episode."""
-    return REWARDS[RENAMED.get(name, name)](params)
+    return REWARDS[name](params)

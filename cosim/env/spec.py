@@ -33,7 +33,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -41,7 +40,7 @@ from typing import Any
 from cosim.env.actions import ActionMap, make_action_model
 from cosim.env.episodes import EPISODE_SOURCES
 from cosim.env.observations import DEFAULT_OBSERVATIONS, OBSERVATIONS
-from cosim.env.rewards import RENAMED, REWARDS
+from cosim.env.rewards import REWARDS
 from cosim.errors import ScenarioError, did_you_mean
 
 __all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "MAX_SLOTS", "split_config", "capacity_of",
@@ -114,10 +113,6 @@ class EnvSpec:
             raise ScenarioError("observation", repr(self.observation),
                                 f"one of {', '.join(OBSERVATIONS)}")
         reward = self.reward
-        if reward in RENAMED:
-            warnings.warn(f"reward {reward!r} is now called {RENAMED[reward]!r}",
-                          DeprecationWarning, stacklevel=3)
-            set_(self, "reward", RENAMED[reward])
         if self.reward not in REWARDS:
             raise ScenarioError("reward", repr(reward), f"one of {', '.join(REWARDS)}")
         if self.episode_end not in ("placed", "completed"):
