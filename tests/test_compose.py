@@ -153,9 +153,16 @@ def test_pin_scales_saves_the_scales_the_env_derived_and_keeps_given_ones():
         1e5, 2.0 * float(workload.req_time.max()))
 
 
-def test_env_keywords_are_the_settable_ones():
-    from cosim.env.scheduling import ENV_SET_BY_CALLER, env_keywords
+def test_env_settings_are_the_spec_fields():
+    import inspect
 
-    names = env_keywords()
+    from cosim.env import SchedulingEnv
+    from cosim.env.spec import EnvSpec
+
+    names = list(EnvSpec.names())
     assert {"max_time", "window", "actions", "base_policy"} <= set(names)
-    assert not set(ENV_SET_BY_CALLER) & set(names) and "self" not in names
+    # the live collaborators the caller supplies are never saved settings
+    live = [n for n in inspect.signature(SchedulingEnv.__init__).parameters
+            if n not in ("self", "settings")]
+    assert {"scenario", "spec", "workload", "predictions", "base_factory"} <= set(live)
+    assert not set(live) & set(names)

@@ -46,7 +46,7 @@ from cosim.policies import make_policy, parse_policy
 from cosim.workloads.loading import load_workload
 
 __all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register", "default_image_slot",
-           "default_max_time", "default_node_rows", "ENV_SET_BY_CALLER", "env_keywords"]
+           "default_max_time", "default_node_rows"]
 
 ENV_ID = "cosim/Scheduling-v0"
 
@@ -405,13 +405,3 @@ def register() -> None:
     if ENV_ID not in gym.registry:
         gym.register(id=ENV_ID, entry_point="cosim.env:SchedulingEnv",
                      disable_env_checker=True)
-
-
-#: ``SchedulingEnv`` arguments its caller supplies (live objects and paths): never
-#: settings of a saved env config, a study's ``train.env`` or ``--env``.
-ENV_SET_BY_CALLER = ("scenario", "spec", "workload", "predictions", "base_factory", "base_dir")
-
-
-def env_keywords() -> list[str]:
-    """The settings a saved env config may hold: the fields of :class:`EnvSpec`, in order."""
-    return list(EnvSpec.names())

@@ -216,11 +216,11 @@ class _TrainProbe:
         from dataclasses import fields
 
         from cosim.env import SchedulingEnv
-        from cosim.env.scheduling import env_keywords
+        from cosim.env.spec import EnvSpec
 
         args_cls = _args_class(train["algo"])
         arg_names = [f.name for f in fields(args_cls)]
-        env_names = env_keywords()
+        env_names = list(EnvSpec.names())
         for section, names, given in (("args", arg_names, train["args"]),
                                       ("env", env_names, train["env"])):
             for key in given:
