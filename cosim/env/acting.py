@@ -38,7 +38,7 @@ __all__ = ["ACTING_KEYS", "acting_config", "acting_policy", "window_setting"]
 #: matters only while training.
 ACTING_KEYS = ("actions", "observation", "window", "kill_slots", "backfill", "backfill_order",
                "reserve", "guard_wait", "horizon", "image_slots", "image_slot_s", "node_rows",
-               "max_time", "queue_norm", "base_policy")
+               "max_time", "queue_norm", "base_policy", "max_skips")
 
 
 def acting_config(env_config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -94,6 +94,10 @@ def acting_policy(config: Mapping[str, Any], scenario: Scenario, workload: Workl
         if base is None:
             base = make_policy(cfg.get("base_policy") or "sjf+easy", where="base_policy")
         extra = {"base": base, "rule": KillRule.from_config(scenario.predictor.kill)}
+    elif actions == "inspect":
+        if base is None:
+            base = make_policy(cfg.get("base_policy") or "sjf+easy", where="base_policy")
+        extra = {"base": base, "max_skips": cfg.get("max_skips")}
     policy = make_action_model(
         actions, window=cfg.get("window"), kill_slots=int(cfg.get("kill_slots", 0)),
         guard_wait=None if guard_wait is None else float(guard_wait),

@@ -122,7 +122,8 @@ class SchedulingEnv(gym.Env):
         guard_wait: starvation guard (s): once the queue's oldest job has waited
             this long it is protected (see :mod:`cosim.env.actions`). None
             (default) leaves the agent free.
-        base_policy: ``kill``: the policy that schedules (a heuristic name, or a
+        max_skips: ``inspect``: consecutive skips allowed (default 4).
+        base_policy: ``kill`` and ``inspect``: the policy that schedules (a heuristic name, or a
             factory of fresh policies), default ``sjf+easy``.
         predictions: ``predictions(workload) -> PredictionHub``, called for each
             episode: the agent then sees pre-run predictions instead of user
@@ -152,7 +153,7 @@ class SchedulingEnv(gym.Env):
                  teacher: str | None = None, max_time: float | None = None,
                  queue_norm: float = 4096.0, guard_wait: float | None = None, curriculum=None,
                  predictions: Callable | None = None, base_policy=None, workload=None,
-                 base_dir: str | Path | None = None):
+                 base_dir: str | Path | None = None, max_skips: int | None = None):
         if scenario is None:
             scenario = scenario_from_dict(DEFAULT_SCENARIO, "the default scenario")
         elif not isinstance(scenario, Scenario):
@@ -176,8 +177,8 @@ class SchedulingEnv(gym.Env):
         self.backfill, self.backfill_order = backfill, backfill_order
         self._model_args = dict(window=window, kill_slots=int(kill_slots),
                                 guard_wait=self.guard_wait, backfill=backfill,
-                                backfill_order=backfill_order, reserve=reserve)
-        if actions == "kill":
+                                backfill_order=backfill_order, reserve=reserve, max_skips=max_skips)
+        if actions in ("kill", "inspect"):
             self.base_policy = base_policy or "sjf+easy"
             if isinstance(self.base_policy, str):
                 make_policy(self.base_policy, where="base_policy")   # validate the name now
@@ -185,7 +186,7 @@ class SchedulingEnv(gym.Env):
             self.base_policy = None
         self.scenario = scenario
         # Validates the options (a callable base policy is only called per episode).
-        self.amap = self._new_model(None, base=make_policy("fcfs") if actions == "kill" else None).amap
+        self.amap = self._new_model(None, base=make_policy("fcfs") if self.base_policy else None).amap
         self.window = (self.amap.m_head, self.amap.m_tail) if actions == "start" else self.amap.window
         self.scenario = scenario
         self.base_dir = base_dir
@@ -356,13 +357,15 @@ class SchedulingEnv(gym.Env):
     def _new_model(self, on_post, base=None, workload=None) -> AgentPolicy:
         """A fresh action model (for ``kill``, with a fresh base policy and the scenario's rule)."""
         extra = {}
-        if self.actions == "kill":
+        if self.base_policy is not None:   # kill, inspect
             from cosim.prediction_hub import KillRule
 
             if base is None:
                 base = self.base_policy
                 base = make_policy(base) if isinstance(base, str) else base(workload)
-            extra = {"base": base, "rule": KillRule.from_config(self.scenario.predictor.kill)}
+            extra = {"base": base}
+            if self.actions == "kill":
+                extra["rule"] = KillRule.from_config(self.scenario.predictor.kill)
         return make_action_model(self.actions, on_post=on_post, **self._model_args, **extra)
 
     # -- the co-simulation handshake ----------------------------------------------------
