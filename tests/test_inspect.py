@@ -165,3 +165,65 @@ def test_bad_options_say_what_is_expected(kw, message):
 def test_max_skips_belongs_to_inspect():
     with pytest.raises(ScenarioError, match="max_skips: expected nothing for actions='select'"):
         make_action_model("select", 8, max_skips=2)
+
+
+def test_the_base_as_teacher_says_accept():
+    env = _env(teacher="fcfs+easy")
+    _, info = env.reset(seed=0)
+    seen, done = [], False
+    while not done:
+        seen.append(info["teacher_action"])
+        _, _, terminated, truncated, info = env.step(info["teacher_action"])
+        done = terminated or truncated
+    assert seen == [0, 0, 0]
+
+
+def test_trained_inspector_runs_in_cosim_run_as_in_its_env(tmp_path):
+    # python -m agents train --actions inspect --base-policy ... --paired ...;
+    # then rl:DIR in the runner makes the env episode's choices on the same jobs.
+    import torch
+
+    from agents.__main__ import main
+    from agents.checkpoint import read_meta
+    from agents.rl_policy import load_rl_policy
+    from cosim.compose import make_env, run_policy
+    from cosim.config import load_scenario
+    from cosim.workloads.windows import window
+
+    torch.set_num_threads(1)
+    out = tmp_path / "insp"
+    assert main(["train", "scenarios/lublin256.yaml", "--actions", "inspect", "--base-policy",
+                 "f1+easy", "--paired", "f1+easy", "--paired-mode", "log", "--steps", "64",
+                 "--envs", "1", "--arg", "num_steps=64", "--arg", "num_minibatches=2",
+                 "--episode-jobs", "24", "--quiet", "--out", str(out)]) == 0
+    env_config = read_meta(out)["env"]
+    assert (env_config["actions"], env_config["base_policy"]) == ("inspect", "f1+easy")
+    assert env_config["paired"]["mode"] == "log"
+    policy = load_rl_policy(out)
+    env = make_env(policy.env_config, teacher=None, episode_jobs=60)
+    w = window(env.workload, 60, start=300)
+    obs, info = env.reset(seed=0, options={"jobs": w})
+    done = False
+    while not done:
+        obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
+        done = term or trunc
+    starts = [j.start for j in sorted(env.simulation.scheduler.jobs, key=lambda j: j.id)]
+    summary = run_policy(load_scenario("scenarios/lublin256.yaml"), f"rl:{out}", tmp_path / "r",
+                         workload=w)
+    assert summary["bsld_mean"] == info["episode_metrics"]["mean_bsld"]
+    from cosim import records
+
+    assert list(records.read_jobs(tmp_path / "r" / "jobs.parquet")["start"]) == starts
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--actions", "select", "--base-policy", "f1+easy"], "expected --actions kill or inspect"),
+    (["--actions", "inspect", "--base-policy", "nosuch+easy"], "nosuch"),
+])
+def test_inspect_user_errors_print_one_line(tmp_path, capsys, argv, message):
+    from agents.__main__ import main
+
+    assert main(["train", "scenarios/lublin256.yaml", "--out", str(tmp_path / "o"), "--quiet",
+                 *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and err.startswith("error: ")
