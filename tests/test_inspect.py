@@ -227,3 +227,24 @@ def test_inspect_user_errors_print_one_line(tmp_path, capsys, argv, message):
                  *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_acting_policy_from_a_saved_config_is_the_envs(lublin_trace):
+    # The saved env config (base_policy, max_skips) rebuilds the same model.
+    scenario = scenario_from_dict({"cluster": {"nodes": 256},
+                                   "workload": {"kind": "swf", "path": str(lublin_trace),
+                                                "jobs": 150}})
+    jobs = load_workload(scenario)
+    config = {"actions": "inspect", "base_policy": "f1+easy", "max_skips": 2, "guard_wait": 7200.0}
+    env = SchedulingEnv(scenario, workload=jobs, episode_jobs=len(jobs), **config)
+
+    def skip(obs, mask):
+        return int(mask[1])
+
+    def run(policy):
+        sim_env = simpy.Environment()
+        sim = build(sim_env, scenario, policy, workload=jobs)
+        sim_env.run(until=sim.finished)
+        return [j.start for j in sim.scheduler.jobs], policy.skips
+    via_env, direct = run(env.acting_policy(skip)), run(acting_policy(config, scenario, jobs, skip))
+    assert via_env == direct and direct[1] > 10
