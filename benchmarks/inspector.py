@@ -75,6 +75,35 @@ def offered_load(windows, cores: int) -> float:
     return float(np.mean(loads))
 
 
+class _RandomSkips:
+    """A stand-in agent that skips with probability ``p`` (for :func:`probe`)."""
+
+    def __init__(self, base: str, p: float, seed: int):
+        self.env_config = {"actions": "inspect", "base_policy": base}
+        self.p, self.rng = p, np.random.default_rng(seed)
+
+    def act(self, obs, mask) -> int:
+        return int(mask[1] and self.rng.random() < self.p)
+
+
+def probe(scenario, windows, base: str, p: float, tries: int) -> None:
+    """Is there room for skips? Random skipping with probability ``p``, ``tries`` seeds per window.
+
+    Prints the mean ratio to the base over all tries and the best try per
+    window (an optimistic bound: it selects on the windows themselves).
+    """
+    with Evaluator(scenario, windows) as ev:
+        ref = ev.evaluate([base])[0, :, 0]
+        scenario = ev.scenario
+    ratios = np.array([[run_agent(scenario, _RandomSkips(base, p, 1000 * k + i), w)[0] / ref[i]
+                        for k in range(tries)] for i, w in enumerate(windows)])
+    best = ratios.min(axis=1)
+    print(f"-- probe: random skips p={p} over {base}, {tries} tries x {len(windows)} windows: "
+          f"mean per-window ratio {ratios.mean():.3f}, tries better than the base "
+          f"{np.mean(ratios < 1):.1%}; best try per window: mean {best.mean():.3f}, "
+          f"windows improved {np.mean(best < 1):.0%}")
+
+
 def run_agent(scenario, agent, window) -> tuple[float, float, float, int, int]:
     """The inspector on one window: mean bsld, mean wait, max wait, skips, accepts.
 
@@ -139,6 +168,11 @@ def main(argv=None) -> int:
     ap.add_argument("--test", action="store_true",
                     help="read the test windows once, if validation says the inspector helps")
     ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--probe", type=float, default=None, metavar="P",
+                    help="instead: skip at random with probability P over --base "
+                         "(is there room?), on the first --windows validation windows")
+    ap.add_argument("--base", default="saf+easy", help="--probe's base policy")
+    ap.add_argument("--tries", type=int, default=8, help="--probe's seeds per window")
     ns = ap.parse_args(argv)
     t0 = time.perf_counter()
     agent, base = None, "f1+easy"
@@ -156,6 +190,9 @@ def main(argv=None) -> int:
                          count=ns.windows, seeds=SEEDS)
     scenario = scenario_from_dict({"cluster": {"nodes": 256}, "metrics": {"tau": 10},
                                    "workload": {"kind": "lublin", "jobs": 1}})
+    if ns.probe is not None:
+        probe(scenario, split.validation, ns.base, ns.probe, ns.tries)
+        return 0
     names = list(dict.fromkeys([*CLASSIC, base]))
     val = measure(scenario, split.validation, agent, base, names)
     best = best_heuristic({n: val["bsld"][n] for n in CLASSIC})
