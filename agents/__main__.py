@@ -80,13 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
-    t.add_argument("--actions", choices=("start", "select", "dras", "kill"), default=None,
+    t.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect"),
+                   default=None,
                    help="action model: start (DBF split window with Fwd), select (pick the "
                         "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
-                        "levels)")
+                        "levels), inspect (accept or skip each start of --base-policy)")
     t.add_argument("--base-policy", default=None, metavar="NAME",
                    help="kill: the policy that schedules while the agent decides kills "
-                        "(default sjf+easy; a heuristic or rl:DIR)")
+                        "(default sjf+easy; a heuristic or rl:DIR); inspect: the policy that "
+                        "proposes each start (default sjf+easy; a heuristic or learned:DIR)")
     t.add_argument("--observation", choices=("compact", "kernel", "image", "dras", "kill"),
                    default=None,
                    help="default: compact for start, kernel for select, dras for dras")
@@ -148,8 +150,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="paired learning signal: the episode's return is its advantage over "
                         "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
                         "(cosim.env.wrappers.PairedReturn)")
-    t.add_argument("--paired-mode", choices=("replace", "add"), default="replace",
-                   help="with --paired: replace the per-step rewards (default) or add to them")
+    t.add_argument("--paired-mode", choices=("replace", "add", "log", "clip"), default="replace",
+                   help="with --paired: replace the per-step rewards with the relative "
+                        "difference (default) or add it to them; log (log ratio) and clip "
+                        "(clipped difference) are bounded to [-1, 1]")
     t.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
                    help="with --paired: the episode metric compared (mean bsld or mean wait)")
     t.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
@@ -359,8 +363,10 @@ def _env_config(ns) -> dict[str, Any]:
             raise InputError("--actions kill", f"--predictor {ns.predictor}",
                              "--predictor rnn (kill decisions need in-run predictions)")
         env_config["base_policy"] = ns.base_policy or "sjf+easy"
+    elif ns.actions == "inspect":
+        env_config["base_policy"] = ns.base_policy or "sjf+easy"
     elif ns.base_policy is not None:
-        raise InputError("--base-policy", ns.base_policy, "--actions kill")
+        raise InputError("--base-policy", ns.base_policy, "--actions kill or inspect")
     if ns.predictor != "estimate":
         env_config["predictor"] = ns.predictor
     optional = {"time_scale": ns.time_scale, "tau": ns.tau, "horizon": ns.horizon,

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cosim.compose import run_policy
 from cosim.config import scenario_from_dict
 from cosim.env import SchedulingEnv
-from cosim.env.wrappers import CONTENTION_POLICIES, PairedReturn, heuristic_metric
+from cosim.env.wrappers import (
+    CONTENTION_POLICIES,
+    PairedReturn,
+    heuristic_metric,
+    paired_advantage,
+)
 from cosim.errors import InputError
 from cosim.workloads.base import Workload
 
@@ -83,6 +90,35 @@ def test_add_mode_keeps_the_env_rewards_and_adds_the_advantage():
     assert rewards[-1] == pytest.approx(base_rewards[-1] + info["paired_advantage"], rel=1e-12)
 
 
+@pytest.mark.parametrize("baseline, agent, mode, expected", [
+    (20.0, 10.0, "replace", 0.5), (10.0, 40.0, "replace", -3.0),      # unbounded below
+    (20.0, 10.0, "clip", 0.5), (10.0, 40.0, "clip", -1.0), (10.0, 5.0, "clip", 0.5),
+    (4.0, 2.0, "log", math.log(2.0)), (2.0, 4.0, "log", -math.log(2.0)),  # symmetric
+    (10.0, 40.0, "log", -1.0), (40.0, 10.0, "log", 1.0),              # clipped at +-1
+    (0.0, 0.5, "log", 0.0), (0.0, 30.0, "replace", -30.0),            # the floor of 1
+    (0.0, 30.0, "log", -1.0), (3.0, 3.0, "log", 0.0)])
+def test_paired_advantage_by_hand(baseline, agent, mode, expected):
+    assert paired_advantage(baseline, agent, mode) == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+# The inspect model skipping whatever it may (at most 2 in a row) on HAND:
+# starts 2, 102, 152, 172 (tests/test_inspect.py), waits 2, 101, 150, 169.
+SKIPPER_BSLD = (102 / 100 + 151 / 50 + 170 / 20 + 369 / 200) / 4      # 3.59625
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("replace", (FCFS_BSLD - SKIPPER_BSLD) / FCFS_BSLD),           # -0.2547
+    ("clip", (FCFS_BSLD - SKIPPER_BSLD) / FCFS_BSLD),
+    ("log", math.log(FCFS_BSLD / SKIPPER_BSLD))])                  # -0.2269
+def test_bounded_modes_on_an_inspect_episode_by_hand(mode, expected):
+    env = SchedulingEnv(small(4), actions="inspect", base_policy="fcfs+easy", max_skips=2,
+                        episode_jobs=4, workload=HAND, reward="slowdown")
+    rewards, info = _play(PairedReturn(env, baseline="fcfs+easy", mode=mode), lambda info: 1)
+    assert info["episode_metrics"]["mean_bsld"] == pytest.approx(SKIPPER_BSLD, rel=1e-12)
+    assert rewards[-1] == pytest.approx(expected, rel=1e-12)
+    assert rewards[:-1] == [0.0] * (len(rewards) - 1)
+
+
 # Three jobs on 4 cores that heuristics order differently: J1 (4 cores, 100 s)
 # at 0, J2 (4 cores, 100 s) at 1, J3 (1 core, 10 s) at 2. FCFS starts J3 at
 # 200, SJF and SAF at 100.
@@ -139,7 +175,7 @@ def test_contention_filter_gives_up_after_max_skips():
 
 @pytest.mark.parametrize("kw, message", [
     ({"baseline": "nosuch"}, "nosuch"), ({"metric": "util"}, "one of bsld, wait"),
-    ({"mode": "both"}, "replace or add"), ({"contention_min": -1}, ">= 0")])
+    ({"mode": "both"}, "one of replace, add, log, clip"), ({"contention_min": -1}, ">= 0")])
 def test_bad_settings_say_what_is_expected(kw, message):
     env = SchedulingEnv(small(4), actions="select", window=4, episode_jobs=4, workload=HAND)
     with pytest.raises(Exception, match=message):

@@ -34,7 +34,7 @@ __all__ = ["ACTING_KEYS", "acting_config", "acting_spec", "acting_policy", "acti
 #: (predictor, scenario) matter only while training.
 ACTING_KEYS = ("actions", "observation", "window", "kill_slots", "backfill", "backfill_order",
                "reserve", "guard_wait", "horizon", "image_slots", "image_slot_s", "node_rows",
-               "max_time", "queue_norm", "base_policy")
+               "max_time", "queue_norm", "base_policy", "max_skips")
 
 
 def acting_config(env_config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -66,9 +66,9 @@ def window_setting(window):
 def action_model(spec: EnvSpec, scenario: Scenario, *, on_post=None, base=None) -> AgentPolicy:
     """A fresh action model of a resolved ``spec`` (:meth:`EnvSpec.resolved`).
 
-    For ``actions="kill"``, ``base`` is the policy that schedules (default:
-    the spec's heuristic ``base_policy``) and the teacher's kill rule comes
-    from the scenario's ``predictor.kill``.
+    For ``actions="kill"`` and ``"inspect"``, ``base`` is the policy that
+    schedules (default: the spec's heuristic ``base_policy``); the kill
+    teacher's rule comes from the scenario's ``predictor.kill``.
     """
     extra: dict[str, Any] = {}
     if spec.actions == "kill":
@@ -77,6 +77,10 @@ def action_model(spec: EnvSpec, scenario: Scenario, *, on_post=None, base=None) 
         if base is None:
             base = make_policy(spec.base_policy or "sjf+easy", where="base_policy")
         extra = {"base": base, "rule": KillRule.from_config(scenario.predictor.kill)}
+    elif spec.actions == "inspect":
+        if base is None:
+            base = make_policy(spec.base_policy or "sjf+easy", where="base_policy")
+        extra = {"base": base, "max_skips": spec.max_skips}
     return make_action_model(spec.actions, window=spec.window, kill_slots=spec.kill_slots,
                              on_post=on_post, guard_wait=spec.guard_wait, backfill=spec.backfill,
                              backfill_order=spec.backfill_order, reserve=spec.reserve, **extra)

@@ -33,6 +33,7 @@ from cosim.env.actions import AgentPolicy
 from cosim.env.episodes import CurriculumEpisodes, make_episode_source
 from cosim.env.rewards import RewardParams, make_reward
 from cosim.env.spec import (
+    BASED,
     EnvSpec,
     capacity_of,
     default_image_slot,
@@ -139,7 +140,8 @@ class SchedulingEnv(gym.Env):
               that maps to 1.0 in the log-scaled counts (a constant, so short
               training episodes and a whole trace share one scale).
             - ``guard_wait``: starvation guard (s), or None (the agent is free).
-            - ``base_policy``: ``kill``: the heuristic that schedules
+            - ``max_skips``: ``inspect``: consecutive skips allowed (default 4).
+            - ``base_policy``: ``kill`` and ``inspect``: the heuristic that schedules
               (default ``sjf+easy``), or ``rl:DIR`` with a ``base_factory``.
 
     Attributes:
@@ -174,7 +176,7 @@ class SchedulingEnv(gym.Env):
         elif settings:
             spec = EnvSpec.from_dict({**spec.to_dict(), **settings})
         base = spec.base_policy
-        if (spec.actions == "kill" and base_factory is None and isinstance(base, str)
+        if (spec.actions in BASED and base_factory is None and isinstance(base, str)
                 and parse_policy(base, where="base_policy").kind == "agent"):
             raise ScenarioError("base_policy", repr(base), "a heuristic name here (a trained "
                                 "rl:DIR base is loaded by cosim.compose.make_env)")
@@ -326,9 +328,9 @@ class SchedulingEnv(gym.Env):
                              base=base, hub=hub)
 
     def _new_model(self, on_post, workload=None) -> AgentPolicy:
-        """A fresh action model (for ``kill``, with a fresh base policy for ``workload``)."""
+        """A fresh action model (``kill``/``inspect``: with a fresh base policy for ``workload``)."""
         base = None
-        if self.actions == "kill":
+        if self.actions in BASED:
             base = (self.base_factory(workload) if self.base_factory is not None
                     else make_policy(self.base_policy))
         return action_model(self.env_spec, self.scenario, on_post=on_post, base=base)

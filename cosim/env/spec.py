@@ -51,6 +51,9 @@ __all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "MAX_SLOTS", "split_confi
 #: into ``predictions``, and ``agents train --paired``'s wrapper setting.
 FRONT_KEYS = ("scenario", "scenario_set", "predictor", "paired")
 
+#: Action models that act over a base policy (it schedules; the agent kills or skips).
+BASED = ("kill", "inspect")
+
 #: The most job or kill slots an action model may have (each is a mask entry).
 MAX_SLOTS = 65536
 
@@ -101,6 +104,7 @@ class EnvSpec:
     guard_wait: float | None = None
     curriculum: dict[str, Any] | None = None
     base_policy: str | None = None
+    max_skips: int | None = None
 
     def __post_init__(self):
         set_ = object.__setattr__   # frozen: normalise in place once, here
@@ -160,11 +164,11 @@ class EnvSpec:
         # map is kept for the env (not a field: not saved, not compared).
         from cosim.policies import make_policy
 
-        base = make_policy("fcfs") if self.actions == "kill" else None
+        base = make_policy("fcfs") if self.actions in BASED else None
         model = make_action_model(self.actions, window=self.window, kill_slots=self.kill_slots,
                                   guard_wait=self.guard_wait, backfill=self.backfill,
                                   backfill_order=self.backfill_order, reserve=self.reserve,
-                                  base=base)
+                                  base=base, max_skips=self.max_skips)
         set_(self, "_amap", model.amap)
 
     def _check_policies(self) -> None:
@@ -177,9 +181,10 @@ class EnvSpec:
         base = self.base_policy
         if base is None:
             return
-        if self.actions != "kill":
-            raise ScenarioError("base_policy", repr(base), "nothing unless actions='kill' "
-                                "(the policy that schedules while the agent decides kills)")
+        if self.actions not in BASED:
+            raise ScenarioError("base_policy", repr(base), "nothing unless actions is 'kill' or "
+                                "'inspect' (the policy that schedules while the agent decides "
+                                "kills or skips)")
         if not isinstance(base, str):
             raise ScenarioError("base_policy", repr(base), "a policy name such as sjf+easy")
         # A trained base (rl:DIR) is loaded by the front; a heuristic is checked now.
@@ -258,7 +263,7 @@ class EnvSpec:
             image_slot_s=(default_image_slot(workload, self.image_slots)
                           if self.image_slot_s is None else self.image_slot_s),
             node_rows=self.node_rows or default_node_rows(capacity_of(scenario)),
-            base_policy=(self.base_policy or "sjf+easy") if self.actions == "kill" else None)
+            base_policy=(self.base_policy or "sjf+easy") if self.actions in BASED else None)
 
     def with_scales(self, resolved: EnvSpec) -> EnvSpec:
         """This spec with the feature scales of ``resolved`` pinned where unset.

@@ -17,10 +17,52 @@ import numpy as np
 from cosim.errors import InputError
 
 __all__ = ["LevelTeacher", "VariableLengthEpisodes", "PairedReturn", "PAIRED_METRICS",
-           "CONTENTION_POLICIES", "heuristic_metric"]
+           "PAIRED_MODES", "CONTENTION_POLICIES", "heuristic_metric", "paired_advantage"]
 
 #: ``PairedReturn(metric=...)``: the episode metric key and :func:`cosim.metrics.headline`'s key.
 PAIRED_METRICS = {"bsld": ("mean_bsld", "bsld_mean"), "wait": ("mean_wait", "wait_mean")}
+
+#: ``PairedReturn(mode=...)``: how the episode's advantage is formed and combined.
+PAIRED_MODES = {
+    "replace": "relative difference (baseline - agent) / max(baseline, 1), in (-inf, 1]; "
+               "the per-step rewards become 0",
+    "add": "the same relative difference, added to the env's own per-step rewards",
+    "log": "log ratio log(max(baseline, 1) / max(agent, 1)), clipped to [-1, 1]; "
+           "per-step rewards 0",
+    "clip": "the relative difference clipped to [-1, 1]; per-step rewards 0",
+}
+
+#: Bound of the ``log`` and ``clip`` advantages: a schedule e times worse (log) or
+#: twice as bad (clip) than the baseline's scores -1, no less.
+PAIRED_BOUND = 1.0
+
+
+def paired_advantage(baseline: float, agent: float, mode: str = "replace") -> float:
+    """The paired advantage of an episode metric ``agent`` over ``baseline`` (lower is better).
+
+    ``replace`` and ``add`` give the relative difference
+    ``(baseline - agent) / max(baseline, 1)``, which is at most 1 but
+    unbounded below: one very bad episode outweighs many good ones. ``log``
+    gives ``log(max(baseline, 1) / max(agent, 1))``, symmetric (twice as good
+    and twice as bad weigh the same), and ``clip`` the relative difference;
+    both clipped to ``[-1, 1]``. The floor of 1 keeps a zero-wait window finite.
+
+    Examples:
+        >>> paired_advantage(20.0, 10.0), paired_advantage(10.0, 40.0)
+        (0.5, -3.0)
+        >>> round(paired_advantage(20.0, 10.0, "log"), 6), paired_advantage(10.0, 40.0, "log")
+        (0.693147, -1.0)
+        >>> paired_advantage(10.0, 40.0, "clip"), paired_advantage(0.0, 0.5, "log")
+        (-1.0, 0.0)
+    """
+    if mode == "log":
+        value = math.log(max(baseline, 1.0) / max(agent, 1.0))
+    else:
+        value = (baseline - agent) / max(baseline, 1.0)
+        if mode != "clip":
+            return value
+    return min(PAIRED_BOUND, max(-PAIRED_BOUND, value))
+
 
 #: The heuristics whose spread decides whether a window has anything to learn.
 CONTENTION_POLICIES = ("fcfs+easy", "sjf+easy", "saf+easy")
@@ -122,8 +164,11 @@ class PairedReturn(gym.Wrapper):
             ``episode_end="completed"`` (a truncated episode has no comparable metric).
         baseline: a heuristic policy name, e.g. ``saf+easy``.
         metric: ``bsld`` (mean bounded slowdown) or ``wait`` (mean wait).
-        mode: ``replace`` (the per-step rewards become 0; the return is the
-            paired advantage alone) or ``add`` (added to the env's own rewards).
+        mode: how the advantage is formed (:data:`PAIRED_MODES`): ``replace``
+            (the per-step rewards become 0; the return is the relative
+            difference alone), ``add`` (added to the env's own rewards), or the
+            bounded ``log`` (log ratio) and ``clip`` (clipped relative
+            difference), both in ``[-1, 1]`` and replacing the per-step rewards.
         contention_min: skip windows where the heuristics of :data:`CONTENTION_POLICIES`
             (with the baseline) are within this relative spread,
             ``max / min - 1 < contention_min``: nothing to learn there. None: no filtering.
@@ -144,8 +189,8 @@ class PairedReturn(gym.Wrapper):
         make_policy(baseline, where="paired baseline")     # a bad name fails now
         if metric not in PAIRED_METRICS:
             raise InputError("paired metric", repr(metric), f"one of {', '.join(PAIRED_METRICS)}")
-        if mode not in ("replace", "add"):
-            raise InputError("paired mode", repr(mode), "replace or add")
+        if mode not in PAIRED_MODES:
+            raise InputError("paired mode", repr(mode), f"one of {', '.join(PAIRED_MODES)}")
         if contention_min is not None and not contention_min >= 0:
             raise InputError("contention_min", repr(contention_min), "a relative spread >= 0")
         if not (isinstance(max_skips, int) and max_skips >= 0):
@@ -196,11 +241,11 @@ class PairedReturn(gym.Wrapper):
     def step(self, action):
         """Step; the last step's reward gets the paired advantage."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if self.mode == "replace":
+        if self.mode != "add":
             reward = 0.0
         if terminated or truncated:
             agent = float(info["episode_metrics"][PAIRED_METRICS[self.metric][0]])
-            advantage = (self.baseline_value - agent) / max(self.baseline_value, 1.0)
+            advantage = paired_advantage(self.baseline_value, agent, self.mode)
             info["paired_advantage"] = advantage
             reward = float(reward) + advantage
         return obs, reward, terminated, truncated, info

@@ -38,6 +38,15 @@ Every model uses one flat ``Discrete`` space with a documented index map
     one (mode backfilled); candidates are recomputed and level 2 repeats
     until none remain. Level 2 has no stop action.
 
+``inspect`` (SchedInspector's accept/skip, over a base policy)
+    ``0``: accept the base policy's next start; ``1``: skip it (nothing more
+    starts until the next event). The base (a heuristic with its
+    backfilling, or ``learned:DIR``) runs its own pass and proposes each
+    start; skip is legal for at most ``max_skips`` proposals in a row, not
+    for a job that has waited ``guard_wait``, and not when no event is left
+    to come; otherwise the proposal is accepted without asking. Accepting
+    every proposal is the base's schedule exactly.
+
 A kill (``start`` model) is legal only for a job that has run for some
 time: a job cannot be killed in the instant it started (that loop would
 freeze simulated time). With ``guard_wait`` set, a starvation guard bounds
@@ -57,6 +66,7 @@ from __future__ import annotations
 
 from cosim.env.actions.base import ActionMap, AgentPolicy
 from cosim.env.actions.dras import DrasActions
+from cosim.env.actions.inspect import InspectActions, make_inspect_model
 from cosim.env.actions.kill import KillActions
 from cosim.env.actions.select import SelectActions
 from cosim.env.actions.start import StartActions
@@ -64,30 +74,36 @@ from cosim.errors import ScenarioError
 from cosim.policies.heuristics import HEURISTICS
 
 __all__ = ["ActionMap", "AgentPolicy", "StartActions", "SelectActions", "DrasActions",
-           "KillActions", "ACTION_MODELS", "make_action_model"]
+           "KillActions", "InspectActions", "ACTION_MODELS", "make_action_model"]
 
 #: Action models by the name the environment's ``actions=`` takes.
 ACTION_MODELS: dict[str, type[AgentPolicy]] = {
-    "start": StartActions, "select": SelectActions, "dras": DrasActions, "kill": KillActions}
+    "start": StartActions, "select": SelectActions, "dras": DrasActions, "kill": KillActions,
+    "inspect": InspectActions}
 
 #: Default window per model: ``(M_head, M_tail)`` for start, N for select, W for dras.
-DEFAULT_WINDOWS = {"start": (10, 0), "select": 128, "dras": 50, "kill": 0}
+DEFAULT_WINDOWS = {"start": (10, 0), "select": 128, "dras": 50, "kill": 0, "inspect": 0}
 
 
 def make_action_model(name: str, window, kill_slots: int = 0, *, on_post=None,
                       guard_wait: float | None = None, backfill: str = "easy",
                       backfill_order: str = "fcfs", reserve: str = "easy", base=None,
-                      rule=None) -> AgentPolicy:
+                      rule=None, max_skips: int | None = None) -> AgentPolicy:
     """The action model ``name`` (see the module docstring), validating its options.
 
     ``base`` (the scheduling policy) and ``rule`` (the teacher's kill rule)
-    are for ``kill``.
+    are for ``kill``; ``base`` and ``max_skips`` (consecutive skips) for ``inspect``.
 
     Raises:
         ScenarioError: an unknown model, a window or option the model cannot take.
     """
     if name not in ACTION_MODELS:
         raise ScenarioError("actions", repr(name), f"one of {', '.join(ACTION_MODELS)}")
+    if name == "inspect":
+        return make_inspect_model(window, kill_slots, base, on_post, guard_wait, max_skips)
+    if max_skips is not None:
+        raise ScenarioError("max_skips", repr(max_skips), f"nothing for actions={name!r} "
+                            "(consecutive skips belong to the 'inspect' model)")
     if name == "kill":
         if window not in (None, 0):
             raise ScenarioError("window", repr(window), "no window for actions='kill'")
@@ -134,3 +150,4 @@ def make_action_model(name: str, window, kill_slots: int = 0, *, on_post=None,
             raise ScenarioError("reserve", repr(reserve), "easy or sticky")
         return SelectActions(amap, on_post, guard_wait, backfill, backfill_order, reserve)
     return DrasActions(amap, on_post, guard_wait)
+

@@ -1,0 +1,222 @@
+"""Does a learned inspector (accept/skip over a base policy) beat its base? Paired, with intervals.
+
+The protocol of :mod:`cosim.evaluation`: windows of Lublin-Feitelson jobs
+(256 cores) from disjoint generator seeds, training (the agent's own
+scenario, seed 1), validation (seed 1002) and test (seed 1003); every policy
+runs on the same windows; the inspector is compared with its base policy
+(mean-bsld ratio and median per-window ratio, 95 % bootstrap intervals,
+wins and losses), and the best classic heuristic is chosen on validation.
+The test windows are read once, and only when validation says the inspector
+helps (the upper end of its mean-ratio interval below 1).
+
+Train an inspector first, e.g. (about 3 minutes of 2 shared cores)::
+
+    python -m agents train scenarios/lublin256.yaml --actions inspect \\
+        --base-policy f1+easy --paired f1+easy --paired-mode log \\
+        --teacher f1+easy --bc-steps 4096 --mimic-decay 0.5 \\
+        --episode-jobs 256 --steps 20000 --time-budget 180 --out runs/inspect-exact
+
+(add ``--set workload.estimates.model=tsafrir`` for Tsafrir estimates), then::
+
+    python benchmarks/inspector.py --checkpoint runs/inspect-exact [--estimates tsafrir] [--test]
+
+Prints the offered load of each set, every heuristic's mean bsld on
+validation, the inspector against its base (and its skip rate), and, if
+allowed, the same on test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from cosim.config import scenario_from_dict  # noqa: E402
+from cosim.evaluation import (  # noqa: E402
+    CLASSIC,
+    Evaluator,
+    best_heuristic,
+    compare,
+    seeded_split,
+)
+from cosim.job import Outcome  # noqa: E402
+from cosim.model import build  # noqa: E402
+from cosim.workloads.loading import load_workload  # noqa: E402
+
+#: Generator seeds of the training, validation and test sets.
+SEEDS = (1, 1002, 1003)
+
+
+def lublin_maker(estimates: str, cores: int = 256):
+    """``make(seed, jobs)``: a Lublin-Feitelson workload with the named estimate model."""
+    def make(seed: int, jobs: int):
+        sc = scenario_from_dict({"seed": seed, "cluster": {"nodes": cores},
+                                 "workload": {"kind": "lublin", "jobs": jobs,
+                                              "estimates": {"model": estimates}}})
+        return load_workload(sc)
+    return make
+
+
+def offered_load(windows, cores: int) -> float:
+    """Mean over windows of ``sum(run * procs) / (cores * submit span)``."""
+    loads = []
+    for w in windows:
+        span = float(w.submit[-1] - w.submit[0]) or 1.0
+        loads.append(float(np.sum(w.run * w.procs)) / (cores * span))
+    return float(np.mean(loads))
+
+
+class _RandomSkips:
+    """A stand-in agent that skips with probability ``p`` (for :func:`probe`)."""
+
+    def __init__(self, base: str, p: float, seed: int):
+        self.env_config = {"actions": "inspect", "base_policy": base}
+        self.p, self.rng = p, np.random.default_rng(seed)
+
+    def act(self, obs, mask) -> int:
+        return int(mask[1] and self.rng.random() < self.p)
+
+
+def probe(scenario, windows, base: str, p: float, tries: int) -> None:
+    """Is there room for skips? Random skipping with probability ``p``, ``tries`` seeds per window.
+
+    Prints the mean ratio to the base over all tries and the best try per
+    window (an optimistic bound: it selects on the windows themselves).
+    """
+    with Evaluator(scenario, windows) as ev:
+        ref = ev.evaluate([base])[0, :, 0]
+        scenario = ev.scenario
+    ratios = np.array([[run_agent(scenario, _RandomSkips(base, p, 1000 * k + i), w)[0] / ref[i]
+                        for k in range(tries)] for i, w in enumerate(windows)])
+    best = ratios.min(axis=1)
+    print(f"-- probe: random skips p={p} over {base}, {tries} tries x {len(windows)} windows: "
+          f"mean per-window ratio {ratios.mean():.3f}, tries better than the base "
+          f"{np.mean(ratios < 1):.1%}; best try per window: mean {best.mean():.3f}, "
+          f"windows improved {np.mean(best < 1):.0%}")
+
+
+def run_agent(scenario, agent, window) -> tuple[float, float, float, int, int]:
+    """The inspector on one window: mean bsld, mean wait, max wait, skips, accepts.
+
+    The metrics are those of :func:`cosim.evaluation.run_window`.
+    """
+    from cosim.env.acting import acting_policy
+
+    policy = acting_policy(agent.env_config or {}, scenario, window, agent.act, name="agent")
+    env = simpy.Environment()
+    sim = build(env, scenario, policy, workload=window, record=False)
+    env.run(until=sim.finished)
+    tau = scenario.metrics.tau
+    bs, waits = [], []
+    for j in sim.scheduler.jobs:
+        if j.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
+            bs.append(max(1.0, (j.end - j.submit) / max(tau, j.end - j.start)))
+            waits.append(j.start - j.submit)
+    return (float(np.mean(bs)), float(np.mean(waits)), float(np.max(waits)),
+            getattr(policy, "skips", 0), getattr(policy, "accepts", 0))
+
+
+def measure(scenario, windows, agent, base: str, names) -> dict:
+    """Heuristics and the agent on ``windows``: per-window bsld, and the agent's skip rate."""
+    with Evaluator(scenario, windows) as ev:
+        values = ev.evaluate(list(names))
+        scenario = ev.scenario
+    out = {"bsld": {n: values[i, :, 0] for i, n in enumerate(names)},
+           "max_wait": {n: values[i, :, 2] for i, n in enumerate(names)}}
+    if agent is not None:
+        rows = [run_agent(scenario, agent, w) for w in windows]
+        out["bsld"]["inspector"] = np.array([r[0] for r in rows])
+        out["max_wait"]["inspector"] = np.array([r[2] for r in rows])
+        skips, accepts = sum(r[3] for r in rows), sum(r[4] for r in rows)
+        out["skip_rate"] = skips / max(1, skips + accepts)
+    return out
+
+
+def report(label: str, m: dict, base: str, best: str, agent) -> dict:
+    """Print one set's figures; returns them as plain data."""
+    print(f"-- {label}")
+    for name, v in sorted(m["bsld"].items(), key=lambda kv: float(np.mean(kv[1]))):
+        print(f"   {name:<12} mean bsld {np.mean(v):8.2f}   max wait {np.max(m['max_wait'][name]):9.0f} s")
+    data = {"mean_bsld": {k: float(np.mean(v)) for k, v in m["bsld"].items()}}
+    if agent is not None:
+        for ref in dict.fromkeys((base, best)):
+            c = compare(m["bsld"]["inspector"], m["bsld"][ref], policy="inspector",
+                        reference_name=ref)
+            print("   " + c.summary())
+            data[f"vs {ref}"] = c.as_dict()
+        print(f"   inspector skip rate {m['skip_rate']:.3%} of its proposals")
+        data["skip_rate"] = m["skip_rate"]
+    return data
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", default=None, help="a trained inspector (agents train "
+                    "--actions inspect); without it, only the heuristics")
+    ap.add_argument("--estimates", choices=("exact", "tsafrir"), default="exact")
+    ap.add_argument("--size", type=int, default=256, help="jobs per window")
+    ap.add_argument("--windows", type=int, default=100, help="validation and test windows each")
+    ap.add_argument("--test", action="store_true",
+                    help="read the test windows once, if validation says the inspector helps")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--probe", type=float, default=None, metavar="P",
+                    help="instead: skip at random with probability P over --base "
+                         "(is there room?), on the first --windows validation windows")
+    ap.add_argument("--base", default="saf+easy", help="--probe's base policy")
+    ap.add_argument("--tries", type=int, default=8, help="--probe's seeds per window")
+    ns = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    agent, base = None, "f1+easy"
+    if ns.checkpoint:
+        from agents.rl_policy import load_rl_policy
+
+        agent = load_rl_policy(ns.checkpoint)
+        cfg = agent.env_config or {}
+        if cfg.get("actions") != "inspect":
+            print(f"error: {ns.checkpoint}: expected an inspect agent, got actions="
+                  f"{cfg.get('actions')!r}", file=sys.stderr)
+            return 2
+        base = cfg.get("base_policy") or "sjf+easy"
+    split = seeded_split(lublin_maker(ns.estimates), size=ns.size, train_count=1,
+                         count=ns.windows, seeds=SEEDS)
+    scenario = scenario_from_dict({"cluster": {"nodes": 256}, "metrics": {"tau": 10},
+                                   "workload": {"kind": "lublin", "jobs": 1}})
+    if ns.probe is not None:
+        probe(scenario, split.validation, ns.base, ns.probe, ns.tries)
+        return 0
+    names = list(dict.fromkeys([*CLASSIC, base]))
+    val = measure(scenario, split.validation, agent, base, names)
+    best = best_heuristic({n: val["bsld"][n] for n in CLASSIC})
+    print(f"Lublin-Feitelson, 256 cores, {ns.estimates} estimates, {len(split.validation)} "
+          f"windows of {ns.size} jobs; {split.note}; offered load (validation) "
+          f"{offered_load(split.validation, 256):.2f}; base {base}; best heuristic on "
+          f"validation {best}")
+    figures = {"estimates": ns.estimates, "base": base, "best": best,
+               "validation": report("validation", val, base, best, agent)}
+    if agent is not None and ns.test:
+        helps = figures["validation"][f"vs {base}"]["mean_ratio_ci"][1] < 1.0
+        if not helps:
+            print("-- test: not read (validation does not say the inspector helps: the upper "
+                  "end of its mean-ratio interval against its base is not below 1)")
+        else:
+            test_windows = split.test.read()
+            figures["test"] = report("test", measure(scenario, test_windows, agent, base,
+                                                     [base, best]), base, best, agent)
+    figures["seconds"] = round(time.perf_counter() - t0, 1)
+    print(f"({figures['seconds']} s)")
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(figures, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
