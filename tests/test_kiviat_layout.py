@@ -16,7 +16,8 @@ import pytest
 from cosim.report.figures import kiviat_figure
 from cosim.report.runs import KIVIAT_KEYS, Run
 
-NAMES = ["fcfs+easy", "sjf+conservative", "rl:some/long/agent/folder"]
+NAMES = ["fcfs+easy", "sjf+conservative", "rl:some/long/agent/folder",
+         "sjf+conservative@xgboost+kill-0"]
 
 
 def _runs(keys: tuple[str, ...]) -> list[Run]:
@@ -62,6 +63,11 @@ def test_axis_names_are_outside_the_ring_and_clear_of_title_and_legend(n_axes):
             for other in others:
                 assert not box.overlaps(other.get_window_extent(renderer)), (
                     text.get_text(), getattr(other, "get_text", lambda: "legend")())
+        # the legend names every policy in full, inside the figure
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == NAMES
+        box = legend.get_window_extent(renderer)
+        assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
         # names do not overlap each other either
         boxes = [t.get_window_extent(renderer) for t in names]
         for i, a in enumerate(boxes):

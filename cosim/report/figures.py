@@ -292,9 +292,14 @@ def kiviat_figure(runs: list[Run]):
         return None
     plt = _pyplot()
     angles = np.linspace(0, 2 * np.pi, len(keys), endpoint=False)
-    fig = plt.figure(figsize=(8.5, 5.8))
+    # The ring keeps its place and size in inches; the figure widens for the
+    # legend's longest policy name (about 0.07 in a character at 8 pt), so
+    # no name is cut at the right edge.
+    longest = max(len(r.name) for r in runs)
+    width = max(8.5, 7.0 + 0.07 * longest)
+    fig = plt.figure(figsize=(width, 5.8))
     # Room above and below the ring for the axis names (drawn at radius 1.1).
-    ax = fig.add_axes((0.17, 0.08, 0.5, 0.72), projection="polar")
+    ax = fig.add_axes((1.45 / width, 0.08, 4.25 / width, 0.72), projection="polar")
     for run, color, i in zip(runs, _colors(len(runs)), range(len(runs)), strict=True):
         vals = np.array([np.nan if scores[k][i] is None else scores[k][i] for k in keys])
         closed_a, closed_v = np.append(angles, angles[0]), np.append(vals, vals[0])
@@ -315,6 +320,6 @@ def kiviat_figure(runs: list[Run]):
     ax.set_yticks([0.25, 0.5, 0.75, 1.0], ["0.25", "0.5", "0.75", "1"], fontsize=7)
     # A figure title: an axes title sits just above the ring, on the top axis name.
     fig.suptitle("score = ratio to the best policy on each axis (1 = best)", fontsize=9,
-                 x=0.42, y=0.965)
+                 x=3.57 / width, y=0.965)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.2, 1.05), frameon=False)
     return fig
