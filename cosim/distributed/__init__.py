@@ -67,6 +67,8 @@ class RaySession:
             to a cluster); :meth:`close` undoes that.
         cpus: CPUs of the cluster (all nodes).
         address: what was asked for (None: a local Ray).
+        watchdog: the watchdog of a private local Ray this session started
+            (None otherwise, and off Linux); :meth:`close` lets it go.
     """
 
     ray: Any
@@ -169,7 +171,9 @@ class _Watchdog:
         if not sys.platform.startswith("linux") or not os.path.isdir("/proc/self"):
             return None
         token = f"{os.getpid()}-{uuid.uuid4().hex}"
-        read, write = os.pipe()      # not inherited by what the driver starts later
+        # Not inherited by what the driver execs later; a fork() child keeps the
+        # write end, so the watchdog then waits for it too (it is the driver's).
+        read, write = os.pipe()
         try:
             script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
             # Its own session: a Ctrl-C or hang-up of the terminal reaches the
