@@ -372,3 +372,22 @@ def test_cdf_legend_is_below_the_axes(tmp_path, monkeypatch):
     assert all(top <= ax.get_window_extent().y0 for ax in fig.axes)
     for ax in fig.axes:
         assert "(" in ax.get_xlabel()    # a unit on every x axis
+
+
+def test_warnings_and_never_started_jobs_stay_in_a_report_made_again(tmp_path):
+    # cosim run passes its workload warnings; `cosim report DIR` later passes none
+    # and must show the same box, with the jobs that never started from the summaries.
+    root = make_comparison(tmp_path, ["fcfs", "easy"])
+    _summary_with(root, "fcfs", jobs_never_started=0)
+    _summary_with(root, "easy", jobs_never_started=3, jobs_total=40, jobs_given_up=2)
+    line = "2 of 42 jobs dropped: 2 wider than the machine"
+    never = "easy: 3 of 40 jobs never started (2 given up in the queue); reasons in jobs.parquet"
+    for given in ([line], None):
+        write_report(root, warnings=given)
+        page = (root / "report.html").read_text()
+        box = page[page.index('id="warnings"'):]
+        box = box[:box.index("</div>")]
+        assert re.findall(r"<li>(.*?)</li>", box) == [line, never]
+    (root / "warnings.json").write_text('{"warnings": 3}')
+    with pytest.raises(InputError, match="warnings.json: expected"):
+        write_report(root)

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from cosim import metrics
+from cosim import metrics, records
+from cosim.errors import InputError
 from cosim.report.figures import (
     _plot_by_size,
     _plot_cdfs,
@@ -235,6 +236,34 @@ def _slug(name: str, taken: set[str]) -> str:
     return slug
 
 
+def _kept_warnings(root: Path, warnings: list[str] | None) -> list[str]:
+    """``warnings``, saved beside the page; or, when None, those saved by an earlier report."""
+    path = root / "warnings.json"
+    if warnings is not None:
+        records.write_json_atomic(path, {"warnings": list(warnings)})
+        return list(warnings)
+    if not path.is_file():
+        return []
+    doc = records.read_json(path)
+    kept = doc.get("warnings") if isinstance(doc, dict) else None
+    if not isinstance(kept, list) or not all(isinstance(w, str) for w in kept):
+        raise InputError(str(path), "no list of lines under 'warnings'",
+                         '{"warnings": ["line", ...]} as a report writes it')
+    return kept
+
+
+def _never_started(runs: list[Run]) -> list[str]:
+    """The line ``cosim run`` prints for each policy with jobs that never started."""
+    lines = []
+    for r in runs:
+        never = r.summary.get("jobs_never_started") or 0
+        if never:
+            lines.append(f"{r.name}: {never} of {r.summary.get('jobs_total', '?')} jobs never "
+                         f"started ({r.summary.get('jobs_given_up') or 0} given up in the "
+                         "queue); reasons in jobs.parquet")
+    return lines
+
+
 def write_report(results_dir: str | os.PathLike, *,
                  gantt_max_jobs: int = GANTT_MAX_JOBS,
                  warnings: list[str] | None = None) -> Path:
@@ -246,7 +275,10 @@ def write_report(results_dir: str | os.PathLike, *,
         gantt_max_jobs: draw a Gantt chart only for runs with at most this
             many jobs; larger runs are listed as skipped in the page.
         warnings: lines to show in a warnings box under the headline table
-            (the workload warnings ``cosim run`` prints on stderr).
+            (the workload warnings ``cosim run`` prints on stderr). They are
+            kept in ``warnings.json`` beside the page, so a later report of
+            the folder (None here: ``python -m cosim report DIR``) shows them
+            too. Jobs that never started are added from each run's summary.
 
     Returns:
         The path of ``report.html``.
@@ -256,6 +288,7 @@ def write_report(results_dir: str | os.PathLike, *,
     """
     root = Path(results_dir)
     runs = load_runs(root)
+    warnings = _kept_warnings(root, warnings) + _never_started(runs)
     per = [metrics.job_metrics(r.jobs, tau=float(r.meta.get("tau", r.summary.get("tau") or 10.0)))
            for r in runs]
     images: list[tuple[str, str]] = []

@@ -277,24 +277,49 @@ def _plot_gantt(run: Run, path: Path) -> None:
 def _plot_kiviat(runs: list[Run], path: Path) -> bool:
     """A radar chart of :func:`kiviat_scores`: one polygon per policy, the outer
     ring is the best policy on each axis. False when no axis has a value."""
+    fig = kiviat_figure(runs)
+    if fig is None:
+        return False
+    _save(fig, path)
+    return True
+
+
+def kiviat_figure(runs: list[Run]):
+    """The Kiviat chart's figure (unsaved), or None with fewer than three axes."""
     scores = kiviat_scores([r.summary for r in runs])
     keys = list(scores)
     if len(keys) < 3:    # fewer than three axes draw no area
-        return False
+        return None
     plt = _pyplot()
     angles = np.linspace(0, 2 * np.pi, len(keys), endpoint=False)
-    fig = plt.figure(figsize=(8.5, 5.4))
-    ax = fig.add_axes((0.17, 0.1, 0.5, 0.76), projection="polar")
+    # The ring keeps its place and size in inches; the figure widens for the
+    # legend's longest policy name (about 0.07 in a character at 8 pt), so
+    # no name is cut at the right edge.
+    longest = max(len(r.name) for r in runs)
+    width = max(8.5, 7.0 + 0.07 * longest)
+    fig = plt.figure(figsize=(width, 5.8))
+    # Room above and below the ring for the axis names (drawn at radius 1.1).
+    ax = fig.add_axes((1.45 / width, 0.08, 4.25 / width, 0.72), projection="polar")
     for run, color, i in zip(runs, _colors(len(runs)), range(len(runs)), strict=True):
         vals = np.array([np.nan if scores[k][i] is None else scores[k][i] for k in keys])
         closed_a, closed_v = np.append(angles, angles[0]), np.append(vals, vals[0])
         ax.plot(closed_a, closed_v, color=color, lw=1.5, marker="o", ms=3, label=run.name)
         ax.fill(closed_a, np.nan_to_num(closed_v), color=color, alpha=0.08)
-    ax.set_xticks(angles, [_LABELS.get(k, k) for k in keys], fontsize=8)
+    # The axis names are drawn by hand outside the ring, anchored on their
+    # inner side: matplotlib centres tick labels on a circle just outside it,
+    # so a long name at 3 or 9 o'clock ran into the ring and the polygons.
+    ax.set_xticks(angles, [""] * len(keys))
+    for key, angle in zip(keys, angles, strict=True):
+        c, s = np.cos(angle), np.sin(angle)
+        ax.text(angle, 1.1, _LABELS.get(key, key), fontsize=8,
+                ha="left" if c > 0.2 else "right" if c < -0.2 else "center",
+                va="bottom" if s > 0.2 else "top" if s < -0.2 else "center")
     ax.set_ylim(0, 1.0)
+    # Scores read between the first two axes, where no polygon vertex sits.
+    ax.set_rlabel_position(float(np.degrees(angles[1] / 2)))
     ax.set_yticks([0.25, 0.5, 0.75, 1.0], ["0.25", "0.5", "0.75", "1"], fontsize=7)
-    ax.set_title("score = ratio to the best policy on each axis (1 = best)", fontsize=9,
-                 pad=18)
+    # A figure title: an axes title sits just above the ring, on the top axis name.
+    fig.suptitle("score = ratio to the best policy on each axis (1 = best)", fontsize=9,
+                 x=3.57 / width, y=0.965)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.2, 1.05), frameon=False)
-    _save(fig, path)
-    return True
+    return fig

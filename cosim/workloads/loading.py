@@ -206,7 +206,6 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
             raise ScenarioError("workload.offset", str(start),
                                 f"at most {len(workload) - n} for {n} jobs of {len(workload)}")
         workload = window(workload, n, rng_or_seed=seed_of["window"], start=start)
-        _recount_window(workload)
     if wc.estimates.model != "trace":
         from cosim.workloads.estimates import apply_estimates
 
@@ -215,24 +214,6 @@ def load_workload(scenario: Scenario, *, base_dir: str | Path | None = None) -> 
                                      name=wc.estimates.model, seed=seed_of["estimates"])
     workload.validate()
     return workload
-
-
-def _recount_window(workload: Workload) -> None:
-    """Recount the per-job cleaning counters over a window of a trace.
-
-    The reader counts them over the whole file; a 2,000-job window of a
-    10,000-job trace would otherwise warn "10000 of 2000 jobs (500%) have no
-    requested time". Counts of dropped jobs stay the file's (they are not in
-    any window).
-    """
-    c = workload.cleaning
-    missing = workload.features.get("req_time_missing")
-    if missing is not None:
-        missing = np.asarray(missing, dtype=bool)
-        c["req_time_missing"] = int(missing.sum())
-        c["run_exceeds_request"] = int((~missing & (workload.run > workload.req_time)).sum())
-    if "run_zero_kept" in c:
-        c["run_zero_kept"] = int((workload.run == 0).sum())
 
 
 def _dropped(workload: Workload) -> list[tuple[str, int]]:
@@ -289,10 +270,16 @@ def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> l
     c = workload.cleaning
     n = len(workload)
     dropped = _dropped(workload)
+    left_out = c.get("outside_window", 0)
     if dropped:
         total = sum(k for _, k in dropped)
         parts = ", ".join(f"{k} {_DROP_WORDS.get(rule, rule)}" for rule, k in dropped)
-        lines.append(f"{total} of {total + n} jobs dropped: {parts}")
+        # Out of the file's jobs: a window (workload.jobs) replays only some of those kept.
+        in_file = total + left_out + n
+        line = f"{total} of {in_file} jobs dropped: {parts}"
+        if left_out:
+            line += f"; {n} of the {in_file - total} kept replayed (workload.jobs)"
+        lines.append(line)
     missing = c.get("req_time_missing", 0)
     replaced = scenario is not None and scenario.workload.estimates.model != "trace"
     if missing and not replaced:

@@ -370,8 +370,7 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
         req[i] = j.limit if j.limit is not None else math.nan
         procs[i] = j.nodes if unit == "nodes" else j.cpus
     missing_req = ~np.isfinite(req) | (req <= 0)
-    cleaning["req_time_missing"] = int(missing_req.sum())
-    cleaning["run_exceeds_request"] = int((~missing_req & (run > req)).sum())
+    exceeds = ~missing_req & (run > req)
     req = np.where(missing_req, np.maximum(run, 1.0), req)
 
     machine = max_procs
@@ -415,13 +414,17 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
         if name:
             user_id[i] = users.setdefault(name, len(users))
     sel = order[keep[order]]
+    # Counted over the jobs replayed (not those dropped as too wide just above).
+    cleaning["req_time_missing"] = int(missing_req[sel].sum())
+    cleaning["run_exceeds_request"] = int(exceeds[sel].sum())
     status = np.array([SWF_STATUS.get(j.state, 0) for j in kept], dtype=np.int64)
     w = Workload.from_columns(
         job_id=np.arange(1, len(sel) + 1),
         submit=submit[sel], run=run[sel], procs=procs[sel], req_time=req[sel],
         mem=np.array([kept[i].mem for i in sel.tolist()], dtype=np.float64),
         user=user_id[sel],
-        features={"status": status[sel], "wait": wait[sel],
+        # req_time_missing per job, so that a window of the file counts its own.
+        features={"status": status[sel], "wait": wait[sel], "req_time_missing": missing_req[sel],
                   "partition": np.array([part_id.get(kept[i].partition, -1) for i in sel.tolist()],
                                         dtype=np.int64),
                   "nodes": np.array([kept[i].nodes for i in sel.tolist()], dtype=np.int64),

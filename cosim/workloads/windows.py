@@ -83,7 +83,9 @@ def window(
 
     Returns:
         The window; ``source`` records the offset, ``cleaning["prev_job_cut"]``
-        counts dependencies on jobs before the window.
+        counts dependencies on jobs before the window, ``cleaning["outside_window"]``
+        the jobs left out, and the per-job counts (``req_time_missing``,
+        ``run_exceeds_request``, ``run_zero_kept``) are the window's own.
 
     Raises:
         WorkloadError: ``n_jobs`` or ``start`` out of range, or neither
@@ -100,8 +102,29 @@ def window(
         first = _check_count("window.start", start, 0, total - n)
     w = workload.take(slice(first, first + n)).shifted()
     w = _cut_dependencies(w)
+    _recount(w, left_out=total - n)
     w.source = f"{workload.source} [jobs {first}..{first + n - 1}]".lstrip()
     return w
+
+
+def _recount(w: Workload, left_out: int) -> None:
+    """Per-job cleaning counts of a window over the window's own jobs.
+
+    A trace reader counts them over the whole file; a 2,000-job window of a
+    10,000-job trace would otherwise warn "10000 of 2000 jobs (500%) have no
+    requested time". Counts of dropped jobs stay the file's (no window holds
+    them); ``outside_window`` adds the kept jobs this window leaves out, so
+    the file's size stays known (dropped + outside_window + len).
+    """
+    c = w.cleaning
+    missing = w.features.get("req_time_missing")
+    if missing is not None:
+        missing = np.asarray(missing, dtype=bool)
+        c["req_time_missing"] = int(missing.sum())
+        c["run_exceeds_request"] = int((~missing & (w.run > w.req_time)).sum())
+    if "run_zero_kept" in c:
+        c["run_zero_kept"] = int((w.run == 0).sum())
+    c["outside_window"] = c.get("outside_window", 0) + left_out
 
 
 def jobsets(

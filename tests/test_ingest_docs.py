@@ -1,0 +1,34 @@
+"""The folder layout ``predictors ingest`` reads is documented where users look.
+
+Issue 21 found it only in ``--help``; the README's paragraph on ``ingest``
+must name every file it reads and every batch-script suffix it looks for,
+so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from predictors import ingest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ingest_paragraph() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("`ingest`\nsearches")
+    return text[start:text.index("\n\n", start)]
+
+
+def test_readme_names_every_file_ingest_reads():
+    para = _ingest_paragraph()
+    for name in ("INCAR", "OSZICAR", "OUTCAR", "POSCAR", "KPOINTS"):
+        assert f"`{name}`" in para, name
+    assert ".gz" in para
+
+
+def test_readme_names_every_batch_script_suffix():
+    para = _ingest_paragraph()
+    named = set(re.findall(r"`\*(\.\w+)`", para))
+    assert named == set(ingest._SCRIPT_SUFFIXES), (named, ingest._SCRIPT_SUFFIXES)
