@@ -37,6 +37,19 @@ the step under way) and ``startup`` (per job, seconds from its start to its
 first SCF line; null until that line is out). Backends that do not know
 them ignore them.
 
+**In process** a backend may also answer ``remaining_arrays(batch)``
+(:class:`predictors.bundle.PrecomputedBackend` does): the same remaining
+batch as numpy arrays over the workload's flat progress rows (``job_id``,
+``values``, ``starts``, ``k``, ``elapsed``, ``scf_done``, ``trace``,
+``trace_starts``, ``trace_len``, ``startup``, ``prerun``), which skips
+converting logs to lists and back. A backend whose answers depend only on
+their own row (``independent_rows``) is also asked ahead: a job's first
+call covers the progress checks to come as well (8, then 16, 32, ... of
+them), so one call serves several checks; an answer is used only for the
+elapsed time and pre-run input it was computed for, so the schedule is the
+one of a call per check (``tests/test_prediction_arrays.py``). The VASP
+scenario's ``@rnn`` rows make about 770 calls each instead of 2,700.
+
 A backend that fails (an exception, or a timeout in the bridge) is not
 fatal: the scheduler keeps the user estimates for that decision point and
 counts the fallback.
