@@ -10,14 +10,14 @@ environments and brings back their results, so the cost of a round trip is
 shared by N / W steps.
 
 Whether that pays is a matter of free cores: on a 2-core machine shared with
-other work (load average about 6, issue 20) one environment in process made
-5.2-11.4k random-action decisions/s, ShardedVectorEnv 2 workers x 8 envs
-2.9-5.1k, AsyncVectorEnv 2 x 1 1.4-2.0k, and even an in-process
-SyncVectorEnv of 8 only 3.2-7.8k (``benchmarks/env_steps.py`` cases
-start+compact, select+kernel, dras+dras). Worker processes only pay where
-they get cores of their own, and while the policy's forward pass leaves the
-main process busy; training therefore steps its environments in process
-unless ``--async`` (``python -m agents train``) asks for workers.
+other work (load average 7-10, issue 20; ``benchmarks/env_steps.py``, all
+seven action/observation pairs) one environment in process made 2.0-10.3k
+random-action decisions/s, ShardedVectorEnv 2 workers x 8 envs 1.5-3.5k and
+AsyncVectorEnv 2 x 1 0.6-2.4k: the workers lost in every pair, least where a
+step is dearest (dras+kernel 1.6k against 2.0k). Worker processes only pay
+where they get cores of their own and a step costs more than its round trip;
+training therefore steps its environments in process unless ``--async``
+(``python -m agents train``) asks for workers.
 
 :class:`RayVectorEnv` does the same with Ray actors as workers, so the
 environments can live on the nodes of a Ray cluster (one actor per shard,

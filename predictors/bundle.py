@@ -174,6 +174,29 @@ class PrecomputedBackend:
         self.bundle._check_remaining()
         return self.bundle._remaining(self._X[self._rows(batch)], batch)
 
+    @property
+    def independent_rows(self) -> bool:
+        """Whether each answer depends only on its own job's inputs, never on the batch.
+
+        True for the boosted trees (row by row, in float32); the recurrent
+        network's batched matrix products may round differently with the
+        batch's size, so a caller must not ask it ahead.
+        """
+        model = self.bundle.remaining_model
+        return model is not None and model.model == "gbm"
+
+    def remaining_arrays(self, batch: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """Remaining-time predictions (s) from flat progress arrays, in process.
+
+        ``batch`` has ``job_id`` and the numpy arrays of
+        :meth:`predictors.remaining.RemainingTimeRegressor.predict_arrays`; the
+        answer is what :meth:`remaining` gives for the same jobs and progress,
+        without converting progress logs to lists and back.
+        """
+        self.bundle._check_remaining()
+        X = self._X[self._rows(batch)]
+        return self.bundle.remaining_model.predict_arrays(X, batch), self.version
+
 
 def models_key(**inputs: Any) -> str:
     """A short hash of everything that decides a trained bundle."""

@@ -508,6 +508,48 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
         obs = observe(p, now, None, startup, scf=scf)
         return self._predict_inputs(X, p, obs.job, self._inputs_at(X, p, obs, prerun))
 
+    def predict_arrays(self, X: Any, batch: Mapping[str, Any]) -> np.ndarray:
+        """Remaining seconds of running jobs whose progress is given as flat arrays.
+
+        What :meth:`predict` answers for the same jobs, without building a
+        :class:`Progress` of per-job copies: ``batch["values"]`` holds the
+        progress rows of many jobs (a whole workload's, shared by every
+        call), and each job points into it. Every row of the answer depends
+        only on its own job's inputs, so rows of one batch may be asked in
+        another (a caller may ask ahead for the times it will need).
+
+        Args:
+            X: ``(n_jobs, n_features)`` pre-run features.
+            batch: numpy arrays ``values`` (flat rows :data:`PROGRESS_COLUMNS`),
+                ``starts`` and ``k`` (each job's rows are ``starts .. starts + k``),
+                ``elapsed``, ``scf_done`` (< 0: not seen), ``trace`` (flat SCF
+                ``dE``), ``trace_starts`` and ``trace_len``, ``startup`` (NaN:
+                not known yet) and ``prerun``, one entry per job.
+        """
+        check_is_fitted(self, "loss_curve_")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must be (n_jobs, {self.n_features_in_}); got shape {X.shape}")
+        n = len(X)
+        values = np.asarray(batch["values"], dtype=np.float64).reshape(-1, len(PROGRESS_COLUMNS))
+        inputs = ProgressInputs(
+            values=values, starts=np.asarray(batch["starts"], dtype=np.int64),
+            k=np.asarray(batch["k"], dtype=np.int64),
+            now=np.asarray(batch["elapsed"], dtype=np.float64),
+            scf=np.asarray(batch["scf_done"], dtype=np.int64),
+            trace=np.asarray(batch["trace"], dtype=np.float64),
+            trace_starts=np.asarray(batch["trace_starts"], dtype=np.int64),
+            trace_len=np.asarray(batch["trace_len"], dtype=np.int64),
+            prerun=np.asarray(batch["prerun"], dtype=np.float64).copy(),
+            physics=self._physics(X), startup=np.asarray(batch["startup"], dtype=np.float64))
+        for name in ("starts", "k", "now", "scf", "trace_starts", "trace_len", "prerun",
+                     "startup"):
+            if len(getattr(inputs, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(inputs, name))} entries, X has {n} rows")
+        # the network gathers its step rows from the flat values by starts and k
+        p = Progress(values, np.array([0, len(values)]))
+        return self._predict_inputs(X, p, np.arange(n), inputs)
+
     def _predict_inputs(self, X: np.ndarray, p: Progress, job: np.ndarray,
                         inputs: ProgressInputs) -> np.ndarray:
         now = np.asarray(inputs.now, dtype=np.float64)
