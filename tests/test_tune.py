@@ -69,3 +69,24 @@ def test_bad_budget_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["error: --minutes: expected a positive number of minutes, got 0.0"]
     assert not (tmp_path / "o").exists()
+
+
+def test_fitness_by_hand():
+    from agents.tune import _fitness
+    ref = np.array([10.0, 1.0])
+    res = np.array([[5.0, 2.0],          # halves the heavy window, doubles the light one
+                    [10.0, 1.0],
+                    [np.nan, 1.0]])
+    assert _fitness(res, ref, "ratio").tolist() == [7.0 / 11.0, 1.0, 1e9]
+    assert _fitness(res, ref, "windows").tolist() == [1.25, 1.0, 1e9]
+
+
+def test_searched_backfill_order_is_written_and_runs(tmp_path):
+    r = small_tune(trace(tmp_path, "a", 1.0), tmp_path / "out")
+    assert r["search_space"]["backfill_order"] == "searched"
+    policy = json.loads((tmp_path / "out" / "policy.json").read_text())
+    if policy["kind"] == "priority":
+        assert len(policy["backfill_weights"]) == len(policy["weights"])
+    assert "backfill candidates tried in the order of a second" in \
+        (tmp_path / "out" / "card.md").read_text()
+    assert r["budget"]["generations"] == 2 and r["budget"]["cpu_seconds"] > 0
