@@ -90,3 +90,18 @@ def test_searched_backfill_order_is_written_and_runs(tmp_path):
     assert "backfill candidates tried in the order of a second" in \
         (tmp_path / "out" / "card.md").read_text()
     assert r["budget"]["generations"] == 2 and r["budget"]["cpu_seconds"] > 0
+
+
+def test_the_shipped_ricc_policy_runs_and_says_what_it_was_selected_on():
+    folder = "agents/pretrained/ricc-tuned"
+    r = json.loads(open(f"{folder}/results.json").read())
+    policy = json.loads(open(f"{folder}/policy.json").read())
+    assert make_policy(f"learned:{folder}") is not None
+    # Trained and selected on the first 70 % (train 0-50 %, validation 50-70 %);
+    # tested on the rest, once.
+    assert r["split"] == [0.5, 0.7] and r["spans"]["test"]["start"] == int(0.7 * r["workload"]["jobs"])
+    chosen = r["chosen"]
+    assert (policy.get("name") == chosen) if policy["kind"] == "heuristic" else chosen.startswith(
+        ("searched", "cma-mean"))
+    v = r["validation_mean_bsld"]
+    assert v[chosen] == min(v.values())
