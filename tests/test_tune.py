@@ -104,4 +104,21 @@ def test_the_shipped_ricc_policy_runs_and_says_what_it_was_selected_on():
     assert (policy.get("name") == chosen) if policy["kind"] == "heuristic" else chosen.startswith(
         ("searched", "cma-mean"))
     v = r["validation_mean_bsld"]
-    assert v[chosen] == min(v.values())
+    assert v[chosen] <= min(v[h] for h in CLASSIC)
+
+
+def test_a_searched_policy_needs_a_clear_validation_win(tmp_path):
+    # With the interval rule a searched policy is chosen only when its validation
+    # interval lies below 1; with the plain mean rule, the lowest mean wins.
+    s = trace(tmp_path, "a", 1.0)
+    for rule in ("interval", "mean"):
+        r = tune(s, [], 10.0, tmp_path / rule, window_jobs=80, train_windows=4, count=6,
+                 processes=1, generations=2, keep=2, selection=rule, echo=lambda *a: None)
+        v, ci, chosen = r["validation_mean_bsld"], r["validation_ratio_ci"], r["chosen"]
+        assert set(ci) == set(v) - set(CLASSIC)
+        if rule == "mean":
+            assert v[chosen] == min(v.values())
+        elif chosen not in CLASSIC:
+            assert ci[chosen][1] < 1.0
+        else:
+            assert all(ci[k][1] >= 1.0 or v[k] > v[chosen] for k in ci)
