@@ -83,3 +83,89 @@ def test_bad_learned_folders_are_clear(tmp_path):
     (tmp_path / "policy.json").write_text('{"kind": "heuristic", "name": "nope+easy"}')
     with pytest.raises(InputError, match="saf\\+easy"):
         make_policy(f"learned:{tmp_path}")
+
+
+# -- hand-checked keys and orders ------------------------------------------------------
+def _unit_weights(name):
+    w = [0.0] * len(FEATURES)
+    w[FEATURES.index(name)] = 1.0
+    return tuple(w)
+
+
+def test_each_feature_by_hand():
+    # One job: estimate 100 s, 4 cores, submitted at 1000 s, waited 9 s, N = 16.
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from cosim.policies.priority import _dynamic_key
+    q = SimpleNamespace(estimate=np.array([100.0]), procs=np.array([4]),
+                        submit=np.array([1000.0]))
+    expected = {"log_est": 2.0, "log_procs": np.log10(4), "log_wait": 1.0,
+                "log_est_procs": 2 * np.log10(4), "wait_per_est": 0.09, "log_submit": 3.0,
+                "f1_area": 2.0 * 4 / 16}
+    for name, value in expected.items():
+        got = _dynamic_key(_unit_weights(name), 16)(q, np.array([0]), 1009.0, None, None)
+        assert got[0] == pytest.approx(value), name
+
+
+TINY = load_scenario("scenarios/lublin256.yaml", ["cluster.nodes=10"])
+
+
+def tiny_starts(spec, submit, run, procs):
+    from cosim.workloads.base import Workload
+    w = Workload.from_columns(submit=submit, run=run, procs=procs)
+    env = simpy.Environment()
+    sim = build(env, TINY, make_priority_policy(spec), workload=w, record=False)
+    env.run(until=sim.finished)
+    return {int(j.id): j.start for j in sim.scheduler.jobs}
+
+
+def test_a_priority_order_by_hand():
+    # R fills the 10 cores until 100; A (run 1000), B (10) and C (100) take 10 cores
+    # each and queue at 10, 20, 30. SJF (log estimate): B at 100, C at 110, A at 210.
+    # Oldest first (-log wait): A at 100, B at 1100, C at 1110.
+    job = dict(submit=[0, 10, 20, 30], run=[100, 1000, 10, 100], procs=[10] * 4)
+    sjf = tiny_starts(PriorityWeights(_unit_weights("log_est"), 10), **job)
+    assert sjf == {1: 0, 2: 210, 3: 100, 4: 110}
+    oldest = tiny_starts(PriorityWeights(tuple(-x for x in _unit_weights("log_wait")), 10), **job)
+    assert oldest == {1: 0, 2: 100, 3: 1100, 4: 1110}
+
+
+def test_the_backfill_order_is_honoured():
+    # R (8 of 10 cores) runs until 100; H (10 cores) queues at 1 and is the head
+    # (largest first), reserved at 100 with no extra cores. X (2 cores, 90 s) and
+    # Y (2 cores, 30 s) arrive together at 2: either may backfill (both end by
+    # 100), not both. Backfilling shortest first starts Y (then X, ending after
+    # 100, waits for H); longest first, or the queue order (X's slot first),
+    # starts X. H starts at 100 either way (the reservation holds).
+    job = dict(submit=[0, 1, 2, 2], run=[100, 50, 90, 30], procs=[8, 10, 2, 2])
+    largest = tuple(-x for x in _unit_weights("log_procs"))
+    short = tiny_starts(PriorityWeights(largest, 10, backfill_weights=_unit_weights("log_est")),
+                        **job)
+    assert short == {1: 0, 2: 100, 3: 150, 4: 2}
+    long_ = tiny_starts(PriorityWeights(largest, 10, backfill_weights=tuple(
+        -x for x in _unit_weights("log_est"))), **job)
+    assert long_ == {1: 0, 2: 100, 3: 2, 4: 150}
+    assert tiny_starts(PriorityWeights(largest, 10), **job) == long_
+
+
+def test_backfill_weights_same_as_the_queue_order_keep_the_schedule(lublin):
+    w = heuristic_weights("f1", 256)
+    two = make_priority_policy(PriorityWeights(w, 256, backfill_weights=w))
+    assert starts(two, lublin) == starts(make_policy("f1+easy"), lublin)
+
+
+def test_backfill_weights_round_trip_and_bad_values(tmp_path, lublin):
+    spec = PriorityWeights(heuristic_weights("saf", 256), 256,
+                           backfill_weights=heuristic_weights("sjf", 256))
+    (tmp_path / "policy.json").write_text(json.dumps(spec.as_dict()))
+    assert starts(make_policy(f"learned:{tmp_path}"), lublin) == \
+        starts(make_priority_policy(spec), lublin)
+    with pytest.raises(ValueError, match="only with easy"):
+        PriorityWeights(heuristic_weights("saf", 256), 256, "conservative",
+                        backfill_weights=heuristic_weights("sjf", 256))
+    bad = dict(spec.as_dict(), backfill_weights=[1, 2])
+    (tmp_path / "policy.json").write_text(json.dumps(bad))
+    with pytest.raises(InputError, match="backfill_weights"):
+        make_policy(f"learned:{tmp_path}")

@@ -90,3 +90,17 @@ def test_evaluator_pairs_windows_and_processes_agree():
     assert a[1, :, 0].tolist() == saf
     assert set(CLASSIC) == {"fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy",
                             "unicef+easy"}
+
+
+def test_lublin_sized_split_shares_no_job_between_sets():
+    # The tuner's default on a 10,000-job trace: windows of 256, 32 / 100 / 100.
+    # Windows overlap within a span, never across spans.
+    n = 10_000
+    w = Workload.from_columns(submit=np.arange(n) * 60.0, run=[5] * n, procs=[1] * n)
+    s = chronological_split(w, size=256, train_count=32, count=100)
+    ids = {k: set(np.concatenate([x.job_id for x in ws]).tolist())
+           for k, ws in (("train", s.train), ("validation", s.validation), ("test", s.test.read()))}
+    assert not ids["train"] & ids["validation"] and not ids["validation"] & ids["test"]
+    assert not ids["train"] & ids["test"]
+    assert max(ids["train"]) <= 5000 and min(ids["validation"]) == 5001
+    assert max(ids["validation"]) == 7000 and min(ids["test"]) == 7001

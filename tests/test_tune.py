@@ -69,3 +69,56 @@ def test_bad_budget_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["error: --minutes: expected a positive number of minutes, got 0.0"]
     assert not (tmp_path / "o").exists()
+
+
+def test_fitness_by_hand():
+    from agents.tune import _fitness
+    ref = np.array([10.0, 1.0])
+    res = np.array([[5.0, 2.0],          # halves the heavy window, doubles the light one
+                    [10.0, 1.0],
+                    [np.nan, 1.0]])
+    assert _fitness(res, ref, "ratio").tolist() == [7.0 / 11.0, 1.0, 1e9]
+    assert _fitness(res, ref, "windows").tolist() == [1.25, 1.0, 1e9]
+
+
+def test_searched_backfill_order_is_written_and_runs(tmp_path):
+    r = small_tune(trace(tmp_path, "a", 1.0), tmp_path / "out")
+    assert r["search_space"]["backfill_order"] == "searched"
+    policy = json.loads((tmp_path / "out" / "policy.json").read_text())
+    if policy["kind"] == "priority":
+        assert len(policy["backfill_weights"]) == len(policy["weights"])
+    assert "backfill candidates tried in the order of a second" in \
+        (tmp_path / "out" / "card.md").read_text()
+    assert r["budget"]["generations"] == 2 and r["budget"]["cpu_seconds"] > 0
+
+
+def test_the_shipped_ricc_policy_runs_and_says_what_it_was_selected_on():
+    folder = "agents/pretrained/ricc-tuned"
+    r = json.loads(open(f"{folder}/results.json").read())
+    policy = json.loads(open(f"{folder}/policy.json").read())
+    assert make_policy(f"learned:{folder}") is not None
+    # Trained and selected on the first 70 % (train 0-50 %, validation 50-70 %);
+    # tested on the rest, once.
+    assert r["split"] == [0.5, 0.7] and r["spans"]["test"]["start"] == int(0.7 * r["workload"]["jobs"])
+    chosen = r["chosen"]
+    assert (policy.get("name") == chosen) if policy["kind"] == "heuristic" else chosen.startswith(
+        ("searched", "cma-mean"))
+    v = r["validation_mean_bsld"]
+    assert v[chosen] <= min(v[h] for h in CLASSIC)
+
+
+def test_a_searched_policy_needs_a_clear_validation_win(tmp_path):
+    # With the interval rule a searched policy is chosen only when its validation
+    # interval lies below 1; with the plain mean rule, the lowest mean wins.
+    s = trace(tmp_path, "a", 1.0)
+    for rule in ("interval", "mean"):
+        r = tune(s, [], 10.0, tmp_path / rule, window_jobs=80, train_windows=4, count=6,
+                 processes=1, generations=2, keep=2, selection=rule, echo=lambda *a: None)
+        v, ci, chosen = r["validation_mean_bsld"], r["validation_ratio_ci"], r["chosen"]
+        assert set(ci) == set(v) - set(CLASSIC)
+        if rule == "mean":
+            assert v[chosen] == min(v.values())
+        elif chosen not in CLASSIC:
+            assert ci[chosen][1] < 1.0
+        else:
+            assert all(ci[k][1] >= 1.0 or v[k] > v[chosen] for k in ci)

@@ -26,8 +26,15 @@ recomputed, vectorized, at every pass. Either way the policy is the existing
 :class:`cosim.policies.backfill.QueuePolicy` around a
 :class:`cosim.policies.heuristics.Heuristic`.
 
+A second weight vector over the same features, ``backfill_weights``, orders
+EASY's backfill candidates on its own (the head and its reservation still
+follow ``weights``): "who backfills first" is a choice the classic heuristics
+tie to their queue order, and the search may untie it. Such a policy
+recomputes both keys at every pass (:class:`TwoOrderEasy`).
+
 A tuned policy folder (``python -m agents tune``) holds ``policy.json``:
 ``{"kind": "priority", "weights": [...], "features": [...], "backfill": "easy"}``
+(plus ``"backfill_weights": [...]`` when the backfill order was searched)
 or, when a classic heuristic won on validation, ``{"kind": "heuristic",
 "name": "saf+easy"}``. :func:`load_learned` reads it; ``learned:DIR`` in the
 policy-name grammar runs it.
@@ -43,11 +50,11 @@ from pathlib import Path
 import numpy as np
 
 from cosim.errors import InputError
-from cosim.policies.backfill import BACKFILLS, QueuePolicy
+from cosim.policies.backfill import BACKFILLS, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
 
-__all__ = ["FEATURES", "PriorityWeights", "heuristic_weights", "make_priority_policy",
-           "load_learned", "POLICY_FILE"]
+__all__ = ["FEATURES", "PriorityWeights", "TwoOrderEasy", "heuristic_weights",
+           "make_priority_policy", "load_learned", "POLICY_FILE"]
 
 #: Feature names, in weight order.
 FEATURES = ("log_est", "log_procs", "log_wait", "log_est_procs", "wait_per_est", "log_submit",
@@ -66,12 +73,16 @@ class PriorityWeights:
         capacity: the machine's schedulable units N (``f1_area``'s scale).
         backfill: ``none``, ``greedy``, ``easy`` or ``conservative``.
         name: shown in results (``priority`` by default).
+        backfill_weights: EASY only: one float per feature ordering the
+            backfill candidates (smaller first); None backfills in the
+            ``weights`` order.
     """
 
     weights: tuple[float, ...]
     capacity: int
     backfill: str = "easy"
     name: str = "priority"
+    backfill_weights: tuple[float, ...] | None = None
 
     def __post_init__(self):
         if len(self.weights) != len(FEATURES):
@@ -81,17 +92,30 @@ class PriorityWeights:
             raise ValueError(f"weights: {list(self.weights)} has a non-finite value")
         if self.backfill not in BACKFILLS:
             raise ValueError(f"backfill: {self.backfill!r}, expected one of {', '.join(BACKFILLS)}")
+        bw = self.backfill_weights
+        if bw is not None:
+            if self.backfill != "easy":
+                raise ValueError(f"backfill_weights: only with easy backfilling, not "
+                                 f"{self.backfill!r}")
+            if len(bw) != len(FEATURES) or not all(math.isfinite(w) for w in bw):
+                raise ValueError(f"backfill_weights: {list(bw)}; expected {len(FEATURES)} "
+                                 "finite values")
 
     @property
     def dynamic(self) -> bool:
-        """Whether a time-dependent feature has a weight (keys recomputed every pass)."""
-        return any(self.weights[i] != 0.0 for i in _DYNAMIC)
+        """Whether keys are recomputed every pass: a time-dependent feature has a
+        weight, or the backfill order is its own."""
+        return (self.backfill_weights is not None
+                or any(self.weights[i] != 0.0 for i in _DYNAMIC))
 
     def as_dict(self) -> dict:
         """The JSON form of ``policy.json``."""
-        return {"kind": "priority", "features": list(FEATURES),
-                "weights": [float(w) for w in self.weights], "capacity": int(self.capacity),
-                "backfill": self.backfill}
+        d = {"kind": "priority", "features": list(FEATURES),
+             "weights": [float(w) for w in self.weights], "capacity": int(self.capacity),
+             "backfill": self.backfill}
+        if self.backfill_weights is not None:
+            d["backfill_weights"] = [float(w) for w in self.backfill_weights]
+        return d
 
 
 def heuristic_weights(name: str, capacity: int) -> tuple[float, ...] | None:
@@ -150,6 +174,46 @@ def _dynamic_key(weights: tuple[float, ...], capacity: int):
     return key
 
 
+class TwoOrderEasy(QueuePolicy):
+    """EASY with the head chosen by one key and the backfill candidates tried in another.
+
+    The queue key (``heuristic``, dynamic) picks the head and its
+    reservation exactly as in :class:`QueuePolicy`; the candidates EASY may
+    backfill around it are then tried smallest ``backfill_key`` first
+    (ties: queue order). Candidates are always listed one by one (never the
+    queue-order scan), since that scan follows the queue key.
+    """
+
+    def __init__(self, heuristic: Heuristic, backfill_key):
+        super().__init__(heuristic, "easy")
+        self._bkey = backfill_key
+
+    def _by_backfill_key(self, q, slots: np.ndarray, now: float, cl) -> np.ndarray:
+        if len(slots) < 2:
+            return slots
+        return slots[np.argsort(self._bkey(q, slots, now, cl, self.rng), kind="stable")]
+
+    def _easy_candidates_list(self, q, cl, now, shadow, extra, extra_mem, head):
+        free, free_mem = cl.free, cl.free_mem
+        jobs = [j for j in q.live_jobs() if j.procs <= free and j.mem <= free_mem
+                and j is not head and easy_admits(j, now, shadow, extra, extra_mem)]
+        if len(jobs) < 2:
+            return jobs
+        key = q.key   # queue order first, so ties in the backfill key keep it
+        jobs.sort(key=lambda j: key[j.queue_slot])
+        slots = np.array([j.queue_slot for j in jobs])
+        return [q.jobs[s] for s in self._by_backfill_key(q, slots, now, cl).tolist()]
+
+    def _easy_candidates_long(self, q, cl, now, shadow, extra, extra_mem):
+        lo = q.lo
+        rows = self._easy_mask(q, cl, now, shadow, extra, extra_mem, slice(lo, q.hi)).nonzero()[0]
+        slots = rows + lo
+        if len(slots) > 1:
+            slots = slots[np.argsort(q.key[slots], kind="stable")]
+        jobs = q.jobs
+        return [jobs[s] for s in self._by_backfill_key(q, slots, now, cl).tolist()]
+
+
 def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
     """The :class:`QueuePolicy` of ``spec`` (a static or dynamic key, then backfilling)."""
     weights = tuple(float(x) for x in spec.weights)
@@ -158,6 +222,11 @@ def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
         h = Heuristic(spec.name, doc, dynamic=_dynamic_key(weights, spec.capacity))
     else:
         h = Heuristic(spec.name, doc, static=_static_key(weights, spec.capacity))
+    if spec.backfill_weights is not None:
+        bw = tuple(float(x) for x in spec.backfill_weights)
+        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity))
+        policy.name = f"{spec.name}+{spec.backfill}"
+        return policy
     policy = QueuePolicy(h, spec.backfill)
     policy.name = f"{spec.name}+{spec.backfill}"
     return policy
@@ -194,9 +263,13 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
         raise InputError(f"{path}: features", repr(data.get("features")),
                          f"the features {list(FEATURES)} (this version's)")
     try:
+        bw = data.get("backfill_weights")
         spec = PriorityWeights(tuple(float(x) for x in data["weights"]), int(data["capacity"]),
-                               str(data.get("backfill", "easy")), name=f"learned:{folder}")
+                               str(data.get("backfill", "easy")), name=f"learned:{folder}",
+                               backfill_weights=None if bw is None else
+                               tuple(float(x) for x in bw))
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(str(path), "a bad field", f"weights (7 numbers), capacity, backfill: "
+        raise InputError(str(path), "a bad field", f"weights (7 numbers), capacity, backfill, "
+                         f"backfill_weights (7 numbers, easy only): "
                          f"{exc}") from None
     return make_priority_policy(spec)
