@@ -35,6 +35,7 @@ import heapq
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from operator import attrgetter
 
 import numpy as np
 
@@ -55,6 +56,7 @@ _NAN = math.nan
 # ``_new(Decision, (START, job, mode, reason, NAN, True))`` builds a start decision
 # without the NamedTuple constructor's Python frame (the hot path of EASY).
 _new = tuple.__new__
+_slot = attrgetter("queue_slot")
 
 __all__ = ["QueuePolicy", "Profile", "BACKFILLS", "easy_admits", "easy_backfill_list",
            "easy_backfill_scan"]
@@ -433,6 +435,7 @@ class QueuePolicy:
         # pass (see pass_is_idle; unknown meanwhile, or if a caller ends the
         # pass early).
         checked_all = not incremental or (not view.surprise and self._easy_free >= 0)
+        last_free = self._easy_free
         self._easy_free = -1
         if incremental:
             shadow, extra, extra_mem = self._easy_state
@@ -456,6 +459,10 @@ class QueuePolicy:
             if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
                 yield reserve(head, shadow, "EASY head reservation")
             candidates = None
+            if head is prev and last_free >= 0 and not view.surprise \
+                    and cl.free_mem == math.inf \
+                    and (shadow, extra, extra_mem) == self._easy_state:
+                candidates = self._easy_candidates_since(view, last_free)
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
             if candidates is None:
                 if q.small():
@@ -500,6 +507,37 @@ class QueuePolicy:
             if easy_admits(head, clock(view.env), shadow, extra, extra_mem):
                 return
         yield release(prev, "EASY head changed")
+
+    @staticmethod
+    def _easy_candidates_since(view: SchedulerView, last_free: int) -> list[Job]:
+        """EASY's backfill candidates in priority order when the last pass still
+        stands but for what was freed since: the head and its reservation
+        (shadow time and extra units) are unchanged, nothing surprising
+        happened, and that pass ended with ``last_free`` units free and every
+        queued job checked.
+
+        A job no larger than ``last_free`` was refused then (it fitted all
+        through that pass); the extra units are the same and time only makes
+        EASY's test stricter, so it stays refused. Only the jobs sized between
+        ``last_free`` and what is free now, and the jobs queued since, are
+        left to test (the caller applies the exact test to each; the head,
+        which does not fit, is skipped there). A queue
+        index by size finds them without a scan (the memory-free case: with
+        memory modelled a job may also have been refused for its memory).
+        """
+        q = view.queue
+        free = view.cluster.free
+        jobs = q.jobs_sized_between(last_free, free) if free > last_free else []
+        jobs_at = q.jobs
+        more = [j for j in view.new_jobs
+                if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j]
+        if more:
+            jobs.extend(more)
+            jobs.sort(key=_slot)
+        if not q.key_monotone and len(jobs) > 1:
+            key = q.key
+            jobs.sort(key=lambda j: key[j.queue_slot])   # stable: ties in slot order
+        return jobs
 
     @staticmethod
     def _easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head) -> list[Job]:

@@ -27,24 +27,20 @@ class DrasActions(AgentPolicy):
 
     def refresh(self, view: SchedulerView) -> bool:
         """Level 1 without a reservation, else level 2's backfill candidates."""
-        m = [0] * self.amap.n
         if self.reserved is None:
             self.level = 1
-            jobs = self._fill_head(view, m, self.amap.window)
-            if jobs and self._guarded(view, jobs[0]):
-                m = [0] * self.amap.n
-                m[0] = 1
+            jobs = self._fill_head(view, self.amap.window)
+            k = len(jobs)
+            if k and self._guarded(view, jobs[0]):
+                k = 1    # the oldest job alone is legal: a prefix of one
         else:
             self.level = 2
             jobs = self._candidates(view)
-        self._free, self._free_mem = view.cluster.free, view.cluster.free_mem
-        if self.level == 2:
+            k = len(jobs)
             window = self.window
-            for i in range(len(window)):
-                job = jobs[i] if i < len(jobs) else None
-                window[i] = job
-                m[i] = job is not None
-        self.mask[:] = m
+            window[:] = jobs + [None] * (len(window) - k)
+        self._free, self._free_mem = view.cluster.free, view.cluster.free_mem
+        self._legal_prefix(k)
         return bool(jobs)
 
     def _candidates(self, view: SchedulerView) -> list[Job]:
