@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections.abc import Iterator
-from operator import attrgetter
 
 import numpy as np
 
 from cosim.job import Job
 
 __all__ = ["JobQueue", "DEAD_PROCS"]
-
-_slot = attrgetter("queue_slot")
 
 _SMALL = 48   # below this many slots, plain Python loops are faster than numpy
 #: The size a dead slot holds in ``procs``: larger than any machine, so a size
@@ -201,19 +198,14 @@ class JobQueue:
         i = bisect_right(sizes, above)
         return i < len(sizes) and sizes[i] <= upto
 
-    def jobs_sized_between(self, above: int, upto: int) -> list[Job]:
-        """Queued jobs with ``above < procs <= upto``, in slot order."""
+    def size_groups(self, above: int, upto: int) -> list[dict[Job, None]]:
+        """The queued jobs with ``above < procs <= upto``: one group per size
+        (smallest first), each an ordered set of jobs in slot order (do not modify)."""
         sizes = self._sizes
         i = bisect_right(sizes, above)
         j = bisect_right(sizes, upto, i)
-        if i >= j:
-            return []
         by_size = self._by_size
-        if j == i + 1:
-            return list(by_size[sizes[i]])
-        jobs = [job for size in sizes[i:j] for job in by_size[size]]
-        jobs.sort(key=_slot)
-        return jobs
+        return [by_size[size] for size in sizes[i:j]]
 
     def any_fits(self, free: int, free_mem: float) -> bool:
         """Whether some queued job fits ``free`` units and ``free_mem`` now."""

@@ -135,18 +135,23 @@ def test_a_narrow_pass_tests_the_jobs_queued_since():
         assert s.jobs[5].reason == "ends before shadow time"
 
 
-def test_jobs_sized_between_in_slot_order():
+def test_size_groups_in_slot_order():
     q = JobQueue()
     jobs = [Job(i, i, 0.0, 10.0, procs, 10.0, 10.0) for i, procs in
             enumerate([4, 1, 2, 4, 8, 2, 1])]
     for job in jobs:
         q.add(job)
     q.remove(jobs[1])
-    q.add(jobs[1])          # requeued: now after every other job
-    assert [j.id for j in q.jobs_sized_between(0, 2)] == [2, 5, 6, 1]
-    assert [j.id for j in q.jobs_sized_between(2, 4)] == [0, 3]
-    assert [j.id for j in q.jobs_sized_between(1, 1)] == []
-    assert [j.id for j in q.jobs_sized_between(4, 100)] == [4]
+    q.add(jobs[1])          # requeued: now after every other job of its size
+
+    def ids(above, upto):
+        return [[j.id for j in group] for group in q.size_groups(above, upto)]
+
+    assert ids(0, 2) == [[6, 1], [2, 5]]
+    assert ids(2, 4) == [[0, 3]]
+    assert ids(1, 1) == []
+    assert ids(4, 100) == [[4]]
     q.remove(jobs[4])
-    assert q.jobs_sized_between(4, 100) == [] and not q.any_size_between(4, 100)
-    assert q.min_procs() == 1
+    assert ids(4, 100) == [] and not q.any_size_between(4, 100)
+    q.remove(jobs[6])
+    assert ids(0, 1) == [[1]] and q.min_procs() == 1

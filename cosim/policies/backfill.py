@@ -47,6 +47,10 @@ _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 #: Above this many backfill candidates EASY rescans the queue after each start
 #: instead of testing the candidates one by one (see :func:`easy_backfill_scan`).
 _FEW_CANDIDATES = 32
+#: Above this many jobs sized between the last pass's free units and now, a
+#: pass whose reservation stands scans the queue instead (numpy beats a Python
+#: test per job there).
+_MANY_SINCE = 64
 #: Bound on conservative compression sweeps (each moves some job earlier;
 #: in practice the plan settles in two or three).
 _MAX_SWEEPS = 1000
@@ -467,7 +471,7 @@ class QueuePolicy:
             if head is prev and last_free >= 0 and not view.surprise and self.narrow_passes \
                     and cl.free_mem == math.inf \
                     and (shadow, extra, extra_mem) == self._easy_state:
-                candidates = self._easy_candidates_since(view, last_free)
+                candidates = self._easy_candidates_since(view, last_free, now, shadow, extra)
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
             if candidates is None:
                 if q.small():
@@ -514,25 +518,41 @@ class QueuePolicy:
         yield release(prev, "EASY head changed")
 
     @staticmethod
-    def _easy_candidates_since(view: SchedulerView, last_free: int) -> list[Job]:
+    def _easy_candidates_since(view: SchedulerView, last_free: int, now: float, shadow: float,
+                               extra: int) -> list[Job] | None:
         """EASY's backfill candidates in priority order when the last pass still
-        stands but for what was freed since: the head and its reservation
-        (shadow time and extra units) are unchanged, nothing surprising
-        happened, and that pass ended with ``last_free`` units free and every
-        queued job checked.
+        stands but for what was freed since, or None when a scan of the queue
+        is cheaper.
 
-        A job no larger than ``last_free`` was refused then (it fitted all
-        through that pass); the extra units are the same and time only makes
-        EASY's test stricter, so it stays refused. Only the jobs sized between
-        ``last_free`` and what is free now, and the jobs queued since, are
-        left to test (the caller applies the exact test to each; the head,
-        which does not fit, is skipped there). A queue
-        index by size finds them without a scan (the memory-free case: with
-        memory modelled a job may also have been refused for its memory).
+        Called when the head and its reservation (shadow time and extra
+        units) are unchanged, nothing surprising happened, memory is not
+        modelled, and the last pass ended with ``last_free`` units free and
+        every queued job checked. A job no larger than ``last_free`` was
+        refused then (it fitted all through that pass); the extra units are
+        the same and time only makes EASY's test stricter, so it stays
+        refused. Only the jobs sized between ``last_free`` and what is free
+        now, and the jobs queued since, are left: the queue's groups by size
+        give them without a scan. The list is a superset of what starts (the
+        caller applies the exact test as units are taken; the head, which
+        does not fit, is skipped there).
         """
         q = view.queue
         free = view.cluster.free
-        jobs = q.jobs_sized_between(last_free, free) if free > last_free else []
+        jobs: list[Job] = []
+        if free > last_free:
+            groups = q.size_groups(last_free, free)
+            if len(groups) == 1:
+                group = groups[0]
+                if len(group) > _MANY_SINCE:
+                    return None
+                jobs = [j for j in group if now + j.estimate <= shadow or j.procs <= extra]
+            elif groups:
+                if sum(map(len, groups)) > _MANY_SINCE:
+                    return None
+                jobs = [j for group in groups for j in group
+                        if now + j.estimate <= shadow or j.procs <= extra]
+                if len(jobs) > 1:
+                    jobs.sort(key=_slot)
         jobs_at = q.jobs
         more = [j for j in view.new_jobs
                 if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j]
