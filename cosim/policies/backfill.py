@@ -307,7 +307,7 @@ class QueuePolicy:
         q = view.queue
         if not q.count:
             return ()
-        if self.arrival_is_idle(view):
+        if not view.released and self.arrival_is_idle(view):   # cheap test first
             return ()
         if self._dynamic is not None:
             slots = q.slots()
