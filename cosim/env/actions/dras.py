@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from cosim.decisions import Decision, SchedulerView, start
 from cosim.env.actions.base import AgentPolicy
 from cosim.job import Job, Mode
-from cosim.policies.backfill import easy_admits
 
 
 class DrasActions(AgentPolicy):
@@ -57,8 +56,10 @@ class DrasActions(AgentPolicy):
         qjobs = q.jobs
         for s in (range(q.lo, q.hi) if q.small() else q.fitting(free, free_mem).tolist()):
             j = qjobs[s]
+            # easy_admits, inlined (a call per queued job otherwise)
             if (j is not None and j is not job and j.procs <= free and j.mem <= free_mem
-                    and easy_admits(j, now, shadow, extra, extra_mem)):
+                    and (now + j.estimate <= shadow
+                         or (j.procs <= extra and j.mem <= extra_mem))):
                 out.append(j)
                 if len(out) == limit:
                     break
