@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from cosim.decisions import Decision, SchedulerView, start
@@ -19,6 +20,7 @@ class DrasActions(AgentPolicy):
     """
 
     kind = "dras"
+    _none_since: tuple | None = None   # (reservation state, free units) when nothing was admitted
 
     def automatic(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the reserved job once it fits; otherwise keep its promise."""
@@ -51,6 +53,14 @@ class DrasActions(AgentPolicy):
             return []
         shadow, extra, extra_mem = view.shadow(job.procs, job.mem)
         now = view.now
+        state = (job, shadow, extra, extra_mem)
+        if self._none_since is not None and self._none_since[0] == state \
+                and free_mem == math.inf and not view.surprise:
+            last_free = self._none_since[1]
+            if not self._admits_since(view, last_free, now, shadow, extra):
+                if free > last_free:
+                    self._none_since = (state, free)
+                return []
         out: list[Job] = []
         limit = self.amap.window
         qjobs = q.jobs
@@ -63,7 +73,36 @@ class DrasActions(AgentPolicy):
                 out.append(j)
                 if len(out) == limit:
                     break
+        # Nothing admitted: remember the reservation and what was free (memory
+        # not modelled), so that the next refresh tests only what could change.
+        self._none_since = (state, free) if not out and free_mem == math.inf else None
         return out
+
+    @staticmethod
+    def _admits_since(view: SchedulerView, last_free: int, now: float, shadow: float,
+                      extra: int) -> bool:
+        """Whether a job may be admitted now when none was at the last refresh,
+        under the same reservation (job, shadow time and extra units), with
+        ``last_free`` units free then, memory not modelled and no estimate
+        changed.
+
+        A job no larger than ``last_free`` fitted then and was refused by
+        EASY's test, which time only makes stricter: it stays refused. Only
+        jobs sized between ``last_free`` and what is free now, and the jobs
+        queued since, are tested (the queue's groups by size).
+        """
+        q = view.queue
+        free = view.cluster.free
+        if free > last_free:
+            for group in q.size_groups(last_free, free):
+                for j in group:
+                    if now + j.estimate <= shadow or j.procs <= extra:
+                        return True
+        for j in view.new_jobs:
+            if j.procs <= free and j.queue_slot >= 0 and q.jobs[j.queue_slot] is j \
+                    and (now + j.estimate <= shadow or j.procs <= extra):
+                return True
+        return False
 
     def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
         """Level 1: start or reserve; level 2: backfill. The pass goes on."""
