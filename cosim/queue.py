@@ -52,10 +52,11 @@ class JobQueue:
         # is priority order and the head is the first alive slot.
         self.key_monotone = True
         self._last_key = -np.inf
-        # The distinct queued sizes, sorted, with how many jobs have each: the
-        # smallest size and "any size in a range" in O(log n).
+        # The distinct queued sizes, sorted, with the jobs of each size in slot
+        # order (a dict as an ordered set): the smallest size, "any size in a
+        # range" and "the jobs of sizes in a range" without a scan.
         self._sizes: list[int] = []
-        self._size_count: dict[int, int] = {}
+        self._by_size: dict[int, dict[Job, None]] = {}
 
     def __len__(self) -> int:
         return self.count
@@ -86,11 +87,11 @@ class JobQueue:
         self._last_key = key
         self.alive[s] = True
         procs = job.procs
-        count = self._size_count
-        n = count.get(procs, 0)
-        if not n:
+        same = self._by_size.get(procs)
+        if same is None:
+            self._by_size[procs] = same = {}
             insort(self._sizes, procs)
-        count[procs] = n + 1
+        same[job] = None
         job.queue_slot = s
         self.count += 1
         self.version += 1
@@ -102,12 +103,10 @@ class JobQueue:
         self.procs[s] = DEAD_PROCS
         self.jobs[s] = None
         procs = job.procs
-        count = self._size_count
-        n = count[procs] - 1
-        if n:
-            count[procs] = n
-        else:
-            del count[procs]
+        same = self._by_size[procs]
+        del same[job]
+        if not same:
+            del self._by_size[procs]
             sizes = self._sizes
             del sizes[bisect_right(sizes, procs) - 1]
         job.queue_slot = -1
@@ -199,6 +198,15 @@ class JobQueue:
         i = bisect_right(sizes, above)
         return i < len(sizes) and sizes[i] <= upto
 
+    def size_groups(self, above: int, upto: int) -> list[dict[Job, None]]:
+        """The queued jobs with ``above < procs <= upto``: one group per size
+        (smallest first), each an ordered set of jobs in slot order (do not modify)."""
+        sizes = self._sizes
+        i = bisect_right(sizes, above)
+        j = bisect_right(sizes, upto, i)
+        by_size = self._by_size
+        return [by_size[size] for size in sizes[i:j]]
+
     def any_fits(self, free: int, free_mem: float) -> bool:
         """Whether some queued job fits ``free`` units and ``free_mem`` now."""
         if free_mem == np.inf:
@@ -248,4 +256,4 @@ class JobQueue:
         self.key_monotone = True
         self._last_key = -np.inf
         self._sizes = []
-        self._size_count = {}
+        self._by_size = {}

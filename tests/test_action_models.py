@@ -287,3 +287,38 @@ def test_an_easy_head_change_withdraws_the_promise_for_heuristic_and_agent_alike
         assert {j.id: j.reservation for j in sched.jobs if j.id > 1} == {2: 100.0, 3: 100.0}
         assert sched.counters.reservations_withdrawn == 1
         assert sched.counters.reservations_broken == 0
+
+
+def test_dras_refresh_shortcut_matches_a_full_scan(monkeypatch):
+    # Level 2 remembers when nothing was admitted and then tests only the jobs
+    # that could change that; at every refresh of a random play the answer
+    # must equal a full scan's.
+    from pathlib import Path
+
+    from cosim.env.actions.dras import DrasActions
+
+    original = DrasActions._candidates
+    shortcuts = []
+
+    def both(self, view):
+        kept = self._none_since
+        self._none_since = None
+        full = original(self, view)
+        self._none_since = kept
+        fast = original(self, view)
+        assert fast == full
+        shortcuts.append(kept is not None)
+        return fast
+
+    monkeypatch.setattr(DrasActions, "_candidates", both)
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "lublin256.yaml"
+    env = SchedulingEnv(str(scenario), actions="dras", observation="dras", window=50,
+                        episode_jobs=256)
+    rng = np.random.default_rng(3)
+    _, info = env.reset(seed=2)
+    for _ in range(1500):
+        legal = np.flatnonzero(info["action_mask"])
+        _, _, terminated, truncated, info = env.step(int(legal[rng.integers(len(legal))]))
+        if terminated or truncated:
+            _, info = env.reset()
+    assert sum(shortcuts) > 50     # the shortcut was taken often

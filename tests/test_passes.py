@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cosim.config import scenario_from_dict
+from cosim.job import Job
 from cosim.model import build
 from cosim.policies import make_policy
+from cosim.queue import JobQueue
 from cosim.workloads.base import Workload
 
 
@@ -30,14 +32,18 @@ class NoSkip:
         return self.inner.decide(view)
 
 
-def simulate(rows, cores, policy, skip=True):
-    """rows: (submit, procs, run, estimate) -> the finished simulation."""
+def simulate(rows, cores, policy, skip=True, narrow=True):
+    """rows: (submit, procs, run, estimate) -> the finished simulation.
+
+    ``skip=False``: the scheduler wakes for everything; ``narrow=False``:
+    every EASY pass scans the whole queue."""
     w = Workload.from_columns(submit=[r[0] for r in rows], procs=[r[1] for r in rows],
                               run=[r[2] for r in rows], req_time=[r[3] for r in rows])
     sc = scenario_from_dict({"cluster": {"nodes": cores},
                              "workload": {"kind": "swf", "path": "unused"}})
     env = simpy.Environment()
     p = make_policy(policy)
+    p.narrow_passes = narrow
     sim = build(env, sc, p if skip else NoSkip(p), workload=w)
     env.run(until=sim.finished)
     return sim
@@ -89,3 +95,63 @@ def test_skipping_passes_changes_no_record(rows, policy):
     assert a.events == b.events
     assert a.decisions == b.decisions
     assert a.counters.passes <= b.counters.passes
+
+
+# Times on a 5 s grid: arrivals often coincide with ends (passes that are
+# not arrival-only but hold new jobs).
+long_jobs = st.lists(st.tuples(st.integers(0, 40).map(lambda t: 5 * t), st.integers(1, 8),
+                               st.integers(1, 12).map(lambda r: 5 * r), st.integers(0, 20)),
+                     min_size=40, max_size=120)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=long_jobs, policy=st.sampled_from(["fcfs+easy", "sjf+easy", "largest+easy"]))
+def test_narrow_easy_passes_match_full_scans(rows, policy):
+    # Queues long enough for the numpy scans (over 48 slots) and many ends as
+    # expected: passes whose reservation stands test only the jobs sized
+    # between the last pass's free units and now, with the same outcome as
+    # a scan of the whole queue.
+    rows = sorted((t, p, r, r + extra if extra % 2 else r) for t, p, r, extra in rows)
+    a = simulate(rows, 8, policy).scheduler
+    b = simulate(rows, 8, policy, skip=False, narrow=False).scheduler
+    assert [(j.id, j.start, j.mode, j.reason) for j in a.jobs] == \
+        [(j.id, j.start, j.mode, j.reason) for j in b.jobs]
+    assert a.decisions == b.decisions
+
+
+def test_a_narrow_pass_tests_the_jobs_queued_since():
+    # 8 cores. J1 (3 cores, 0-10), J2 (4, 0-100), J3 (1, 0-20) run; J4 (8)
+    # arrives at 1 and is reserved at 100 (no extra core); J5 (2 cores, 200 s)
+    # arrives at 2. At 10 J1 ends as expected: a pass tests J5 alone (sized
+    # between 0 and 3 free) and refuses it. At 20 J3 ends as expected (4
+    # free, no queued size in 3..4) and J6 (1 core, 5 s) arrives: the pass
+    # must still test J6, which ends before the shadow time and backfills.
+    rows = [(0, 3, 10, 10), (0, 4, 100, 100), (0, 1, 20, 20), (1, 8, 5, 5), (2, 2, 200, 200),
+            (20, 1, 5, 5)]
+    for narrow in (True, False):
+        s = simulate(rows, 8, "fcfs+easy", narrow=narrow).scheduler
+        assert {j.id: j.start for j in s.jobs} == {1: 0.0, 2: 0.0, 3: 0.0, 4: 100.0,
+                                                   5: 105.0, 6: 20.0}
+        assert s.jobs[5].reason == "ends before shadow time"
+
+
+def test_size_groups_in_slot_order():
+    q = JobQueue()
+    jobs = [Job(i, i, 0.0, 10.0, procs, 10.0, 10.0) for i, procs in
+            enumerate([4, 1, 2, 4, 8, 2, 1])]
+    for job in jobs:
+        q.add(job)
+    q.remove(jobs[1])
+    q.add(jobs[1])          # requeued: now after every other job of its size
+
+    def ids(above, upto):
+        return [[j.id for j in group] for group in q.size_groups(above, upto)]
+
+    assert ids(0, 2) == [[6, 1], [2, 5]]
+    assert ids(2, 4) == [[0, 3]]
+    assert ids(1, 1) == []
+    assert ids(4, 100) == [[4]]
+    q.remove(jobs[4])
+    assert ids(4, 100) == [] and not q.any_size_between(4, 100)
+    q.remove(jobs[6])
+    assert ids(0, 1) == [[1]] and q.min_procs() == 1

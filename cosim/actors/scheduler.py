@@ -271,13 +271,22 @@ class Scheduler:
         if not self.ends and q.count:
             self._check_stalled()
         if self.record:
-            idle_fit = self._idle_fit()
+            # _idle_fit inlined (once per pass)
+            cl = self.cluster
+            free = cl.free
+            if free > 0 and q.count:
+                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                    q.any_fits(free, cl.free_mem)
+                idle_fit = free if fits else 0
+            else:
+                idle_fit = 0
             # A pass row only matters where resource holes change: metrics read
             # idle_fit_cores as a step function over pass rows, and every other
             # column of a skipped row equals the row before it.
             if idle_fit != self._last_idle_fit:
                 self._last_idle_fit = idle_fit
-                self._event("pass", -1, -1, idle_fit)
+                self.log.event(clock(self.env), "pass", -1, -1, q.count, len(self.ends),
+                               cl.up_units - free, cl.up_units, self.queued_area, idle_fit)
 
     # -- applying decisions ----------------------------------------------------
     def apply(self, d: Decision) -> bool:
@@ -494,8 +503,11 @@ class Scheduler:
         job.end = end = float(clock(self.env))
         if end < job.expected_end - _EPS:
             self.view.surprise = True
-        if self.record:
-            self._event("timeout" if outcome == _TIMEOUT else "end", job.id)
+        if self.record:   # _event, inlined: once per job
+            cl = self.cluster
+            self.log.event(clock(self.env), "timeout" if outcome == _TIMEOUT else "end", job.id, -1,
+                           self.queue.count, len(self.ends), cl.up_units - cl.free,
+                           cl.up_units, self.queued_area)
         if not self._woken:
             self._wake_unless_idle(job)
         self._done(job)

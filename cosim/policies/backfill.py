@@ -35,6 +35,7 @@ import heapq
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from operator import attrgetter
 
 import numpy as np
 
@@ -46,6 +47,10 @@ _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 #: Above this many backfill candidates EASY rescans the queue after each start
 #: instead of testing the candidates one by one (see :func:`easy_backfill_scan`).
 _FEW_CANDIDATES = 32
+#: Above this many jobs sized between the last pass's free units and now, a
+#: pass whose reservation stands scans the queue instead (numpy beats a Python
+#: test per job there).
+_MANY_SINCE = 64
 #: Bound on conservative compression sweeps (each moves some job earlier;
 #: in practice the plan settles in two or three).
 _MAX_SWEEPS = 1000
@@ -55,6 +60,7 @@ _NAN = math.nan
 # ``_new(Decision, (START, job, mode, reason, NAN, True))`` builds a start decision
 # without the NamedTuple constructor's Python frame (the hot path of EASY).
 _new = tuple.__new__
+_slot = attrgetter("queue_slot")
 
 __all__ = ["QueuePolicy", "Profile", "BACKFILLS", "easy_admits", "easy_backfill_list",
            "easy_backfill_scan"]
@@ -266,6 +272,11 @@ class QueuePolicy:
         'sjf+easy'
     """
 
+    #: Whether an EASY pass whose head and reservation still stand tests only
+    #: the jobs that could have changed (see ``_easy_candidates_since``); the
+    #: tests turn it off to compare with full scans.
+    narrow_passes = True
+
     def __init__(self, heuristic, backfill: str, rng: np.random.Generator | None = None):
         self.heuristic = heuristic
         self.backfill = backfill
@@ -296,7 +307,7 @@ class QueuePolicy:
         q = view.queue
         if not q.count:
             return ()
-        if self.arrival_is_idle(view):
+        if not view.released and self.arrival_is_idle(view):   # cheap test first
             return ()
         if self._dynamic is not None:
             slots = q.slots()
@@ -433,6 +444,7 @@ class QueuePolicy:
         # pass (see pass_is_idle; unknown meanwhile, or if a caller ends the
         # pass early).
         checked_all = not incremental or (not view.surprise and self._easy_free >= 0)
+        last_free = self._easy_free
         self._easy_free = -1
         if incremental:
             shadow, extra, extra_mem = self._easy_state
@@ -456,6 +468,10 @@ class QueuePolicy:
             if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
                 yield reserve(head, shadow, "EASY head reservation")
             candidates = None
+            if head is prev and last_free >= 0 and not view.surprise and self.narrow_passes \
+                    and cl.free_mem == math.inf \
+                    and (shadow, extra, extra_mem) == self._easy_state:
+                candidates = self._easy_candidates_since(view, last_free, now, shadow, extra)
         if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
             if candidates is None:
                 if q.small():
@@ -500,6 +516,53 @@ class QueuePolicy:
             if easy_admits(head, clock(view.env), shadow, extra, extra_mem):
                 return
         yield release(prev, "EASY head changed")
+
+    @staticmethod
+    def _easy_candidates_since(view: SchedulerView, last_free: int, now: float, shadow: float,
+                               extra: int) -> list[Job] | None:
+        """EASY's backfill candidates in priority order when the last pass still
+        stands but for what was freed since, or None when a scan of the queue
+        is cheaper.
+
+        Called when the head and its reservation (shadow time and extra
+        units) are unchanged, nothing surprising happened, memory is not
+        modelled, and the last pass ended with ``last_free`` units free and
+        every queued job checked. A job no larger than ``last_free`` was
+        refused then (it fitted all through that pass); the extra units are
+        the same and time only makes EASY's test stricter, so it stays
+        refused. Only the jobs sized between ``last_free`` and what is free
+        now, and the jobs queued since, are left: the queue's groups by size
+        give them without a scan. The list is a superset of what starts (the
+        caller applies the exact test as units are taken; the head, which
+        does not fit, is skipped there).
+        """
+        q = view.queue
+        free = view.cluster.free
+        jobs: list[Job] = []
+        if free > last_free:
+            groups = q.size_groups(last_free, free)
+            if len(groups) == 1:
+                group = groups[0]
+                if len(group) > _MANY_SINCE:
+                    return None
+                jobs = [j for j in group if now + j.estimate <= shadow or j.procs <= extra]
+            elif groups:
+                if sum(map(len, groups)) > _MANY_SINCE:
+                    return None
+                jobs = [j for group in groups for j in group
+                        if now + j.estimate <= shadow or j.procs <= extra]
+                if len(jobs) > 1:
+                    jobs.sort(key=_slot)
+        jobs_at = q.jobs
+        more = [j for j in view.new_jobs
+                if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j]
+        if more:
+            jobs.extend(more)
+            jobs.sort(key=_slot)
+        if not q.key_monotone and len(jobs) > 1:
+            key = q.key
+            jobs.sort(key=lambda j: key[j.queue_slot])   # stable: ties in slot order
+        return jobs
 
     @staticmethod
     def _easy_candidates_list(q, cl, now, shadow, extra, extra_mem, head) -> list[Job]:

@@ -169,8 +169,8 @@ class AgentPolicy:
         return (self.guard_wait is not None and head is not None
                 and view.now - head.submit >= self.guard_wait)
 
-    def _fill_head(self, view: SchedulerView, m: list[int], n: int) -> list[Job]:
-        """Put the first ``n`` queued jobs (arrival order) in the window; mark present ones legal.
+    def _fill_head(self, view: SchedulerView, n: int) -> list[Job]:
+        """Put the first ``n`` queued jobs (arrival order) in the window and return them.
 
         Also records their queue slots (:attr:`slots`) so encoders can read the
         queue's columns without touching the jobs.
@@ -186,8 +186,14 @@ class AgentPolicy:
             jobs = [qjobs[s] for s in slots.tolist()]
         k = len(jobs)
         self.window[:] = jobs + [None] * (len(self.window) - k)
-        m[:k] = [1] * k
         return jobs
+
+    def _legal_prefix(self, k: int) -> None:
+        """Mark the first ``k`` actions legal and every other one illegal (two
+        slice writes instead of a Python list converted element by element)."""
+        mask = self.mask
+        mask[:k] = 1
+        mask[k:] = 0
 
     def _keep_reservation(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the reserved job if it fits now; else renew its promise and backfill around it.

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from cosim.decisions import Decision, SchedulerView, start
 from cosim.env.actions.base import AgentPolicy
 from cosim.job import Job, Mode
-from cosim.policies.backfill import easy_admits
 
 
 class DrasActions(AgentPolicy):
@@ -20,6 +20,7 @@ class DrasActions(AgentPolicy):
     """
 
     kind = "dras"
+    _none_since: tuple | None = None   # (reservation state, free units) when nothing was admitted
 
     def automatic(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the reserved job once it fits; otherwise keep its promise."""
@@ -27,24 +28,20 @@ class DrasActions(AgentPolicy):
 
     def refresh(self, view: SchedulerView) -> bool:
         """Level 1 without a reservation, else level 2's backfill candidates."""
-        m = [0] * self.amap.n
         if self.reserved is None:
             self.level = 1
-            jobs = self._fill_head(view, m, self.amap.window)
-            if jobs and self._guarded(view, jobs[0]):
-                m = [0] * self.amap.n
-                m[0] = 1
+            jobs = self._fill_head(view, self.amap.window)
+            k = len(jobs)
+            if k and self._guarded(view, jobs[0]):
+                k = 1    # the oldest job alone is legal: a prefix of one
         else:
             self.level = 2
             jobs = self._candidates(view)
-        self._free, self._free_mem = view.cluster.free, view.cluster.free_mem
-        if self.level == 2:
+            k = len(jobs)
             window = self.window
-            for i in range(len(window)):
-                job = jobs[i] if i < len(jobs) else None
-                window[i] = job
-                m[i] = job is not None
-        self.mask[:] = m
+            window[:] = jobs + [None] * (len(window) - k)
+        self._free, self._free_mem = view.cluster.free, view.cluster.free_mem
+        self._legal_prefix(k)
         return bool(jobs)
 
     def _candidates(self, view: SchedulerView) -> list[Job]:
@@ -56,17 +53,56 @@ class DrasActions(AgentPolicy):
             return []
         shadow, extra, extra_mem = view.shadow(job.procs, job.mem)
         now = view.now
+        state = (job, shadow, extra, extra_mem)
+        if self._none_since is not None and self._none_since[0] == state \
+                and free_mem == math.inf and not view.surprise:
+            last_free = self._none_since[1]
+            if not self._admits_since(view, last_free, now, shadow, extra):
+                if free > last_free:
+                    self._none_since = (state, free)
+                return []
         out: list[Job] = []
         limit = self.amap.window
         qjobs = q.jobs
         for s in (range(q.lo, q.hi) if q.small() else q.fitting(free, free_mem).tolist()):
             j = qjobs[s]
+            # easy_admits, inlined (a call per queued job otherwise)
             if (j is not None and j is not job and j.procs <= free and j.mem <= free_mem
-                    and easy_admits(j, now, shadow, extra, extra_mem)):
+                    and (now + j.estimate <= shadow
+                         or (j.procs <= extra and j.mem <= extra_mem))):
                 out.append(j)
                 if len(out) == limit:
                     break
+        # Nothing admitted: remember the reservation and what was free (memory
+        # not modelled), so that the next refresh tests only what could change.
+        self._none_since = (state, free) if not out and free_mem == math.inf else None
         return out
+
+    @staticmethod
+    def _admits_since(view: SchedulerView, last_free: int, now: float, shadow: float,
+                      extra: int) -> bool:
+        """Whether a job may be admitted now when none was at the last refresh,
+        under the same reservation (job, shadow time and extra units), with
+        ``last_free`` units free then, memory not modelled and no estimate
+        changed.
+
+        A job no larger than ``last_free`` fitted then and was refused by
+        EASY's test, which time only makes stricter: it stays refused. Only
+        jobs sized between ``last_free`` and what is free now, and the jobs
+        queued since, are tested (the queue's groups by size).
+        """
+        q = view.queue
+        free = view.cluster.free
+        if free > last_free:
+            for group in q.size_groups(last_free, free):
+                for j in group:
+                    if now + j.estimate <= shadow or j.procs <= extra:
+                        return True
+        for j in view.new_jobs:
+            if j.procs <= free and j.queue_slot >= 0 and q.jobs[j.queue_slot] is j \
+                    and (now + j.estimate <= shadow or j.procs <= extra):
+                return True
+        return False
 
     def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
         """Level 1: start or reserve; level 2: backfill. The pass goes on."""

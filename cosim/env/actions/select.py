@@ -51,12 +51,9 @@ class SelectActions(AgentPolicy):
         """The first N queued jobs, every one legal (the oldest alone past the guard)."""
         if self.reserved is not None and (self.reserve_mode == "sticky" or self._chosen):
             return False
-        m = [0] * self.amap.n
-        jobs = self._fill_head(view, m, self.amap.window)
-        if jobs and self._guarded(view, jobs[0]):
-            m = [0] * self.amap.n
-            m[0] = 1
-        self.mask[:] = m
+        jobs = self._fill_head(view, self.amap.window)
+        # past the guard the oldest job alone is legal: a prefix of one
+        self._legal_prefix(1 if jobs and self._guarded(view, jobs[0]) else len(jobs))
         return bool(jobs)
 
     def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
