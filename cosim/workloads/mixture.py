@@ -14,7 +14,8 @@ mapping with these keys, every one optional:
   rate is solved for it, its daily cycle kept.
 - ``params``: ``{name: [LOW, HIGH]}`` for fields of
   :class:`~cosim.workloads.lublin.LublinParams`, each drawn uniformly per
-  episode; a name given here replaces its default range (``[x, x]`` pins
+  episode (and the hour of the day the episode starts at, uniform); a
+  name given here replaces its default range (``[x, x]`` pins
   it), the others keep :data:`DEFAULT_RANGES`; fields in neither are the
   published values of ``kind``.
 - ``kind``: the parameter set the unrandomised fields come from
@@ -199,9 +200,10 @@ class MixtureDraw:
     """What one mixture episode is: its component and, for Lublin, its parameters and load."""
 
     def __init__(self, component: str, params: LublinParams | None = None,
-                 load: float | None = None, seed: int | None = None, start: int | None = None):
+                 load: float | None = None, seed: int | None = None, start: int | None = None,
+                 start_hour: int = 0):
         self.component, self.params, self.load = component, params, load
-        self.seed, self.start = seed, start
+        self.seed, self.start, self.start_hour = seed, start, start_hour
 
 
 def draw_episode(mixture: Mapping[str, Any], rng: np.random.Generator,
@@ -218,9 +220,15 @@ def draw_episode(mixture: Mapping[str, Any], rng: np.random.Generator,
     params = draw_params(mixture, rng)
     lo, hi = mixture["load"]
     load = float(rng.uniform(lo, hi)) if hi > lo else float(lo)
-    return MixtureDraw("lublin", params=params, load=load, seed=int(rng.integers(2**31)))
+    return MixtureDraw("lublin", params=params, load=load, seed=int(rng.integers(2**31)),
+                       start_hour=int(rng.integers(24)))
 
 
 def lublin_episode(draw: MixtureDraw, n: int, procs: int) -> Workload:
-    """The jobs of a Lublin draw: ``n`` jobs on ``procs`` processors at the drawn load."""
-    return lublin(n, procs=procs, seed=draw.seed, load=draw.load, params=draw.params)
+    """The jobs of a Lublin draw: ``n`` jobs on ``procs`` processors at the drawn load.
+
+    The load is Lublin's, counted from the episode's first second (its start
+    hour), so a short episode starting at night and one at noon reach it alike.
+    """
+    return lublin(n, procs=procs, seed=draw.seed, load=draw.load, params=draw.params,
+                  start_hour=draw.start_hour)
