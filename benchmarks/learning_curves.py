@@ -16,7 +16,7 @@ learner starts and which way it goes, not a ranking of the learners.
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/learning_curves.py --steps 4000 --out docs/learning_curves.png
+    PYTHONPATH=. python benchmarks/learning_curves.py --out docs/learning_curves.png
 
 prints one row per evaluation and the CPU seconds of each learner, and writes
 the PNG and its numbers (``.json`` beside it).
@@ -89,11 +89,12 @@ def curve(algo: str, config: dict, steps: int, eval_every: int, seed: int, val, 
 def plot(curves: dict, teacher: float, path: Path, title: str) -> None:
     """The curves and the teacher's line as a PNG."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
     for algo, points in curves.items():
         xs, ys = zip(*points, strict=True)
         ax.plot(xs, ys, marker="o", markersize=3, label=algo)
@@ -101,8 +102,11 @@ def plot(curves: dict, teacher: float, path: Path, title: str) -> None:
     ax.set_xlabel("training decisions")
     ax.set_ylabel("validation mean bounded slowdown")
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -114,8 +118,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=4000, help="training decisions per learner")
-    ap.add_argument("--eval-every", type=int, default=500, metavar="DECISIONS")
+    ap.add_argument("--steps", type=int, default=16000, help="training decisions per learner")
+    ap.add_argument("--eval-every", type=int, default=1000, metavar="DECISIONS")
     ap.add_argument("--episode-jobs", type=int, default=128)
     ap.add_argument("--windows", type=int, default=3, help="validation windows")
     ap.add_argument("--window-jobs", type=int, default=256)
