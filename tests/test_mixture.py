@@ -4,6 +4,8 @@ the mixture in its checkpoint."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -110,6 +112,20 @@ def test_spec_saves_the_whole_mixture_and_reads_it_back():
     data = spec.to_dict()
     assert EnvSpec.from_dict(data) == spec
     assert EnvSpec(episode_source="window").mixture is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(trace=st.floats(0, 5), lublin_w=st.floats(0.01, 5), seed=st.integers(0, 10**6),
+       lo=st.floats(0.05, 2.0), width=st.floats(0, 1.0),
+       kind=st.sampled_from(["typeless", "batch", "interactive"]))
+def test_mixture_specs_survive_json(trace, lublin_w, seed, lo, width, kind):
+    spec = EnvSpec(episode_source="mixture",
+                   mixture={"trace": trace, "lublin": lublin_w, "seed": seed,
+                            "load": (lo, lo + width), "kind": kind,
+                            "params": {"pb": (0.7, 0.8)}})
+    text = json.dumps(spec.to_dict())
+    back = EnvSpec.from_dict(json.loads(text))
+    assert back == spec and back.mixture["params"]["pb"] == [0.7, 0.8]
 
 
 @pytest.mark.parametrize("settings_, message", [
