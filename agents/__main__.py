@@ -137,8 +137,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="select: backfilling around the agent's reserved job (default easy)")
     t.add_argument("--reserve", choices=("easy", "sticky"), default=None,
                    help="select: easy (re-chosen at every decision point) or sticky")
-    t.add_argument("--episode-source", choices=("window", "jobsets", "curriculum"), default=None,
-                   help="episodes from random windows (default), DRAS jobsets, or a curriculum")
+    t.add_argument("--episode-source", choices=("window", "jobsets", "curriculum", "mixture"),
+                   default=None,
+                   help="episodes from random windows (default), DRAS jobsets, a curriculum, "
+                        "or a workload mixture (randomised Lublin parameters, optionally mixed "
+                        "with trace windows: --env mixture='{trace: 0.3, load: [0.6, 1.0]}', "
+                        "see cosim.workloads.mixture)")
     t.add_argument("--curriculum", default=None, metavar="SPEC",
                    help="DRAS's three phases, e.g. sampled=20,periods=20,synthetic=20 "
                         "(also load_range=LOW:HIGH, seed=N), or a JSON file with those keys; "

@@ -6,6 +6,9 @@
   re-timed with Poisson arrivals.
 - ``curriculum``: the next workload of a list, cycling (DRAS's three phases
   come from :func:`cosim.workloads.windows.curriculum`).
+- ``mixture``: each episode drawn from a mixture of the Lublin model with
+  randomised parameters and windows of the scenario's workload
+  (:mod:`cosim.workloads.mixture`).
 
 ``reset(options={"jobs": workload})`` bypasses the source and plays that workload.
 """
@@ -18,11 +21,12 @@ import numpy as np
 
 from cosim.errors import ScenarioError
 from cosim.workloads.base import Workload
+from cosim.workloads.mixture import draw_episode, lublin_episode, normalise_mixture
 from cosim.workloads.windows import curriculum as dras_curriculum
 from cosim.workloads.windows import jobsets, window
 
 __all__ = ["EpisodeSource", "WindowEpisodes", "JobsetEpisodes", "CurriculumEpisodes",
-           "EPISODE_SOURCES", "make_episode_source"]
+           "MixtureEpisodes", "EPISODE_SOURCES", "make_episode_source"]
 
 
 class EpisodeSource:
@@ -84,12 +88,41 @@ class CurriculumEpisodes(EpisodeSource):
         return jobs
 
 
+class MixtureEpisodes(EpisodeSource):
+    """Episodes drawn from a workload mixture (:mod:`cosim.workloads.mixture`).
+
+    Each episode takes one integer from the env's generator and seeds a
+    generator of its own with it and the mixture's ``seed``: the same reset
+    seed and mixture give the same episode, whichever env plays it.
+    :attr:`last` is the latest episode's draw (component, parameters, load).
+    """
+
+    def __init__(self, workload: Workload, n: int, mixture):
+        self.workload, self.n = workload, n
+        self.mixture = normalise_mixture(mixture)
+        if self.mixture["trace"] > 0 and n > len(workload):
+            raise ScenarioError("mixture.trace", f"windows of {n} jobs",
+                                f"at most the workload's {len(workload)} jobs")
+        procs = self.mixture["procs"] or workload.max_procs or (
+            int(workload.procs.max()) if len(workload) else 1)
+        self.procs = int(procs)
+        self.last = None
+
+    def next(self, rng: np.random.Generator, index: int | None = None) -> Workload:
+        """A Lublin workload with freshly drawn parameters, or a window of the trace."""
+        own = np.random.default_rng([self.mixture["seed"], int(rng.integers(2**63))])
+        self.last = draw = draw_episode(self.mixture, own, len(self.workload), self.n)
+        if draw.component == "trace":
+            return window(self.workload, self.n, start=draw.start)
+        return lublin_episode(draw, self.n, self.procs)
+
+
 #: Episode sources by the name the environment's ``episode_source=`` takes.
-EPISODE_SOURCES = ("window", "jobsets", "curriculum")
+EPISODE_SOURCES = ("window", "jobsets", "curriculum", "mixture")
 
 
 def make_episode_source(name: str, workload: Workload, episode_jobs: int,
-                        curriculum=None) -> EpisodeSource:
+                        curriculum=None, mixture=None) -> EpisodeSource:
     """The episode source ``name`` over ``workload``.
 
     Args:
@@ -99,21 +132,28 @@ def make_episode_source(name: str, workload: Workload, episode_jobs: int,
         curriculum: for ``curriculum``: a list of workloads, or the keyword
             arguments of :func:`cosim.workloads.windows.curriculum` as a dict
             (JSON, so it can live in a saved env config).
+        mixture: for ``mixture``: a mixture setting
+            (:func:`cosim.workloads.mixture.normalise_mixture`); None takes
+            the defaults.
 
     Raises:
         ScenarioError: an unknown name, or a curriculum given exactly when it
             should not be.
     """
     if name not in EPISODE_SOURCES:
-        raise ScenarioError("episode_source", repr(name), "window, jobsets or curriculum")
+        raise ScenarioError("episode_source", repr(name), "window, jobsets, curriculum or mixture")
     if (name == "curriculum") != bool(curriculum):
         raise ScenarioError("curriculum", "given" if curriculum else "missing",
                             "a non-empty list of workloads exactly when "
                             "episode_source is 'curriculum'")
+    if mixture is not None and name != "mixture":
+        raise ScenarioError("mixture", "given", "a mixture exactly when episode_source is 'mixture'")
     if name == "window":
         return WindowEpisodes(workload, episode_jobs)
     if name == "jobsets":
         return JobsetEpisodes(workload, episode_jobs)
+    if name == "mixture":
+        return MixtureEpisodes(workload, episode_jobs, mixture)
     if isinstance(curriculum, dict):
         try:
             workloads = dras_curriculum(workload, int(episode_jobs), **curriculum)

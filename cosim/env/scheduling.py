@@ -187,7 +187,8 @@ class SchedulingEnv(gym.Env):
             raise ScenarioError("episode_jobs", str(spec.episode_jobs),
                                 f"between 1 and the workload's {len(self.workload)} jobs")
         self._episodes = make_episode_source(spec.episode_source, self.workload, spec.episode_jobs,
-                                             live_curriculum or spec.curriculum)
+                                             live_curriculum or spec.curriculum,
+                                             mixture=spec.mixture)
         #: The settings as given, and with every default resolved for this
         #: scenario and workload (``gym.Env.spec`` is Gymnasium's registration).
         self.given_spec = spec

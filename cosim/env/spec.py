@@ -42,6 +42,7 @@ from cosim.env.episodes import EPISODE_SOURCES
 from cosim.env.observations import DEFAULT_OBSERVATIONS, OBSERVATIONS
 from cosim.env.rewards import REWARDS
 from cosim.errors import ScenarioError, did_you_mean
+from cosim.workloads.mixture import normalise_mixture
 
 __all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "MAX_SLOTS", "split_config", "capacity_of",
            "default_image_slot", "default_max_time", "default_node_rows"]
@@ -105,6 +106,7 @@ class EnvSpec:
     curriculum: dict[str, Any] | None = None
     base_policy: str | None = None
     max_skips: int | None = None
+    mixture: dict[str, Any] | None = None
 
     def __post_init__(self):
         set_ = object.__setattr__   # frozen: normalise in place once, here
@@ -123,7 +125,7 @@ class EnvSpec:
             raise ScenarioError("episode_end", repr(self.episode_end), "placed or completed")
         if self.episode_source not in EPISODE_SOURCES:
             raise ScenarioError("episode_source", repr(self.episode_source),
-                                "window, jobsets or curriculum")
+                                "window, jobsets, curriculum or mixture")
         set_(self, "window", _window(self.window))
         if self.kill_slots is not None and not isinstance(self.kill_slots, bool) and isinstance(
                 self.kill_slots, int | float) and self.kill_slots > MAX_SLOTS:
@@ -158,6 +160,12 @@ class EnvSpec:
         if self.curriculum is not None and self.episode_source != "curriculum":
             raise ScenarioError("curriculum", "given", "a non-empty list of workloads exactly "
                                 "when episode_source is 'curriculum'")
+        if self.episode_source == "mixture":
+            # Filled with every default: a checkpoint states the whole mixture.
+            set_(self, "mixture", normalise_mixture(self.mixture))
+        elif self.mixture is not None:
+            raise ScenarioError("mixture", "given", "a mixture exactly when episode_source "
+                                "is 'mixture'")
         self._check_policies()
         # The action model owns its options' rules (window shape, kill slots,
         # guard, backfill): a model built once here checks them, and its index

@@ -138,13 +138,14 @@ def _gamma_cdf(x: float, shape: float, scale: float) -> float:
     return total * math.exp(shape * math.log(z) - z - math.lgamma(shape))
 
 
-def arrival_weights(kind: str = "typeless") -> np.ndarray:
+def arrival_weights(kind: str | LublinParams = "typeless") -> np.ndarray:
     """Relative arrival intensity of the 48 half-hour buckets of a day (mean 1).
 
     Bucket ``k`` covers ``[k * 1800, (k + 1) * 1800)`` seconds after midnight.
-    ``kind`` is ``"typeless"``, ``"batch"`` or ``"interactive"``.
+    ``kind`` is ``"typeless"``, ``"batch"``, ``"interactive"``, or a
+    :class:`LublinParams` (its ``anum``, ``bnum``).
     """
-    p = _params(kind)
+    p = kind if isinstance(kind, LublinParams) else _params(kind)
     w = np.empty(BUCKETS)
     # The fitted density is over bucket indices starting at CYCLIC_DAY_START;
     # indices past the end of the day wrap to its beginning.
@@ -179,7 +180,7 @@ class _Stream:
         self.kind = kind
         gaps = np.exp(_truncated_gamma(rng, p.aarr * p.arar, p.barr, MAX_LOG_GAP, n))
         self.points = np.cumsum(gaps / SECONDS_IN_BUCKET)
-        w = np.roll(arrival_weights(kind), -start_bucket)
+        w = np.roll(arrival_weights(p), -start_bucket)
         self.weights = w
         self.cum = np.concatenate([[0.0], np.cumsum(w)])  # cum[-1] == 48
         self.offset = start_bucket * SECONDS_IN_BUCKET
@@ -250,6 +251,7 @@ def lublin(
     arrival_rate: float = 1.0,
     load: float | None = None,
     start_hour: int = 0,
+    params: LublinParams | None = None,
 ) -> Workload:
     """Generate ``n_jobs`` rigid jobs from the Lublin-Feitelson model.
 
@@ -269,6 +271,9 @@ def lublin(
             arrival rate is solved for it (daily cycle kept); whole-second
             submit times make it exact to about 1e-4.
         start_hour: hour of the day (0-23) at which time 0 falls.
+        params: the model's parameters instead of the published ones of
+            ``kind`` (a single kind, not ``"both"``); randomised ones come
+            from :mod:`cosim.workloads.mixture`.
 
     Returns:
         Workload with integer submit and run times in seconds, ``req_time``
@@ -294,9 +299,14 @@ def lublin(
             raise WorkloadError("lublin.load", f"load={load} with arrival_rate={arrival_rate}",
                                 "only one of load and arrival_rate")
 
+    if params is not None and (kind == "both" or not isinstance(params, LublinParams)):
+        raise WorkloadError("lublin.params", f"{type(params).__name__} with kind={kind!r}",
+                            "a LublinParams with one kind (typeless, batch or interactive)")
+
     rng = np.random.default_rng(seed)
     kinds = ["batch", "interactive"] if kind == "both" else [kind]
-    streams = [_Stream(LUBLIN_PARAMS[k], n_jobs, procs, 2 * start_hour, rng, k) for k in kinds]
+    streams = [_Stream(params or LUBLIN_PARAMS[k], n_jobs, procs, 2 * start_hour, rng, k)
+               for k in kinds]
 
     rate = arrival_rate
     if load is not None and n_jobs > 0:
@@ -318,6 +328,8 @@ def lublin(
         features["interactive"] = which == kinds.index("interactive")
     rate_note = f", load={load}" if load is not None else (
         f", arrival_rate={arrival_rate}" if arrival_rate != 1.0 else "")
+    if params is not None:
+        rate_note += ", params randomised"
     return Workload.from_columns(
         submit=np.floor(times),
         run=run,
