@@ -11,6 +11,7 @@
   ``agents`` and ``predictors``) or one of the named composition modules.
 - ``predictors`` imports from ``cosim`` only what an allow-list names, and
   the contract's deny-list is exactly the rest.
+- No source file grows past 700 lines without being split by job.
 """
 
 from __future__ import annotations
@@ -200,3 +201,26 @@ def test_predictors_imports_from_cosim_only_its_allow_list():
     alone = next(c for c in config["contracts"] if c["id"] == "predictors-alone")
     children = set(graph.find_children("cosim"))
     assert set(alone["forbidden_modules"]) == {"agents"} | (children - PREDICTORS_MAY_IMPORT)
+
+
+#: A module past this many lines does several jobs: split it (DESIGN.md, "Layout").
+MAX_LINES = 700
+
+
+def _long_files(root: Path) -> list[str]:
+    return sorted(f"{p.relative_to(root)} ({n} lines)"
+                  for folder in (*PACKAGES, "benchmarks", "examples")
+                  for p in (root / folder).rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > MAX_LINES)
+
+
+def test_no_source_file_is_over_700_lines():
+    assert not _long_files(ROOT), f"split these by job: {_long_files(ROOT)}"
+
+
+def test_the_length_check_sees_a_long_file(tmp_path):
+    for folder in (*PACKAGES, "benchmarks", "examples"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "agents" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "cosim" / "fine.py").write_text("x = 1\n" * MAX_LINES)
+    assert _long_files(tmp_path) == [f"agents/big.py ({MAX_LINES + 1} lines)"]

@@ -19,8 +19,9 @@ from cosim.compose.policies import load_policy, parse_policies
 from cosim.compose.predictions import prediction_backend, prepare_models
 from cosim.compose.run import _build
 from cosim.config import load_scenario
-from cosim.prediction_hub import PredictionHub, _FlatProgress
+from cosim.prediction_hub import PredictionHub
 from cosim.workloads.loading import load_workload, resolve_machine, streams
+from cosim.workloads.progress_arrays import FlatProgress
 from cosim.workloads.vasp import generate_vasp
 
 SETS = ["workload.jobs=250", "predictor.train_jobs=600"]
@@ -41,7 +42,7 @@ def _cuts(jobs, rng, per_job=6):
 
 def test_flat_observation_is_what_the_source_reports():
     jobs = generate_vasp(40, seed=5)
-    flat = _FlatProgress.of(jobs)
+    flat = FlatProgress.of(jobs)
     cuts = _cuts(jobs, np.random.default_rng(1))
     rows = [j for j, _ in cuts]
     b = flat.batch(rows, [e for _, e in cuts])
@@ -61,7 +62,7 @@ def test_flat_observation_is_what_the_source_reports():
 
 def test_moves_keeps_the_checks_at_which_progress_moved():
     jobs = generate_vasp(20, seed=2)
-    flat = _FlatProgress.of(jobs)
+    flat = FlatProgress.of(jobs)
     for j in range(len(jobs)):
         es = np.arange(0.0, float(jobs.workload.run[j]) + 900.0, 300.0)
         marks = [jobs.progress_at(j, float(e)) for e in es]
@@ -71,7 +72,7 @@ def test_moves_keeps_the_checks_at_which_progress_moved():
 
 
 def test_a_source_without_flat_arrays_keeps_the_list_batches():
-    assert _FlatProgress.of(object()) is None
+    assert FlatProgress.of(object()) is None
 
 
 class _ListsOnly:
