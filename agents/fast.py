@@ -150,7 +150,7 @@ class NumpyActor:
             m = np.asarray(mask)
             if m.shape != (n,):
                 return None
-            rows = np.flatnonzero(m)   # torch's mask: any nonzero is legal
+            rows = m.nonzero()[0]   # torch's mask: any nonzero is legal
             if len(rows) <= 1:
                 # One legal action is the argmax whatever the logits (none: torch raises).
                 return int(rows[0]) if len(rows) else None
@@ -166,7 +166,7 @@ class NumpyActor:
         if not math.isfinite(top):
             return None
         z[k] = -np.inf
-        second = float(z.max())
+        second = float(z[z.argmax()])   # argmax: a C method, max() is a Python wrapper
         if second == -np.inf or top - second > MARGIN * (1.0 + abs(top)):
             return k if rows is None else int(rows[k])
         return None
