@@ -26,6 +26,7 @@ import torch
 
 from agents.checkpoint import inference_threads, load_checkpoint
 from agents.distributions import MaskedCategorical
+from agents.fast import NumpyActor, acting_backend
 from agents.networks import network_from_spec
 from cosim.env.acting import acting_config
 from cosim.errors import InputError
@@ -39,12 +40,18 @@ class RLPolicy:
     argmax of the masked logits); a DQL agent the legal action of highest
     Q-value (its network's outputs are Q-values).
 
+    :meth:`act` computes the logits in numpy (:class:`agents.fast.NumpyActor`)
+    when it was given one, and asks the torch network only for near-ties,
+    so its decisions are the torch network's, ties included.
+
     Args:
         net: the actor-critic network.
         meta: the checkpoint's ``meta.json`` contents.
+        fast: the numpy actor of the same weights, or None to act through torch only.
 
     Attributes:
         algo: ``ppo``, ``a2c``, ``pg`` or ``dql``.
+        fallbacks: decisions :meth:`act` left to torch (too close to call in numpy).
         env_config: the saved environment description (may be None).
         update, global_step: training progress of the checkpoint.
 
@@ -54,14 +61,18 @@ class RLPolicy:
         3
     """
 
-    def __init__(self, net: torch.nn.Module, meta: dict[str, Any]):
+    def __init__(self, net: torch.nn.Module, meta: dict[str, Any],
+                 fast: NumpyActor | None = None):
         self.net = net.eval()
+        self.fast = fast
+        self.fallbacks = 0
         self.meta = meta
         self.algo = meta.get("algo")
         self.env_config = meta.get("env")
         self.update = meta.get("update")
         self.global_step = meta.get("global_step")
         self._spec = meta["network"]
+        self._shape = tuple(self._spec["obs_shape"])
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
@@ -105,6 +116,14 @@ class RLPolicy:
 
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> int:
         """The greedy legal action for one observation and its ``int8`` mask."""
+        if self.fast is not None:
+            obs = np.asarray(obs)
+            if obs.shape != self._shape:
+                self._check(obs, batched=False)
+            action = self.fast.greedy(obs, mask)
+            if action is not None:
+                return action
+            self.fallbacks += 1
         return int(self.act_batch(np.asarray(obs)[None],
                                   None if mask is None else np.asarray(mask)[None])[0])
 
@@ -130,10 +149,16 @@ class RLPolicy:
         return info["episode_metrics"]
 
 
-def load_rl_policy(path: str | Path) -> RLPolicy:
+def load_rl_policy(path: str | Path, *, backend: str | None = None) -> RLPolicy:
     """Load the newest checkpoint of a training output (or a checkpoint directory).
 
     The weights are read with ``torch.load(..., weights_only=True)``.
+
+    Args:
+        path: a training output or checkpoint directory.
+        backend: ``numpy`` (acting computes the actor's logits in numpy, torch
+            only for near-ties; see :mod:`agents.fast`) or ``torch``; default
+            from ``AGENTS_ACTING`` (:func:`agents.fast.acting_backend`), numpy.
 
     Raises:
         InputError: no checkpoint at ``path``, or one this version cannot read.
@@ -146,4 +171,9 @@ def load_rl_policy(path: str | Path) -> RLPolicy:
     except RuntimeError as exc:
         raise InputError(str(meta.get("_path", path)), "weights that do not fit the network spec",
                          "a checkpoint written by agents.ppo / agents.a2c") from exc
-    return RLPolicy(net, meta)
+    if backend is None:
+        backend = acting_backend()
+    if backend not in ("numpy", "torch"):
+        raise InputError("backend", repr(backend), "numpy or torch")
+    fast = NumpyActor.from_network(meta["network"], net.state_dict()) if backend == "numpy" else None
+    return RLPolicy(net, meta, fast)

@@ -1,0 +1,93 @@
+"""Whole-trace replay speed of a trained agent (``rl:DIR``), numpy and torch acting.
+
+The agent acts through :mod:`agents.fast` (numpy logits, torch only for
+near-ties) or through torch alone (``AGENTS_ACTING=torch``); both are timed
+alternately, each round beside the shared plain-Python FCFS+EASY loop
+(``--yardstick``) so that every figure is also a ratio to it measured in the
+same minute. Times run from the start of reading the trace to the end of the
+simulation, loading the checkpoint included; interpreter start-up and imports
+(torch's among them) are excluded, as in ``benchmarks/replay.py``. CPU time
+(this process) is printed beside wall time, since the machine may be shared.
+The schedules of the two backends are compared job by job.
+
+Run from the repository root with ``PYTHONPATH=.``:
+
+    python benchmarks/rl_replay.py ../shared/traces/lublin_256.swf \\
+        --agent agents/pretrained/lublin256 --yardstick ../shared/tools/ref_easy.py --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import agents.rl_policy  # noqa: F401  (imports torch outside the timed part)
+from cosim.compose import run_policy
+from cosim.config import load_scenario
+from cosim.workloads import load_workload
+
+
+def one_run(scenario_path: str, trace: str, agent: str, backend: str) -> tuple[float, float, dict]:
+    """(wall s, CPU s, summary) of one replay with ``backend`` acting."""
+    os.environ["AGENTS_ACTING"] = backend
+    scenario = load_scenario(scenario_path, [f"workload.path={trace}"])
+    t0, c0 = time.perf_counter(), time.process_time()
+    workload = load_workload(scenario)
+    summary = run_policy(scenario, f"rl:{agent}", None, workload=workload)
+    return time.perf_counter() - t0, time.process_time() - c0, summary
+
+
+def yardstick(path: str, trace: str) -> float:
+    """The yardstick's jobs/s (parse + simulation) on ``trace``, EASY backfilling."""
+    out = subprocess.run([sys.executable, path, trace, "--bf", "easy"],
+                         capture_output=True, text=True, check=True)
+    ref = json.loads(out.stdout)
+    return ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--agent", default="agents/pretrained/lublin256")
+    ap.add_argument("--scenario", default="scenarios/swf.yaml")
+    ap.add_argument("--yardstick", default=None, help="path of ref_easy.py to run beside")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (yardstick, numpy, torch)")
+    ap.add_argument("--backends", default="numpy,torch")
+    args = ap.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    rates: dict[str, list[tuple[float, float]]] = {b: [] for b in backends}
+    summaries: dict[str, dict] = {}
+    refs: list[float] = []
+    for r in range(max(1, args.repeat)):
+        ref = yardstick(args.yardstick, args.trace) if args.yardstick else None
+        if ref:
+            refs.append(ref)
+        for b in backends:
+            wall, cpu, summary = one_run(args.scenario, args.trace, args.agent, b)
+            jobs = summary["jobs_finished"]
+            rates[b].append((jobs / wall, jobs / cpu))
+            summaries[b] = summary
+            ratio = f"  {jobs / wall / ref:.3f}x the yardstick ({ref:,.0f} jobs/s)" if ref else ""
+            print(f"round {r + 1} {b:5s}: {jobs / wall:7,.0f} jobs/s wall, {jobs / cpu:7,.0f} "
+                  f"per CPU s{ratio}", flush=True)
+    for b in backends:
+        walls = [w for w, _ in rates[b]]
+        line = f"{b:5s}: median {statistics.median(walls):,.0f} jobs/s"
+        if refs:
+            pairs = sorted(w / y for (w, _), y in zip(rates[b], refs))
+            line += f", {' '.join(f'{p:.3f}x' for p in pairs)} the yardstick run by run"
+        print(line)
+    if len(summaries) > 1:
+        keys = ("jobs_finished", "wait_mean", "bsld_mean", "bsld_max", "util")
+        first, *rest = summaries.values()
+        same = all(all(s.get(k) == first.get(k) for k in keys) for s in rest)
+        print("schedules: " + ("identical summaries" if same else "DIFFERENT summaries"))
+
+
+if __name__ == "__main__":
+    main()
