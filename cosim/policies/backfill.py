@@ -167,6 +167,9 @@ class QueuePolicy:
     #: the jobs that could have changed (see ``_easy_candidates_since``); the
     #: tests turn it off to compare with full scans.
     narrow_passes = True
+    #: Whether an EASY pass after arrivals alone checks only the new jobs (in
+    #: queue order); a policy that backfills in another order turns it off.
+    arrival_passes = True
 
     def __init__(self, heuristic, backfill: str, rng: np.random.Generator | None = None):
         self.heuristic = heuristic
@@ -324,7 +327,7 @@ class QueuePolicy:
         # the new jobs need checking.
         head = self._easy_head
         incremental = (not view.released and head is not None and head in q
-                       and self._dynamic is None)
+                       and self._dynamic is None and self.arrival_passes)
         if incremental and not q.key_monotone:
             hkey = q.key[head.queue_slot]
             for job in view.new_jobs:

@@ -181,8 +181,14 @@ class TwoOrderEasy(QueuePolicy):
     reservation exactly as in :class:`QueuePolicy`; the candidates EASY may
     backfill around it are then tried smallest ``backfill_key`` first
     (ties: queue order). Candidates are always listed one by one (never the
-    queue-order scan), since that scan follows the queue key.
+    queue-order scan), since that scan follows the queue key; for the same
+    reason a pass never narrows to the jobs sized between the last pass's free
+    units and now (:attr:`QueuePolicy.narrow_passes`) nor to the jobs that just
+    arrived (:attr:`QueuePolicy.arrival_passes`): both list them in queue order.
     """
+
+    narrow_passes = False
+    arrival_passes = False
 
     def __init__(self, heuristic: Heuristic, backfill_key):
         super().__init__(heuristic, "easy")
