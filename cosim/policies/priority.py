@@ -233,6 +233,9 @@ class _UserColumns:
         self.pred: list[float] | None = None
         self.acc: list[float] | None = None
         self._pred_np = self._acc_np = None
+        self._jobs = None                            # the queue's job list the cache is of
+        self._rows = np.empty(0, dtype=np.int64)     # workload row per queue slot
+        self._filled = 0
 
     def bind(self, workload) -> None:
         """Use ``workload.features`` columns when present (computed on a longer
@@ -251,14 +254,29 @@ class _UserColumns:
         return math.log10(max(job.estimate, 1.0)), 0.0
 
     def of_slots(self, q, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The two columns for queue slots ``slots``."""
+        """The two columns for queue slots ``slots``.
+
+        The workload row of each slot is cached: the queue's job list only grows
+        until it is replaced (compaction or reset), so each job is looked up once.
+        """
+        if self._pred_np is None:
+            return np.log10(np.maximum(q.estimate[slots], 1.0)), np.zeros(len(slots))
         jobs = q.jobs
-        idx = np.fromiter((jobs[s].index for s in slots.tolist()), dtype=np.int64,
-                          count=len(slots))
-        if self._pred_np is not None and (len(idx) == 0 or
-                                          (idx.min() >= 0 and idx.max() < len(self._pred_np))):
-            return self._pred_np[idx], self._acc_np[idx]
-        return np.log10(np.maximum(q.estimate[slots], 1.0)), np.zeros(len(slots))
+        if jobs is not self._jobs:
+            self._jobs, self._filled = jobs, 0
+        n = len(jobs)
+        if n > self._filled:
+            if n > len(self._rows):
+                grown = np.empty(max(2 * n, 256), dtype=np.int64)
+                grown[:self._filled] = self._rows[:self._filled]
+                self._rows = grown
+            self._rows[self._filled:n] = [-1 if j is None else j.index
+                                          for j in jobs[self._filled:n]]
+            self._filled = n
+        idx = self._rows[slots]
+        if len(idx) and (idx.min() < 0 or idx.max() >= len(self._pred_np)):
+            return np.log10(np.maximum(q.estimate[slots], 1.0)), np.zeros(len(slots))
+        return self._pred_np[idx], self._acc_np[idx]
 
 
 def _static_key(weights: tuple[float, ...], capacity: int, users: _UserColumns | None = None):
