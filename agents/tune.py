@@ -316,7 +316,17 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                    "processes": processes, "cpus": os.cpu_count()},
         "search_space": {"features": [FEATURES[i] for i in searched_features],
                          "backfill": "easy", "backfill_order": backfill_order,
-                         "fitness": fitness, "method":
+                         "fitness": fitness,
+                         "user_history": (
+                             "log_user_pred: log10 of the mean run time of the user's last two "
+                             "jobs completed before the job's submit (as recorded: submit + "
+                             + ("recorded wait" if "wait" in workload.features else "no wait")
+                             + " + run), capped by its request; log_user_accuracy: log10 of "
+                             "their mean min(run/request, 1); unknown users or no completed "
+                             "job: the request, accuracy 1 (Tsafrir, Etsion and Feitelson, "
+                             "TPDS 2007); computed on the whole workload before the split"
+                             if user_features else None),
+                         "method":
                          f"CMA-ES on unit-norm weights, sigma0 {sigma}, population "
                          f"max(6, 2 x processes), doubled at each restart, seeded at the best "
                          "heuristic", "classics_included": list(CLASSIC)},
@@ -381,6 +391,9 @@ def model_card(policy: dict, r: dict) -> str:
                  "vector over the same features" if r['search_space'].get('backfill_order')
                  == "searched" else "EASY backfilling in the same order")
               + " (`cosim/policies/priority.py`)",
+              *([f"- user-history features: {r['search_space']['user_history']}; they order "
+                 "the queue only (EASY's reservations and the kill limit use the request)"]
+                if r['search_space'].get('user_history') else []),
               f"- {r['search_space']['method']}; fitness on the training windows: "
               + ("the mean of per-window ratios of mean bsld to the best heuristic's"
                  if r['search_space'].get('fitness') == "windows"

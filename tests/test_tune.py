@@ -132,5 +132,6 @@ def test_user_features_join_the_search_only_when_asked(tmp_path):
                  count=6, processes=1, generations=2, keep=2, user_features=True,
                  echo=lambda *a: None)
     assert {"log_user_pred", "log_user_accuracy"} <= set(users["search_space"]["features"])
-    assert "log_user_pred" in (tmp_path / "users" / "card.md").read_text()
+    card = (tmp_path / "users" / "card.md").read_text()
+    assert "log_user_pred" in card and "Tsafrir" in card
     make_policy(f"learned:{tmp_path / 'users'}")
