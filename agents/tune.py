@@ -12,7 +12,9 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    :mod:`cosim.policies.priority` (log estimate, log cores, log wait, their
    product, wait/estimate, F1's area term; log submit time only with
    ``--with-submit-time``, since absolute time is not stationary and a
-   weight on it learned on the past is another policy on the future), with
+   weight on it learned on the past is another policy on the future; the
+   user-history prediction and accuracy of Tsafrir et al. with
+   ``--user-features``, computed once on the whole workload), with
    EASY backfilling in the same order, starting from the best heuristic's
    point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
