@@ -12,7 +12,9 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    :mod:`cosim.policies.priority` (log estimate, log cores, log wait, their
    product, wait/estimate, F1's area term; log submit time only with
    ``--with-submit-time``, since absolute time is not stationary and a
-   weight on it learned on the past is another policy on the future), with
+   weight on it learned on the past is another policy on the future; the
+   user-history prediction and accuracy of Tsafrir et al. with
+   ``--user-features``, computed once on the whole workload), with
    EASY backfilling in the same order, starting from the best heuristic's
    point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
@@ -56,7 +58,14 @@ from cosim.evaluation import (
     compare,
     default_processes,
 )
-from cosim.policies.priority import FEATURES, POLICY_FILE, PriorityWeights, heuristic_weights
+from cosim.policies.priority import (
+    FEATURES,
+    POLICY_FILE,
+    USER_FEATURES,
+    PriorityWeights,
+    heuristic_weights,
+    user_history,
+)
 from cosim.workloads.loading import load_workload, resolve_machine
 
 __all__ = ["tune", "add_parser", "run"]
@@ -88,6 +97,11 @@ def add_parser(sub) -> None:
                    help="also search the log submit time weight (F1's second term); off by "
                         "default: absolute time is not stationary, so a weight learned on the "
                         "past means another policy on the future")
+    t.add_argument("--user-features", action="store_true",
+                   help="also search the user-history features (log of the mean run time of "
+                        "the user's last two completed jobs, capped by the request, and the "
+                        "user's recent run/request ratio; Tsafrir et al. 2007), computed on the "
+                        "whole workload's recorded history before it is cut")
     t.add_argument("--generations", type=int, default=None,
                    help="stop after this many CMA-ES generations (a reproducible search)")
     t.add_argument("--backfill-order", choices=("searched", "same"), default="searched",
@@ -121,7 +135,8 @@ def run(ns) -> int:
          train_windows=ns.train_windows, count=ns.windows, split=tuple(ns.split),
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
-         fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection)
+         fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
+         user_features=ns.user_features)
     return 0
 
 
@@ -156,7 +171,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
          keep: int = 5, generations: int | None = None, submit_time: bool = False,
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
-         selection: str = "interval", echo=print) -> dict:
+         selection: str = "interval", user_features: bool = False, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -166,6 +181,10 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     workload = load_workload(scenario, base_dir=base_dir)
     scenario = resolve_machine(scenario, workload)
     capacity = capacity_of(scenario)
+    if user_features:
+        # Once, on the whole trace, so a window's first jobs see the user's history
+        # from before the window (recorded completions only: causal by construction).
+        workload.features.update(user_history(workload))
     sp = chronological_split(workload, size=window_jobs, train_count=train_windows, count=count,
                              train=split[0], validation=split[1])
     processes = processes or default_processes()
@@ -184,7 +203,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         base = best.partition("+")[0]
         x0 = np.array(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         searched_features = [i for i, f in enumerate(FEATURES)
-                             if submit_time or f != "log_submit"]
+                             if (submit_time or f != "log_submit")
+                             and (user_features or f not in USER_FEATURES)]
         x0 = x0[searched_features]
         if not np.any(x0):          # FCFS without submit time: oldest first is -log wait
             x0[searched_features.index(FEATURES.index("log_wait"))] = -1.0
@@ -298,7 +318,17 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                    "processes": processes, "cpus": os.cpu_count()},
         "search_space": {"features": [FEATURES[i] for i in searched_features],
                          "backfill": "easy", "backfill_order": backfill_order,
-                         "fitness": fitness, "method":
+                         "fitness": fitness,
+                         "user_history": (
+                             "log_user_pred: log10 of the mean run time of the user's last two "
+                             "jobs completed before the job's submit (as recorded: submit + "
+                             + ("recorded wait" if "wait" in workload.features else "no wait")
+                             + " + run), capped by its request; log_user_accuracy: log10 of "
+                             "their mean min(run/request, 1); unknown users or no completed "
+                             "job: the request, accuracy 1 (Tsafrir, Etsion and Feitelson, "
+                             "TPDS 2007); computed on the whole workload before the split"
+                             if user_features else None),
+                         "method":
                          f"CMA-ES on unit-norm weights, sigma0 {sigma}, population "
                          f"max(6, 2 x processes), doubled at each restart, seeded at the best "
                          "heuristic", "classics_included": list(CLASSIC)},
@@ -363,6 +393,9 @@ def model_card(policy: dict, r: dict) -> str:
                  "vector over the same features" if r['search_space'].get('backfill_order')
                  == "searched" else "EASY backfilling in the same order")
               + " (`cosim/policies/priority.py`)",
+              *([f"- user-history features: {r['search_space']['user_history']}; they order "
+                 "the queue only (EASY's reservations and the kill limit use the request)"]
+                if r['search_space'].get('user_history') else []),
               f"- {r['search_space']['method']}; fitness on the training windows: "
               + ("the mean of per-window ratios of mean bsld to the best heuristic's"
                  if r['search_space'].get('fitness') == "windows"

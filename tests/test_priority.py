@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cosim.config import load_scenario
 from cosim.errors import InputError
@@ -14,9 +17,11 @@ from cosim.policies import make_policy
 from cosim.policies.names import grammar_help, parse_policy
 from cosim.policies.priority import (
     FEATURES,
+    USER_FEATURES,
     PriorityWeights,
     heuristic_weights,
     make_priority_policy,
+    user_history,
 )
 from cosim.workloads.loading import load_workload
 
@@ -78,7 +83,7 @@ def test_bad_learned_folders_are_clear(tmp_path):
         make_policy(f"learned:{tmp_path}")
     (tmp_path / "policy.json").write_text(json.dumps(
         {"kind": "priority", "features": list(FEATURES), "weights": [1, 2], "capacity": 8}))
-    with pytest.raises(InputError, match="7 numbers"):
+    with pytest.raises(InputError, match="9 numbers"):
         make_policy(f"learned:{tmp_path}")
     (tmp_path / "policy.json").write_text('{"kind": "heuristic", "name": "nope+easy"}')
     with pytest.raises(InputError, match="saf\\+easy"):
@@ -169,3 +174,112 @@ def test_backfill_weights_round_trip_and_bad_values(tmp_path, lublin):
     (tmp_path / "policy.json").write_text(json.dumps(bad))
     with pytest.raises(InputError, match="backfill_weights"):
         make_policy(f"learned:{tmp_path}")
+
+
+# -- user-history features (Tsafrir, Etsion and Feitelson, TPDS 2007) -------------------
+def _table():
+    from cosim.workloads.base import Workload
+    # user 1: job 0 ends at 100; job 2 ends at 500; job 3 waited 400 (recorded), ends at 660.
+    # user 2: job 1 ends at 60.
+    return Workload.from_columns(
+        submit=[0, 10, 200, 250, 600, 700], run=[100, 50, 300, 10, 30, 40],
+        req_time=[1000, 500, 400, 20, 3000, 30], procs=[1] * 6, user=[1, 2, 1, 1, 1, 2],
+        features={"wait": np.array([0.0, 0.0, 0.0, 400.0, 0.0, -1.0])})
+
+
+def test_user_history_by_hand():
+    got = user_history(_table())
+    pred = [1000,          # no history: the request
+            500,           # user 2's first job: the request
+            100,           # job 0 (100 s) done at 100 < 200
+            20,            # job 2 still running at 250 (ends 500): job 0 only, capped at 20
+            200,           # jobs 0 and 2 done; job 3 ends at 660 (its recorded wait) > 600
+            30]            # job 1 (50 s), capped at the request 30
+    acc = [1, 1, 0.1, 0.1, (0.1 + 0.75) / 2, 0.1]
+    assert got["log_user_pred"] == pytest.approx(np.log10(pred))
+    assert got["log_user_accuracy"] == pytest.approx(np.log10(acc))
+
+
+def test_user_history_fallbacks_and_strict_completion():
+    from cosim.workloads.base import Workload
+    # No recorded wait: a job completes at submit + run. Job 0 ends at 100, exactly
+    # job 1's submit: not before it, not used. Unknown users (-1) get the request.
+    w = Workload.from_columns(submit=[0, 100, 150, 160], run=[100, 10, 20, 30],
+                              req_time=[200, 50, 60, 70], procs=[1] * 4, user=[3, 3, 3, -1])
+    got = user_history(w)
+    assert got["log_user_pred"] == pytest.approx(np.log10([200, 50, 55, 70]))
+    assert got["log_user_accuracy"] == pytest.approx(np.log10([1, 1, (0.5 + 0.2) / 2, 1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_user_history_is_causal(data):
+    from cosim.workloads.base import Workload
+    n = data.draw(st.integers(2, 12))
+    gaps = data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    submit = np.cumsum(gaps).astype(float)
+
+    def rows(k):
+        return dict(run=data.draw(st.lists(st.integers(0, 120), min_size=k, max_size=k)),
+                    wait=data.draw(st.lists(st.integers(-1, 80), min_size=k, max_size=k)),
+                    req=data.draw(st.lists(st.integers(1, 150), min_size=k, max_size=k)),
+                    user=data.draw(st.lists(st.integers(-1, 2), min_size=k, max_size=k)))
+    a = rows(n)
+    k = data.draw(st.integers(1, n - 1))       # jobs k.. change, submit times kept
+    b = {c: v[:k] + rows(n - k)[c] for c, v in a.items()}
+
+    def feats(r):
+        w = Workload.from_columns(submit=submit, run=r["run"], req_time=r["req"],
+                                  procs=[1] * n, user=r["user"],
+                                  features={"wait": np.array(r["wait"], dtype=float)})
+        return user_history(w)
+    fa, fb = feats(a), feats(b)
+    for name in USER_FEATURES:
+        assert np.array_equal(fa[name][:k], fb[name][:k]), name
+
+
+def test_user_feature_orders_the_queue_by_hand():
+    from cosim.workloads.base import Workload
+    # 10 cores. R (user 9) fills them until 100. P (user 1) has a 1 s history job
+    # (H, done at 1); A (user 1, request 1000) and B (user 2, request 500) queue at
+    # 10 and 20 with 10 cores each. By request (SJF) B goes first; by user history
+    # A's prediction is 1 s (its user's last job), B's its request: A first.
+    w = Workload.from_columns(submit=[0, 0, 10, 20], run=[1, 100, 1000, 500],
+                              req_time=[1, 100, 1000, 500], procs=[1, 10, 10, 10],
+                              user=[1, 9, 1, 2])
+
+    def run_with(weights):
+        env = simpy.Environment()
+        sim = build(env, TINY, make_priority_policy(PriorityWeights(weights, 10)), workload=w,
+                    record=False)
+        env.run(until=sim.finished)
+        return {int(j.id): j.start for j in sim.scheduler.jobs}
+    assert run_with(_unit_weights("log_est")) == {1: 0, 2: 1, 3: 601, 4: 101}
+    assert run_with(_unit_weights("log_user_pred")) == {1: 0, 2: 1, 3: 101, 4: 1101}
+    # the same in the dynamic (vectorized) path: a zero-weight wait term makes it dynamic
+    dyn = tuple(x + (1e-12 if f == "wait_per_est" else 0.0)
+                for x, f in zip(_unit_weights("log_user_pred"), FEATURES))
+    assert run_with(dyn) == {1: 0, 2: 1, 3: 101, 4: 1101}
+
+
+def test_user_features_round_trip_through_learned_dir(tmp_path):
+    from cosim.workloads.base import Workload
+    rng = np.random.default_rng(3)
+    n = 400
+    w = Workload.from_columns(submit=np.cumsum(rng.exponential(20, n)),
+                              run=rng.lognormal(5, 1.5, n).clip(1, 20_000),
+                              req_time=np.full(n, 30_000.0), procs=rng.integers(1, 64, n),
+                              user=rng.integers(-1, 8, n))
+    weights = list(heuristic_weights("saf", 256))
+    weights[FEATURES.index("log_user_pred")] = 0.8
+    weights[FEATURES.index("log_user_accuracy")] = 0.3
+    spec = PriorityWeights(tuple(weights), 256, backfill_weights=_unit_weights("log_user_pred"))
+    (tmp_path / "policy.json").write_text(json.dumps(spec.as_dict()))
+    learned = starts(make_policy(f"learned:{tmp_path}"), w)
+    assert learned == starts(make_priority_policy(spec), w)
+    assert learned != starts(make_policy("saf+easy"), w)   # the user terms matter here
+    # A file an earlier version wrote (7 features) still loads: the user weights are 0.
+    old = dict(PriorityWeights(heuristic_weights("saf", 256), 256).as_dict())
+    old["features"], old["weights"] = old["features"][:7], old["weights"][:7]
+    (tmp_path / "policy.json").write_text(json.dumps(old))
+    assert starts(make_policy(f"learned:{tmp_path}"), w) == starts(make_policy("saf+easy"), w)

@@ -122,3 +122,16 @@ def test_a_searched_policy_needs_a_clear_validation_win(tmp_path):
             assert ci[chosen][1] < 1.0
         else:
             assert all(ci[k][1] >= 1.0 or v[k] > v[chosen] for k in ci)
+
+
+def test_user_features_join_the_search_only_when_asked(tmp_path):
+    scenario = trace(tmp_path, "u", 1.0)
+    plain = small_tune(scenario, tmp_path / "plain")
+    assert not {"log_user_pred", "log_user_accuracy"} & set(plain["search_space"]["features"])
+    users = tune(scenario, [], 10.0, tmp_path / "users", window_jobs=80, train_windows=4,
+                 count=6, processes=1, generations=2, keep=2, user_features=True,
+                 echo=lambda *a: None)
+    assert {"log_user_pred", "log_user_accuracy"} <= set(users["search_space"]["features"])
+    card = (tmp_path / "users" / "card.md").read_text()
+    assert "log_user_pred" in card and "Tsafrir" in card
+    make_policy(f"learned:{tmp_path / 'users'}")

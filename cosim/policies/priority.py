@@ -10,6 +10,20 @@ wait so far ``w``, submit time ``s``, machine capacity ``N``)::
     4 wait_per_est   w / max(e, 1)                 (changes with time)
     5 log_submit     log10(max(s, 1))
     6 f1_area        log10(max(e, 1)) * p / N
+    7 log_user_pred  log10(max(u, 1)), u the user-history prediction below
+    8 log_user_accuracy  log10 of the user's recent run/request ratio (0: none known)
+
+The two user features follow Tsafrir, Etsion and Feitelson ("Backfilling
+using system-generated predictions rather than user runtime estimates",
+IEEE TPDS 2007): a job's run time is predicted as the mean run time of the
+same user's last two jobs that had completed before it was submitted,
+capped by its requested time. :func:`user_history` computes them once per
+workload, vectorized, from the trace as recorded (a job completed at
+``submit + recorded wait + run``; where the trace records no wait, at
+``submit + run``, as if it had not waited) and never from the job itself or
+later jobs. Users unknown (-1) or without a completed job fall back to the
+requested time (accuracy 1). They only order the queue: EASY's reservation
+and the kill limit still use the estimate.
 
 Classic orders are points of this space (:func:`heuristic_weights`): SJF is
 ``log_est``, SAF ``log_est + log_procs`` (the log of the area), FCFS
@@ -54,12 +68,18 @@ from cosim.policies.backfill import BACKFILLS, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
 
 __all__ = ["FEATURES", "PriorityWeights", "TwoOrderEasy", "heuristic_weights",
-           "make_priority_policy", "load_learned", "POLICY_FILE"]
+           "make_priority_policy", "load_learned", "POLICY_FILE", "USER_FEATURES",
+           "user_history"]
 
 #: Feature names, in weight order.
 FEATURES = ("log_est", "log_procs", "log_wait", "log_est_procs", "wait_per_est", "log_submit",
-            "f1_area")
+            "f1_area", "log_user_pred", "log_user_accuracy")
+#: The user-history features (computed per workload by :func:`user_history`).
+USER_FEATURES = ("log_user_pred", "log_user_accuracy")
 _DYNAMIC = (2, 4)          # features that change while a job waits
+_USER = (7, 8)
+#: Feature lists of earlier versions, read by :func:`load_learned` (missing weights are 0).
+_OLD_FEATURES = (FEATURES[:7],)
 #: The file in a tuned policy folder.
 POLICY_FILE = "policy.json"
 
@@ -108,6 +128,12 @@ class PriorityWeights:
         return (self.backfill_weights is not None
                 or any(self.weights[i] != 0.0 for i in _DYNAMIC))
 
+    @property
+    def uses_user_features(self) -> bool:
+        """Whether a user-history feature has a weight (in either vector)."""
+        vecs = [self.weights] + ([self.backfill_weights] if self.backfill_weights else [])
+        return any(v[i] != 0.0 for v in vecs for i in _USER)
+
     def as_dict(self) -> dict:
         """The JSON form of ``policy.json``."""
         d = {"kind": "priority", "features": list(FEATURES),
@@ -143,18 +169,135 @@ def heuristic_weights(name: str, capacity: int) -> tuple[float, ...] | None:
     return tuple(w[f] for f in FEATURES)
 
 
-def _static_key(weights: tuple[float, ...], capacity: int):
-    w0, w1, _, w3, _, w5, w6 = weights
+def user_history(workload) -> dict[str, np.ndarray]:
+    """Per row of ``workload``: ``log_user_pred`` and ``log_user_accuracy`` (see the module
+    docstring), from the same user's jobs completed strictly before the row's submit time.
+
+    A job "completed" at ``submit + wait + run`` with ``features["wait"]`` where the
+    workload records it (finite, >= 0), else at ``submit + run``. The last two such
+    jobs by completion time give the prediction (their mean run time, capped by the
+    row's requested time; one job: its run time) and the accuracy (the mean of their
+    ``min(run / max(request, 1), 1)``). Computed with sorts and binary searches, no loop
+    over jobs.
+    """
+    submit = np.asarray(workload.submit, dtype=np.float64)
+    run = np.asarray(workload.run, dtype=np.float64)
+    req = np.asarray(workload.req_time, dtype=np.float64)
+    user = np.asarray(workload.user, dtype=np.int64)
+    n = len(submit)
+    wait = workload.features.get("wait")
+    end = submit + run
+    if wait is not None:
+        wait = np.asarray(wait, dtype=np.float64)
+        known = np.isfinite(wait) & (wait >= 0)
+        end = end + np.where(known, wait, 0.0)
+    pred = req.copy()
+    acc = np.ones(n)
+    known_user = user >= 0
+    if n and known_user.any():
+        # Exact comparisons on one integer key: (user, time rank). Ranks over ends and
+        # submits together keep ties (an end equal to a submit does not count: strict).
+        _, ranks = np.unique(np.concatenate([end, submit]), return_inverse=True)
+        r_end, r_sub = ranks[:n].astype(np.int64), ranks[n:].astype(np.int64)
+        _, uid = np.unique(user, return_inverse=True)
+        uid = uid.astype(np.int64)
+        scale = int(ranks.max()) + 1
+        done = np.flatnonzero(known_user)
+        done = done[np.lexsort((r_end[done], uid[done]))]      # by user, then completion
+        done_key = uid[done] * scale + r_end[done]
+        q = np.flatnonzero(known_user)
+        last = np.searchsorted(done_key, uid[q] * scale + r_sub[q], side="left") - 1
+        ratio = np.minimum(run / np.maximum(req, 1.0), 1.0)
+        have1 = last >= 0
+        have1[have1] = uid[done[last[have1]]] == uid[q[have1]]
+        have2 = have1 & (last >= 1)
+        have2[have2] = uid[done[last[have2] - 1]] == uid[q[have2]]
+        a = done[np.where(have1, last, 0)]
+        b = done[np.where(have2, last - 1, 0)]
+        mean_run = np.where(have2, 0.5 * (run[a] + run[b]), run[a])
+        mean_ratio = np.where(have2, 0.5 * (ratio[a] + ratio[b]), ratio[a])
+        pred[q] = np.where(have1, np.minimum(mean_run, req[q]), req[q])
+        acc[q] = np.where(have1, mean_ratio, 1.0)
+    return {"log_user_pred": np.log10(np.maximum(pred, 1.0)),
+            "log_user_accuracy": np.log10(np.maximum(acc, 1e-3))}
+
+
+class _UserColumns:
+    """The user features of the workload a policy runs on, bound by ``attach_model``.
+
+    Before binding (or for a job outside the bound workload) a job gets the
+    fallback: its estimate as prediction, accuracy 1.
+    """
+
+    def __init__(self):
+        self.pred: list[float] | None = None
+        self.acc: list[float] | None = None
+        self._pred_np = self._acc_np = None
+        self._jobs = None                            # the queue's job list the cache is of
+        self._rows = np.empty(0, dtype=np.int64)     # workload row per queue slot
+        self._filled = 0
+
+    def bind(self, workload) -> None:
+        """Use ``workload.features`` columns when present (computed on a longer
+        history, as ``agents tune`` does), else compute them on ``workload``."""
+        f = workload.features
+        cols = ({k: np.asarray(f[k], dtype=np.float64) for k in USER_FEATURES}
+                if all(k in f for k in USER_FEATURES) else user_history(workload))
+        self._pred_np, self._acc_np = cols["log_user_pred"], cols["log_user_accuracy"]
+        self.pred, self.acc = self._pred_np.tolist(), self._acc_np.tolist()
+
+    def of_job(self, job) -> tuple[float, float]:
+        """(log_user_pred, log_user_accuracy) of one job."""
+        i = job.index
+        if self.pred is not None and 0 <= i < len(self.pred):
+            return self.pred[i], self.acc[i]
+        return math.log10(max(job.estimate, 1.0)), 0.0
+
+    def of_slots(self, q, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The two columns for queue slots ``slots``.
+
+        The workload row of each slot is cached: the queue's job list only grows
+        until it is replaced (compaction or reset), so each job is looked up once.
+        """
+        if self._pred_np is None:
+            return np.log10(np.maximum(q.estimate[slots], 1.0)), np.zeros(len(slots))
+        jobs = q.jobs
+        if jobs is not self._jobs:
+            self._jobs, self._filled = jobs, 0
+        n = len(jobs)
+        if n > self._filled:
+            if n > len(self._rows):
+                grown = np.empty(max(2 * n, 256), dtype=np.int64)
+                grown[:self._filled] = self._rows[:self._filled]
+                self._rows = grown
+            self._rows[self._filled:n] = [-1 if j is None else j.index
+                                          for j in jobs[self._filled:n]]
+            self._filled = n
+        idx = self._rows[slots]
+        if len(idx) and (idx.min() < 0 or idx.max() >= len(self._pred_np)):
+            return np.log10(np.maximum(q.estimate[slots], 1.0)), np.zeros(len(slots))
+        return self._pred_np[idx], self._acc_np[idx]
+
+
+def _static_key(weights: tuple[float, ...], capacity: int, users: _UserColumns | None = None):
+    users = users or _UserColumns()
+    w0, w1, _, w3, _, w5, w6, w7, w8 = weights
+    of_job = users.of_job
 
     def key(job) -> float:
         le = math.log10(max(job.estimate, 1.0))
         lp = math.log10(max(job.procs, 1))
-        return (w0 * le + w1 * lp + w3 * le * lp + w5 * math.log10(max(job.submit, 1.0))
-                + w6 * le * job.procs / capacity)
+        k = (w0 * le + w1 * lp + w3 * le * lp + w5 * math.log10(max(job.submit, 1.0))
+             + w6 * le * job.procs / capacity)
+        if w7 or w8:
+            up, ua = of_job(job)
+            k += w7 * up + w8 * ua
+        return k
     return key
 
 
-def _dynamic_key(weights: tuple[float, ...], capacity: int):
+def _dynamic_key(weights: tuple[float, ...], capacity: int, users: _UserColumns | None = None):
+    users = users or _UserColumns()
     w = np.asarray(weights, dtype=np.float64)
 
     def key(q, slots, now, cluster, rng) -> np.ndarray:
@@ -170,6 +313,9 @@ def _dynamic_key(weights: tuple[float, ...], capacity: int):
             out = out + w[2] * np.log10(wait + 1.0)
         if w[4]:
             out = out + w[4] * wait / est
+        if w[7] or w[8]:
+            up, ua = users.of_slots(q, slots)
+            out = out + w[7] * up + w[8] * ua
         return out
     return key
 
@@ -224,17 +370,20 @@ def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
     """The :class:`QueuePolicy` of ``spec`` (a static or dynamic key, then backfilling)."""
     weights = tuple(float(x) for x in spec.weights)
     doc = "learned priority: " + " ".join(f"{w:+.3g}*{f}" for w, f in zip(weights, FEATURES) if w)
+    users = _UserColumns()
     if spec.dynamic:
-        h = Heuristic(spec.name, doc, dynamic=_dynamic_key(weights, spec.capacity))
+        h = Heuristic(spec.name, doc, dynamic=_dynamic_key(weights, spec.capacity, users))
     else:
-        h = Heuristic(spec.name, doc, static=_static_key(weights, spec.capacity))
+        h = Heuristic(spec.name, doc, static=_static_key(weights, spec.capacity, users))
     if spec.backfill_weights is not None:
         bw = tuple(float(x) for x in spec.backfill_weights)
-        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity))
-        policy.name = f"{spec.name}+{spec.backfill}"
-        return policy
-    policy = QueuePolicy(h, spec.backfill)
+        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity, users))
+    else:
+        policy = QueuePolicy(h, spec.backfill)
     policy.name = f"{spec.name}+{spec.backfill}"
+    if spec.uses_user_features:
+        # The model binds the policy to the workload it runs (cosim.model.build).
+        policy.attach_model = lambda scheduler, workload: users.bind(workload)
     return policy
 
 
@@ -265,17 +414,24 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
         return QueuePolicy(HEURISTICS[base], backfill)
     if kind != "priority":
         raise InputError(f"{path}: kind", repr(kind), "priority or heuristic")
-    if list(data.get("features") or []) != list(FEATURES):
+    features = list(data.get("features") or [])
+    if features != list(FEATURES) and all(features != list(old) for old in _OLD_FEATURES):
         raise InputError(f"{path}: features", repr(data.get("features")),
-                         f"the features {list(FEATURES)} (this version's)")
+                         f"the features {list(FEATURES)} (this version's) or a prefix "
+                         f"an earlier version wrote")
+    pad = len(FEATURES) - len(features)     # an earlier version's file: new weights are 0
+
+    def vec(values) -> tuple[float, ...]:
+        out = tuple(float(x) for x in values)
+        return out + (0.0,) * pad if len(out) == len(features) else out
     try:
         bw = data.get("backfill_weights")
-        spec = PriorityWeights(tuple(float(x) for x in data["weights"]), int(data["capacity"]),
+        spec = PriorityWeights(vec(data["weights"]), int(data["capacity"]),
                                str(data.get("backfill", "easy")), name=f"learned:{folder}",
-                               backfill_weights=None if bw is None else
-                               tuple(float(x) for x in bw))
+                               backfill_weights=None if bw is None else vec(bw))
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(str(path), "a bad field", f"weights (7 numbers), capacity, backfill, "
-                         f"backfill_weights (7 numbers, easy only): "
+        n = len(features)
+        raise InputError(str(path), "a bad field", f"weights ({n} numbers), capacity, backfill, "
+                         f"backfill_weights ({n} numbers, easy only): "
                          f"{exc}") from None
     return make_priority_policy(spec)
