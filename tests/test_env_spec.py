@@ -280,3 +280,34 @@ def test_agents_train_names_a_bad_env_setting_in_one_line(tmp_path, capsys, argv
     assert main(["train", str(SCENARIO), "--quiet", "--out", str(out), *argv]) == 2
     assert capsys.readouterr().err.strip() == message
     assert not out.exists()
+
+
+def test_a_teacher_per_dras_level_is_one_setting():
+    # DRAS's level-1 and level-2 teachers are the env's own teacher setting
+    # (no wrapper): saved with the spec, read back as a pair.
+    spec = EnvSpec(actions="dras", teacher=["fcfs", "wfp3"])
+    assert spec.teacher == ("fcfs", "wfp3")
+    assert spec.to_dict()["teacher"] == ["fcfs", "wfp3"]
+    assert EnvSpec.from_dict(spec.to_dict()) == spec
+    assert EnvSpec(teacher=["sjf"]).teacher == "sjf"
+    with pytest.raises(ScenarioError) as err:
+        EnvSpec.from_dict({"teacher": ["fcfs", "wfp3", "sjf"]}, where="train.env")
+    assert str(err.value) == ("train.env.teacher: expected a heuristic policy name, or two: "
+                              "[level-1 teacher, level-2 teacher], got ['fcfs', 'wfp3', 'sjf']")
+
+
+def test_the_level_teacher_answers_per_level():
+    scenario = _scenario()
+    workload = load_workload(scenario, base_dir=SCENARIO.parent)
+    env = SchedulingEnv(scenario, workload=workload, actions="dras", teacher=["fcfs", "wfp3"],
+                        episode_jobs=40)
+    _, info = env.reset(seed=3)
+    seen = set()
+    for _ in range(200):
+        name = ("fcfs", "wfp3")[env.unwrapped.level - 1]
+        assert info["teacher_action"] == env.teacher_action(name)
+        seen.add(name)
+        _, _, done, trunc, info = env.step(info["teacher_action"])
+        if done or trunc:
+            _, info = env.reset()
+    assert seen == {"fcfs", "wfp3"}

@@ -102,7 +102,8 @@ def test_selection_refuses_resume_and_needs_an_output(tmp_path):
 def test_env_factory_is_picklable_and_draws_episode_lengths():
     factory = pickle.loads(pickle.dumps(EnvFactory(SMALL, ("sjf", "sjf"), episode_range=(8, 12))))
     env = factory()
-    assert isinstance(env.env, VariableLengthEpisodes)
+    assert isinstance(env, VariableLengthEpisodes)
+    assert env.unwrapped.teacher_name == ("sjf", "sjf")   # the levels are the env's own setting
     lengths = set()
     for seed in range(6):
         env.reset(seed=seed)

@@ -102,9 +102,9 @@ class EnvFactory:
 
     Args:
         env_config: a :func:`make_env` configuration.
-        levels: ``(level-1 teacher, level-2 teacher)``: put those heuristics' actions
-            in ``info["teacher_action"]`` (:class:`~cosim.env.wrappers.LevelTeacher`);
-            None keeps the env's own.
+        levels: ``(level-1 teacher, level-2 teacher)``: the env's ``teacher``
+            setting, so ``info["teacher_action"]`` holds those heuristics' actions
+            at DRAS's two levels; None keeps the configured teacher.
         episode_range: ``(low, high)``: a job count per episode drawn in that range
             (:class:`~cosim.env.wrappers.VariableLengthEpisodes`); None keeps the configured one.
         wrap: a picklable ``env -> env`` applied last.
@@ -114,17 +114,17 @@ class EnvFactory:
     def __init__(self, env_config: dict[str, Any], levels: tuple[str, str] | None = None, *,
                  episode_range: tuple[int, int] | None = None, wrap=None, **overrides: Any):
         self.env_config = dict(env_config)
+        if levels is not None:
+            self.env_config["teacher"] = list(levels)
         self.levels, self.episode_range, self.wrap = levels, episode_range, wrap
         self.overrides = overrides
 
     def __call__(self):
-        from cosim.env.wrappers import LevelTeacher, VariableLengthEpisodes
+        from cosim.env.wrappers import VariableLengthEpisodes
 
         env = make_env(self.env_config, **self.overrides)
         if self.episode_range is not None:
             env = VariableLengthEpisodes(env, *self.episode_range)
-        if self.levels is not None:
-            env = LevelTeacher(env, *self.levels)
         return self.wrap(env) if self.wrap is not None else env
 
 

@@ -133,7 +133,8 @@ class SchedulingEnv(gym.Env):
             - ``reward_weights``: w1, w2, w3 for ``dbf`` and ``capability``.
             - ``tau``: bounded-slowdown bound (s) of the slowdown rewards and
               episode metrics; default the scenario's ``metrics.tau``.
-            - ``teacher``: a heuristic policy name; ``info["teacher_action"]``
+            - ``teacher``: a heuristic policy name, or two (DRAS's level-1 and
+              level-2 teachers, e.g. ``["fcfs", "wfp3"]``); ``info["teacher_action"]``
               then holds the action it would take now.
             - ``max_time``: the time that maps to 1.0 in time features
               (default: from the workload); ``queue_norm``: the job count
@@ -366,8 +367,10 @@ class SchedulingEnv(gym.Env):
     def _info(self, dt: float) -> dict[str, Any]:
         info: dict[str, Any] = {"action_mask": self._agent.mask.copy(), "dt": float(dt),
                                 "time": float(self._sim_env.now), "placed": self._starts.starts}
-        if self.teacher_name is not None:
-            info["teacher_action"] = self.teacher_action(self.teacher_name)
+        teacher = self.teacher_name
+        if teacher is not None:   # one name, or one per level (DRAS: level 1, level 2)
+            name = teacher if isinstance(teacher, str) else teacher[self.level - 1]
+            info["teacher_action"] = self.teacher_action(name)
         return info
 
     def teacher_action(self, name: str) -> int:

@@ -99,7 +99,7 @@ class EnvSpec:
     smdp_gamma: float | None = None
     reward_weights: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3)
     tau: float | None = None
-    teacher: str | None = None
+    teacher: str | tuple[str, str] | None = None
     max_time: float | None = None
     queue_norm: float = 4096.0
     guard_wait: float | None = None
@@ -182,10 +182,20 @@ class EnvSpec:
     def _check_policies(self) -> None:
         from cosim.policies import make_policy, parse_policy
 
-        if self.teacher is not None and not (self.actions == "kill" and self.teacher == "rule"):
-            if not isinstance(self.teacher, str):
-                raise ScenarioError("teacher", repr(self.teacher), "a heuristic policy name")
-            make_policy(self.teacher, where="teacher")
+        teacher = self.teacher
+        if isinstance(teacher, list | tuple) and len(teacher) == 1:
+            teacher = teacher[0]
+        if isinstance(teacher, list | tuple):   # (level 1, level 2): DRAS's two levels
+            if len(teacher) != 2 or not all(isinstance(t, str) for t in teacher):
+                raise ScenarioError("teacher", repr(self.teacher), "a heuristic policy name, or "
+                                    "two: [level-1 teacher, level-2 teacher]")
+            teacher = tuple(teacher)
+        object.__setattr__(self, "teacher", teacher)
+        if teacher is not None and not (self.actions == "kill" and teacher == "rule"):
+            if not isinstance(teacher, str | tuple):
+                raise ScenarioError("teacher", repr(teacher), "a heuristic policy name")
+            for name in (teacher,) if isinstance(teacher, str) else teacher:
+                make_policy(name, where="teacher")
         base = self.base_policy
         if base is None:
             return

@@ -1,7 +1,8 @@
 """Env wrappers that training and benchmarks put around :class:`cosim.env.SchedulingEnv`.
 
-:class:`LevelTeacher` puts a heuristic's action in ``info["teacher_action"]``
-(per DRAS level); :class:`VariableLengthEpisodes` draws each episode's job
+The teacher's action is the env's own (its ``teacher`` setting, one name or
+one per DRAS level), saved with its spec. :class:`VariableLengthEpisodes`
+draws each episode's job
 count from its reset seed, so training stays exactly resumable;
 :class:`PairedReturn` measures an episode against a heuristic's schedule of
 the same jobs, and can skip windows where no heuristic order matters.
@@ -16,7 +17,7 @@ import numpy as np
 
 from cosim.errors import InputError
 
-__all__ = ["LevelTeacher", "VariableLengthEpisodes", "PairedReturn", "PAIRED_METRICS",
+__all__ = ["VariableLengthEpisodes", "PairedReturn", "PAIRED_METRICS",
            "PAIRED_MODES", "CONTENTION_POLICIES", "heuristic_metric", "paired_advantage"]
 
 #: ``PairedReturn(metric=...)``: the episode metric key and :func:`cosim.metrics.headline`'s key.
@@ -70,34 +71,6 @@ CONTENTION_POLICIES = ("fcfs+easy", "sjf+easy", "saf+easy")
 #: Job columns :func:`cosim.metrics.headline` reads (as ``SchedulingEnv.episode_metrics``).
 _JOB_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",
                 "killed_core_seconds")
-
-
-class LevelTeacher(gym.Wrapper):
-    """``info["teacher_action"]``: heuristic ``level1`` at DRAS's level 1, ``level2`` at level 2.
-
-    With the ``dras`` action model, ``("fcfs", "wfp3")`` is EASY with the
-    head reserved in arrival order and WFP3's order among the backfill
-    candidates; with the other models level 1 is the only one.
-    """
-
-    def __init__(self, env, level1: str, level2: str):
-        super().__init__(env)
-        self.names = (level1, level2)
-
-    def _teach(self, info):
-        base = self.env.unwrapped
-        info["teacher_action"] = base.teacher_action(self.names[base.level - 1])
-        return info
-
-    def reset(self, **kwargs):
-        """Reset, with the teacher's action."""
-        obs, info = self.env.reset(**kwargs)
-        return obs, self._teach(info)
-
-    def step(self, action):
-        """Step, with the teacher's next action."""
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self._teach(info)
 
 
 class VariableLengthEpisodes(gym.Wrapper):
