@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim.cli import ArgumentParser, nonnegative_float, run_command
+from cosim.env.wrappers import PAIRED_MODES
 from cosim.errors import InputError, did_you_mean
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
@@ -154,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="paired learning signal: the episode's return is its advantage over "
                         "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
                         "(cosim.env.wrappers.PairedReturn)")
-    t.add_argument("--paired-mode", choices=("replace", "add", "log", "clip"), default="replace",
+    t.add_argument("--paired-mode", choices=tuple(PAIRED_MODES), default="replace",
                    help="with --paired: replace the per-step rewards with the relative "
                         "difference (default) or add it to them; log (log ratio) and clip "
                         "(clipped difference) are bounded to [-1, 1]")

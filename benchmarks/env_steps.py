@@ -26,13 +26,11 @@ Target (issue 10): the ``select`` model at least 10,000 decisions/s in one proce
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import time
 
 import gymnasium as gym
 import numpy as np
+from yardstick import run_yardstick
 
 from cosim.env import SchedulingEnv
 from cosim.vector import ShardedVectorEnv
@@ -90,10 +88,7 @@ def vectorized(envs: gym.vector.VectorEnv, seconds: float) -> float:
 
 def yardstick(path: str, trace: str) -> float:
     """Jobs/s of the shared FCFS+EASY loop on ``trace`` (parse and simulation)."""
-    out = subprocess.run([sys.executable, path, trace, "--bf", "easy"],
-                         capture_output=True, text=True, check=True)
-    ref = json.loads(out.stdout)
-    return ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+    return run_yardstick(path, trace)["jobs_per_s"]
 
 
 def main() -> None:

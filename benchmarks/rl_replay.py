@@ -19,12 +19,11 @@ Run from the repository root with ``PYTHONPATH=.``:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
+
+from yardstick import run_yardstick
 
 import agents.rl_policy  # noqa: F401  (imports torch outside the timed part)
 from cosim.compose import run_policy
@@ -44,10 +43,7 @@ def one_run(scenario_path: str, trace: str, agent: str, backend: str) -> tuple[f
 
 def yardstick(path: str, trace: str) -> float:
     """The yardstick's jobs/s (parse + simulation) on ``trace``, EASY backfilling."""
-    out = subprocess.run([sys.executable, path, trace, "--bf", "easy"],
-                         capture_output=True, text=True, check=True)
-    ref = json.loads(out.stdout)
-    return ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"])
+    return run_yardstick(path, trace)["jobs_per_s"]
 
 
 def main() -> None:

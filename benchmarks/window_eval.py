@@ -28,12 +28,10 @@ ratio to it, since absolute figures move between machines and with the load.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import time
 
 import numpy as np
+from yardstick import run_yardstick
 
 from cosim.config import load_scenario
 from cosim.evaluation import Evaluator, default_processes, windows
@@ -54,13 +52,10 @@ def main() -> None:
     a = p.parse_args()
     yardstick: list[float] = []
 
-    def run_yardstick() -> None:
+    def measure_yardstick() -> None:
         # once per round, so that its median sees the same load as the rounds
         if a.yardstick:
-            out = subprocess.run([sys.executable, a.yardstick, a.trace, "--bf", "easy"],
-                                 capture_output=True, text=True, check=True)
-            ref = json.loads(out.stdout)
-            yardstick.append(ref["jobs_simulated"] / (ref["parse_s"] + ref["sim_s"]))
+            yardstick.append(run_yardstick(a.yardstick, a.trace)["jobs_per_s"])
 
     par = max(2, a.processes)
     scenario = load_scenario("scenarios/lublin256.yaml", [f"workload.jobs={a.windows * a.jobs}"])
@@ -76,7 +71,7 @@ def main() -> None:
         try:
             pools[par].evaluate([spec])          # start the workers outside the timing
             for _ in range(a.rounds):
-                run_yardstick()
+                measure_yardstick()
                 for k in (1, par):
                     t0 = time.perf_counter()
                     pools[k].evaluate([spec] * 2)
