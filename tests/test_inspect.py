@@ -248,3 +248,35 @@ def test_acting_policy_from_a_saved_config_is_the_envs(lublin_trace):
         return [j.start for j in sim.scheduler.jobs], policy.skips
     via_env, direct = run(env.acting_policy(skip)), run(acting_policy(config, scenario, jobs, skip))
     assert via_env == direct and direct[1] > 10
+
+
+def test_a_user_history_base_is_bound_under_inspect_and_kill(tmp_path):
+    # A learned:DIR base with user-history weights reads features bound to the run
+    # (attach_model); wrapped by inspect, accepting every proposal must still be its
+    # schedule, not the request-ordered one it fell back to before.
+    from cosim.env.actions import make_action_model as make_model
+    from cosim.policies.priority import FEATURES
+
+    rng = np.random.default_rng(3)
+    n = 300
+    jobs = Workload.from_columns(submit=np.cumsum(rng.exponential(20, n)),
+                                 run=rng.lognormal(5, 1.5, n).clip(1, 20_000),
+                                 req_time=np.full(n, 30_000.0), procs=rng.integers(1, 64, n),
+                                 user=rng.integers(-1, 8, n))
+    w = [0.0] * len(FEATURES)
+    w[FEATURES.index("log_user_pred")] = 1.0
+    (tmp_path / "policy.json").write_text(json.dumps(PriorityWeights(tuple(w), 256).as_dict()))
+    base = f"learned:{tmp_path}"
+    scenario = small(256)
+
+    def alone(name):
+        env = simpy.Environment()
+        sim = build(env, scenario, make_policy(name), workload=jobs)
+        env.run(until=sim.finished)
+        return [j.start for j in sorted(sim.scheduler.jobs, key=lambda j: j.id)]
+
+    starts, policy = _acting(lambda obs, mask: 0, jobs, scenario, base_policy=base)
+    assert starts == alone(base)
+    assert starts != alone("fcfs+easy")     # the user term orders this queue
+    kill = make_model("kill", None, kill_slots=2, base=make_policy(base))
+    assert hasattr(kill, "attach_model")

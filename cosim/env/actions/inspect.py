@@ -70,6 +70,10 @@ class InspectActions(AgentPolicy):
         self.max_skips = int(max_skips)
         # The scheduler keeps the queue in the base's order.
         self.static_key = getattr(base, "static_key", None)
+        # A base that binds to the run (user-history features of learned:DIR) binds here too.
+        attach = getattr(base, "attach_model", None)
+        if attach is not None:
+            self.attach_model = attach
         self.proposal: Decision | None = None
         self.consecutive = 0          # skips in a row so far
         self.skips = 0                # skips in the run

@@ -47,6 +47,10 @@ class KillActions(AgentPolicy):
         self.rule = rule
         self.max_kills = max_kills
         self.static_key = getattr(base, "static_key", None)
+        # A base that binds to the run (user-history features of learned:DIR) binds here too.
+        attach = getattr(base, "attach_model", None)
+        if attach is not None:
+            self.attach_model = attach
         self.preds: list = [None] * amap.kill_slots   # JobPrediction of each candidate
         self._round = -1.0
         self._doomed: set[Job] = set()
