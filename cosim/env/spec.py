@@ -27,7 +27,7 @@ Examples:
     >>> EnvSpec(observation="pixels")
     Traceback (most recent call last):
     ...
-    cosim.errors.ScenarioError: observation: expected one of compact, kernel, image, dras, kill, got 'pixels'
+    cosim.errors.ScenarioError: observation: expected one of compact, kernel, image, dras, kill, backfill, got 'pixels'
 """
 
 from __future__ import annotations
