@@ -99,6 +99,7 @@ class BackfillActions(AgentPolicy):
         self.extra_mem = 0.0
         self.cand_slots = _EMPTY
         self.n_legal = 0
+        self._now = 0.0
         self._order = _EMPTY    # the pass's candidates still legal, in the base's order
         self.asks = self.stops = self.departures = self.backfills = 0
 
