@@ -115,6 +115,14 @@ def test_candidates_are_recomputed_after_each_start_by_hand():
     assert counters.reservations_broken == 0
 
 
+def test_the_guard_forbids_stopping_and_a_lone_choice_is_not_asked():
+    # guard_wait 0: every candidate has waited long enough, so stop is illegal;
+    # after J3 starts, J4 is the only legal action and starts without asking.
+    asks, starts, _ = _play(_env(EXTRA, 6, guard_wait=0.0), [0])
+    assert asks == [(2.0, [3, 4, 5], 0)]
+    assert starts == [0.0, 100.0, 2.0, 2.0, 150.0]
+
+
 def test_observation_rows_by_hand():
     env = _env(observation="backfill")
     obs, info = env.reset(seed=0)
