@@ -123,6 +123,20 @@ def test_the_guard_forbids_stopping_and_a_lone_choice_is_not_asked():
     assert starts == [0.0, 100.0, 2.0, 2.0, 150.0]
 
 
+def test_windows_that_never_ask_are_redrawn():
+    # Four quiet jobs, then HAND: of the five 4-job windows only the last two
+    # (with J1, J2 and J3) ever ask; a reset never returns one that does not.
+    jobs = Workload.from_columns(submit=[0, 1000, 2000, 3000, 5000, 5001, 5002, 5002],
+                                 run=[10, 10, 10, 10, 100, 50, 90, 60],
+                                 procs=[1, 1, 1, 1, 3, 4, 1, 1])
+    env = SchedulingEnv(small(4), actions="backfill", base_policy="fcfs+easy", episode_jobs=4,
+                        workload=jobs)
+    for seed in range(8):
+        env.reset(seed=seed)
+        assert env.unwrapped._agent.request is not None
+        assert 3 in env.simulation.workload.procs
+
+
 def test_observation_rows_by_hand():
     env = _env(observation="backfill")
     obs, info = env.reset(seed=0)
