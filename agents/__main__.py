@@ -81,16 +81,19 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--bc-steps", type=int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
     t.add_argument("--bc-epochs", type=int, default=10)
-    t.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect"),
+    t.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect", "backfill"),
                    default=None,
                    help="action model: start (DBF split window with Fwd), select (pick the "
                         "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
-                        "levels), inspect (accept or skip each start of --base-policy)")
+                        "levels), inspect (accept or skip each start of --base-policy), backfill "
+                        "(order the EASY backfilling of --base-policy)")
     t.add_argument("--base-policy", default=None, metavar="NAME",
                    help="kill: the policy that schedules while the agent decides kills "
                         "(default sjf+easy; a heuristic or rl:DIR); inspect: the policy that "
-                        "proposes each start (default sjf+easy; a heuristic or learned:DIR)")
-    t.add_argument("--observation", choices=("compact", "kernel", "image", "dras", "kill"),
+                        "proposes each start (default sjf+easy; a heuristic or learned:DIR); backfill: "
+                        "the EASY policy whose backfilling the agent orders")
+    t.add_argument("--observation", choices=("compact", "kernel", "image", "dras", "kill",
+                                             "backfill"),
                    default=None,
                    help="default: compact for start, kernel for select, dras for dras")
     t.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
@@ -368,10 +371,10 @@ def _env_config(ns) -> dict[str, Any]:
             raise InputError("--actions kill", f"--predictor {ns.predictor}",
                              "--predictor rnn (kill decisions need in-run predictions)")
         env_config["base_policy"] = ns.base_policy or "sjf+easy"
-    elif ns.actions == "inspect":
+    elif ns.actions in ("inspect", "backfill"):
         env_config["base_policy"] = ns.base_policy or "sjf+easy"
     elif ns.base_policy is not None:
-        raise InputError("--base-policy", ns.base_policy, "--actions kill or inspect")
+        raise InputError("--base-policy", ns.base_policy, "--actions kill or inspect or backfill")
     if ns.predictor != "estimate":
         env_config["predictor"] = ns.predictor
     optional = {"time_scale": ns.time_scale, "tau": ns.tau, "horizon": ns.horizon,

@@ -138,7 +138,7 @@ def test_with_scales_pins_only_the_feature_scales_of_the_observation():
 
 @pytest.mark.parametrize("settings_, message", [
     ({"observation": "pixels"},
-     "train.env.observation: expected one of compact, kernel, image, dras, kill, got 'pixels'"),
+     "train.env.observation: expected one of compact, kernel, image, dras, kill, backfill, got 'pixels'"),
     ({"imgae_slots": 3},
      "train.env.imgae_slots: expected a setting of cosim.env.EnvSpec, got unknown key "
      "'imgae_slots'; did you mean 'image_slots'?"),

@@ -77,7 +77,7 @@ def action_model(spec: EnvSpec, scenario: Scenario, *, on_post=None, base=None) 
         if base is None:
             base = make_policy(spec.base_policy or "sjf+easy", where="base_policy")
         extra = {"base": base, "rule": KillRule.from_config(scenario.predictor.kill)}
-    elif spec.actions == "inspect":
+    elif spec.actions in ("inspect", "backfill"):
         if base is None:
             base = make_policy(spec.base_policy or "sjf+easy", where="base_policy")
         extra = {"base": base, "max_skips": spec.max_skips}

@@ -53,6 +53,7 @@ from gymnasium import spaces
 
 from cosim.decisions import SchedulerView
 from cosim.env.actions import ActionMap, AgentPolicy
+from cosim.env.actions.backfill import BackfillEncoder
 from cosim.job import Job
 
 __all__ = ["ObservationConfig", "Encoder", "CompactEncoder", "KernelEncoder", "ImageEncoder",
@@ -522,10 +523,11 @@ class KillEncoder(Encoder):
 #: Encoders by the name the environment's ``observation=`` takes.
 OBSERVATIONS: dict[str, type[Encoder]] = {
     "compact": CompactEncoder, "kernel": KernelEncoder, "image": ImageEncoder,
-    "dras": DrasEncoder, "kill": KillEncoder}
+    "dras": DrasEncoder, "kill": KillEncoder, "backfill": BackfillEncoder}
 
 #: The observation each action model uses unless told otherwise.
-DEFAULT_OBSERVATIONS = {"start": "compact", "select": "kernel", "dras": "dras", "kill": "kill"}
+DEFAULT_OBSERVATIONS = {"start": "compact", "select": "kernel", "dras": "dras", "kill": "kill",
+                        "backfill": "backfill"}
 
 
 def make_encoder(name: str, cfg: ObservationConfig) -> Encoder:

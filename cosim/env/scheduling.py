@@ -284,6 +284,14 @@ class SchedulingEnv(gym.Env):
         self._last_decision_t = 0.0
         self._sim.finished.callbacks.append(lambda _event: self._wake_env())
         self._run_to_next_decision()
+        if self._agent.request is None and jobs is not options.get("jobs"):
+            # A window that never asks the agent (the backfill model on a quiet
+            # one) teaches nothing and cannot be stepped: play the source's next.
+            self._quiet = getattr(self, "_quiet", 0) + 1
+            if self._quiet <= _QUIET_REDRAWS:
+                again = {k: v for k, v in options.items() if k != "episode"}
+                return self.reset(options=again or None)
+        self._quiet = 0
         return self._observe(), self._info(0.0)
 
     def step(self, action):
@@ -400,6 +408,9 @@ class SchedulingEnv(gym.Env):
                 "mean_wait": f("wait_mean"), "max_wait": f("wait_max"),
                 "utilization": f("utilization"), "mean_queue": f("queue_len_mean")}
 
+
+#: Windows drawn at most in a row, at a reset, when none asks the agent anything.
+_QUIET_REDRAWS = 100
 
 #: Job columns :func:`cosim.metrics.headline` reads.
 _EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds",

@@ -27,7 +27,7 @@ Examples:
     >>> EnvSpec(observation="pixels")
     Traceback (most recent call last):
     ...
-    cosim.errors.ScenarioError: observation: expected one of compact, kernel, image, dras, kill, got 'pixels'
+    cosim.errors.ScenarioError: observation: expected one of compact, kernel, image, dras, kill, backfill, got 'pixels'
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ __all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "MAX_SLOTS", "split_confi
 #: into ``predictions``, and ``agents train --paired``'s wrapper setting.
 FRONT_KEYS = ("scenario", "scenario_set", "predictor", "paired")
 
-#: Action models that act over a base policy (it schedules; the agent kills or skips).
-BASED = ("kill", "inspect")
+#: Action models that act over a base policy (it schedules; the agent kills, skips or
+#: orders its backfilling).
+BASED = ("kill", "inspect", "backfill")
 
 #: The most job or kill slots an action model may have (each is a mask entry).
 MAX_SLOTS = 65536
@@ -118,6 +119,9 @@ class EnvSpec:
                                              or self.observation not in OBSERVATIONS):
             raise ScenarioError("observation", repr(self.observation),
                                 f"one of {', '.join(OBSERVATIONS)}")
+        if self.observation == "backfill" and self.actions != "backfill":
+            raise ScenarioError("observation", "'backfill'", "another observation unless "
+                                "actions is 'backfill' (its rows are backfill candidates)")
         reward = self.reward
         if self.reward not in REWARDS:
             raise ScenarioError("reward", repr(reward), f"one of {', '.join(REWARDS)}")
@@ -172,7 +176,7 @@ class EnvSpec:
         # map is kept for the env (not a field: not saved, not compared).
         from cosim.policies import make_policy
 
-        base = make_policy("fcfs") if self.actions in BASED else None
+        base = make_policy("fcfs+easy") if self.actions in BASED else None
         model = make_action_model(self.actions, window=self.window, kill_slots=self.kill_slots,
                                   guard_wait=self.guard_wait, backfill=self.backfill,
                                   backfill_order=self.backfill_order, reserve=self.reserve,
@@ -206,8 +210,12 @@ class EnvSpec:
         if not isinstance(base, str):
             raise ScenarioError("base_policy", repr(base), "a policy name such as sjf+easy")
         # A trained base (rl:DIR) is loaded by the front; a heuristic is checked now.
+        policy = None    # a trained agent has no EASY backfilling to order
         if parse_policy(base, where="base_policy").kind != "agent":
-            make_policy(base, where="base_policy")
+            policy = make_policy(base, where="base_policy")
+        if self.actions == "backfill" and getattr(policy, "backfill", None) != "easy":
+            raise ScenarioError("base_policy", repr(base), "a policy with EASY backfilling "
+                                "under actions='backfill' (e.g. saf+easy or learned:DIR)")
 
     # -- reading and writing -------------------------------------------------------------
     @classmethod

@@ -47,6 +47,14 @@ Every model uses one flat ``Discrete`` space with a documented index map
     to come; otherwise the proposal is accepted without asking. Accepting
     every proposal is the base's schedule exactly.
 
+``backfill`` (RLBackfilling's learned backfilling order, over an EASY base)
+    ``0 .. N-1``: start the backfill candidate in slot i; ``N``: stop
+    backfilling this pass. The base (a heuristic with EASY, or
+    ``learned:DIR``) starts its head jobs and reserves for the first that
+    does not fit; the slots hold the jobs EASY may start around that
+    reservation (recomputed after each start), in the base's backfill order.
+    Always picking slot 0 and never stopping is the base's schedule exactly.
+
 A kill (``start`` model) is legal only for a job that has run for some
 time: a job cannot be killed in the instant it started (that loop would
 freeze simulated time). With ``guard_wait`` set, a starvation guard bounds
@@ -64,6 +72,7 @@ mask)`` function in process (:meth:`AgentPolicy.acting`).
 
 from __future__ import annotations
 
+from cosim.env.actions.backfill import DEFAULT_CANDIDATES, BackfillActions, make_backfill_model
 from cosim.env.actions.base import ActionMap, AgentPolicy
 from cosim.env.actions.dras import DrasActions
 from cosim.env.actions.inspect import InspectActions, make_inspect_model
@@ -74,15 +83,16 @@ from cosim.errors import ScenarioError
 from cosim.policies.heuristics import HEURISTICS
 
 __all__ = ["ActionMap", "AgentPolicy", "StartActions", "SelectActions", "DrasActions",
-           "KillActions", "InspectActions", "ACTION_MODELS", "make_action_model"]
+           "KillActions", "InspectActions", "BackfillActions", "ACTION_MODELS", "make_action_model"]
 
 #: Action models by the name the environment's ``actions=`` takes.
 ACTION_MODELS: dict[str, type[AgentPolicy]] = {
     "start": StartActions, "select": SelectActions, "dras": DrasActions, "kill": KillActions,
-    "inspect": InspectActions}
+    "inspect": InspectActions, "backfill": BackfillActions}
 
 #: Default window per model: ``(M_head, M_tail)`` for start, N for select, W for dras.
-DEFAULT_WINDOWS = {"start": (10, 0), "select": 128, "dras": 50, "kill": 0, "inspect": 0}
+DEFAULT_WINDOWS = {"start": (10, 0), "select": 128, "dras": 50, "kill": 0, "inspect": 0,
+                   "backfill": DEFAULT_CANDIDATES}
 
 
 def make_action_model(name: str, window, kill_slots: int = 0, *, on_post=None,
@@ -104,6 +114,8 @@ def make_action_model(name: str, window, kill_slots: int = 0, *, on_post=None,
     if max_skips is not None:
         raise ScenarioError("max_skips", repr(max_skips), f"nothing for actions={name!r} "
                             "(consecutive skips belong to the 'inspect' model)")
+    if name == "backfill":
+        return make_backfill_model(window, kill_slots, base, on_post, guard_wait)
     if name == "kill":
         if window not in (None, 0):
             raise ScenarioError("window", repr(window), "no window for actions='kill'")
