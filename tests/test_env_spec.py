@@ -156,8 +156,9 @@ def test_with_scales_pins_only_the_feature_scales_of_the_observation():
      "train.env.kill_slots: expected 0 for actions='select' (kill slots belong to the 'start' "
      "model), got 2"),
     ({"base_policy": "sjf+easy"},
-     "train.env.base_policy: expected nothing unless actions is 'kill' or 'inspect' (the "
-     "policy that schedules while the agent decides kills or skips), got 'sjf+easy'"),
+     "train.env.base_policy: expected nothing unless actions is 'kill', 'inspect' or "
+     "'backfill' (the policy that schedules while the agent decides kills, skips or "
+     "backfills), got 'sjf+easy'"),
     ({"curriculum": {"sampled": 2}},
      "train.env.curriculum: expected a non-empty list of workloads exactly when "
      "episode_source is 'curriculum', got given"),

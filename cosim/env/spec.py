@@ -204,9 +204,9 @@ class EnvSpec:
         if base is None:
             return
         if self.actions not in BASED:
-            raise ScenarioError("base_policy", repr(base), "nothing unless actions is 'kill' or "
-                                "'inspect' (the policy that schedules while the agent decides "
-                                "kills or skips)")
+            raise ScenarioError("base_policy", repr(base), "nothing unless actions is 'kill', "
+                                "'inspect' or 'backfill' (the policy that schedules while the "
+                                "agent decides kills, skips or backfills)")
         if not isinstance(base, str):
             raise ScenarioError("base_policy", repr(base), "a policy name such as sjf+easy")
         # A trained base (rl:DIR) is loaded by the front; a heuristic is checked now.

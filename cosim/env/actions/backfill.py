@@ -90,6 +90,10 @@ class BackfillActions(AgentPolicy):
         self.base = base
         # The scheduler keeps the queue in the base's order.
         self.static_key = getattr(base, "static_key", None)
+        # A base that binds to the run (user-history features of learned:DIR) binds here too.
+        attach = getattr(base, "attach_model", None)
+        if attach is not None:
+            self.attach_model = attach
         # A base whose backfill order is its own (a searched backfill key).
         self._backfill_key = getattr(base, "_by_backfill_key", None)
         self.level = 2          # the compact observation's phase feature: backfilling
