@@ -161,15 +161,35 @@ class NumpyActor:
             z = self.logits(obs)
             if rows is not None:
                 z = z[rows]
-        k = int(z.argmax())
-        top = float(z[k])
-        if not math.isfinite(top):
-            return None
-        z[k] = -np.inf
-        second = float(z[z.argmax()])   # argmax: a C method, max() is a Python wrapper
-        if second == -np.inf or top - second > MARGIN * (1.0 + abs(top)):
-            return k if rows is None else int(rows[k])
+        k = _pick(z, 0.0)
+        return k if k is None or rows is None else int(rows[k])
+
+    def greedy_rows(self, rows: np.ndarray) -> int | None:
+        """:meth:`greedy` of a ``kernel`` network over legal rows alone (no mask).
+
+        ``rows`` are the observation's rows of the legal actions (float32; see
+        :meth:`cosim.env.observations.KernelEncoder.legal_rows`); the answer
+        is an index into them, or None when too close to call.
+        """
+        if len(rows) == 1:
+            return 0    # the argmax whatever the logit
+        return _pick(self.logits(rows), 0.0)
+
+
+def _pick(z: np.ndarray, offset: float) -> int | None:
+    """The index of the largest of ``z + offset`` if it leads the second by more than
+    the margin, else None (also for a non-finite best). ``z`` is overwritten."""
+    k = int(z.argmax())
+    top = float(z[k]) + offset
+    if not math.isfinite(top):
         return None
+    if len(z) == 1:
+        return k
+    z[k] = -np.inf
+    second = float(z[z.argmax()]) + offset   # argmax: a C method, max() is a Python wrapper
+    if second == -np.inf or top - second > MARGIN * (1.0 + abs(top)):
+        return k
+    return None
 
 
 def _leaky_relu(x: np.ndarray) -> np.ndarray:

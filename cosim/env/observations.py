@@ -56,7 +56,8 @@ from cosim.env.actions import ActionMap, AgentPolicy
 from cosim.job import Job
 
 __all__ = ["ObservationConfig", "Encoder", "CompactEncoder", "KernelEncoder", "ImageEncoder",
-           "DrasEncoder", "KillEncoder", "OBSERVATIONS", "KERNEL_FEATURES", "make_encoder"]
+           "DrasEncoder", "KillEncoder", "OBSERVATIONS", "KERNEL_FEATURES",
+           "make_encoder"]
 
 _JOB_F = 6
 _GLOBAL_F = 7
@@ -237,6 +238,7 @@ class KernelEncoder(Encoder):
         self._base = base
         self._inv_log2_cap = 1.0 / math.log2(cfg.capacity + 1.0)
         self._cache: dict[Job, tuple] = {}
+        self._reset_slots()
 
     def shape(self) -> tuple[int, ...]:
         """``(n_actions, 18)``."""
@@ -245,6 +247,13 @@ class KernelEncoder(Encoder):
     def reset(self) -> None:
         """Forget cached job features."""
         self._cache = {}
+        self._reset_slots()
+
+    def _reset_slots(self) -> None:
+        # legal_rows' rows by queue slot: the queue's jobs list they belong to, slots done.
+        self._slot_rows = np.zeros((0, KERNEL_FEATURES), dtype=np.float32)
+        self._slot_jobs = None
+        self._slot_filled = 0
 
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
@@ -335,6 +344,73 @@ class KernelEncoder(Encoder):
         rows[:, 3] = 1.0
         rows[:, 4] = mask[:k]
         rows[:, 5:11] = x.T
+
+    def legal_rows(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray | None:
+        """The observation's rows of the legal actions, when they are a head window's first rows.
+
+        For a ``select`` agent (its legal actions are the first ``k =
+        agent.legal`` rows of a head window) this is ``encode(view,
+        agent)[:k]`` -- the same float32 values -- without building the other
+        rows: what a row network acting in process scores (``rl:DIR``). The
+        features fixed while a job waits (size, log2 size, memory, estimate)
+        are computed once per queue slot and kept until the queue renumbers
+        its slots (a new ``jobs`` list) or estimates may have changed
+        (:attr:`~cosim.decisions.SchedulerView.surprise`); the wait, the
+        oldest-job flag and ``G`` at each call. None for any other window.
+        """
+        slots = agent.slots
+        k = agent.legal
+        if slots is None or agent.level != 1 or k < 1 or k > len(slots):
+            return None
+        q = view.queue
+        if q.jobs is not self._slot_jobs or view.surprise:
+            self._slot_jobs = q.jobs
+            self._slot_filled = q.lo
+        if q.hi > self._slot_filled:
+            self._slot_features(q, self._slot_filled, q.hi)
+        sl = slots[:k] if isinstance(slots, np.ndarray) else np.array(slots[:k], dtype=np.intp)
+        rows = self._slot_rows.take(sl, axis=0)
+        # The wait column as _head_rows computes it.
+        wait = q.submit.take(sl)
+        np.subtract(float(view.env.now), wait, out=wait)
+        np.maximum(wait, 0.0, out=wait)
+        np.log1p(wait, out=wait)
+        wait *= 1.0 / self._log_max_time
+        np.minimum(wait, 1.0, out=wait)
+        rows[:, 9] = wait
+        rows[0, 10] = 1.0       # a head window starts with the queue's oldest job
+        rows[:, 11:] = self._globals(view, agent)
+        return rows
+
+    def _slot_features(self, q, lo: int, hi: int) -> None:
+        """Rows of queue slots ``[lo, hi)`` as legal job rows, but for the wait, oldest and G
+        (dead slots too, harmlessly: they are never asked for)."""
+        have = len(self._slot_rows)
+        if have < hi:
+            grown = np.zeros((max(hi, 2 * have, 1024), KERNEL_FEATURES), dtype=np.float32)
+            grown[:have] = self._slot_rows
+            grown[have:, 0] = grown[have:, 3] = grown[have:, 4] = 1.0   # is_job, present, legal
+            self._slot_rows = grown
+        # The same operations as _head_rows, column by column.
+        procs = q.procs[lo:hi]
+        x = np.empty((4, hi - lo))
+        np.divide(procs, self._capacity, out=x[0])
+        np.log2(procs + 1.0, out=x[1])
+        x[1] *= self._inv_log2_cap
+        if self._mem_capacity:
+            np.divide(q.mem[lo:hi], self._mem_capacity, out=x[2])
+        else:
+            x[2] = 0.0
+        t = x[3]
+        np.maximum(q.estimate[lo:hi], 0.0, out=t)
+        np.log1p(t, out=t)
+        t *= 1.0 / self._log_max_time
+        np.minimum(x, 1.0, out=x)
+        rows = self._slot_rows[lo:hi]
+        rows[:, 5:9] = x.T
+        rows[:, 10] = 0.0
+        self._slot_filled = hi
+
 
 class ImageEncoder(Encoder):
     """``image``: DeepRM's resource image (see the module docstring)."""

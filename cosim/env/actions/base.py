@@ -95,17 +95,25 @@ class AgentPolicy:
         self.slots = None      # queue slots of the window's jobs, when the model keeps them
         self.backfill = "none"
         self._easy_state: tuple | None = None   # shadow, extra units and memory of the reservation
+        self.legal = 0         # the legal prefix's length, where the mask is one
         self._act: Callable | None = None
         self._observe: Callable | None = None
+        self._choose: Callable | None = None
 
     def acting(self, observe: Callable, act: Callable[[np.ndarray, np.ndarray], int], *,
-               name: str = "agent") -> AgentPolicy:
+               name: str = "agent", choose: Callable | None = None) -> AgentPolicy:
         """Answer in process: ``act(observe(view, self), mask)`` picks each action.
 
         A trained agent run this way (``rl:DIR`` in ``python -m cosim run``)
         makes exactly the choices it would make in the environment.
+
+        ``choose(view, self)``, when given, is asked first: a shortcut that
+        answers without the observation (a trained network fused with the
+        encoder, :meth:`cosim.env.observations.KernelEncoder.head_projection`)
+        and must return ``act``'s answer or None (then ``act`` is asked).
         """
         self._observe, self._act, self.name = observe, act, name
+        self._choose = choose
         return self
 
     # -- the scheduler's side ------------------------------------------------------
@@ -120,7 +128,11 @@ class AgentPolicy:
                 yield request            # answered by :meth:`answer`; nothing to apply
                 action = self.action
             else:
-                action = self.validate(int(self._act(self._observe(view, self), self.mask)))
+                choose = self._choose
+                action = None if choose is None else choose(view, self)
+                if action is None:
+                    action = self._act(self._observe(view, self), self.mask)
+                action = self.validate(int(action))
                 self.last_kind = self.kind_of(action)
             stop = yield from self.perform(action, view)
             if stop:
@@ -194,6 +206,7 @@ class AgentPolicy:
         mask = self.mask
         mask[:k] = 1
         mask[k:] = 0
+        self.legal = k
 
     def _keep_reservation(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the reserved job if it fits now; else renew its promise and backfill around it.
