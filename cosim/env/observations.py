@@ -391,6 +391,21 @@ class KernelEncoder(Encoder):
             grown[:have] = self._slot_rows
             grown[have:, 0] = grown[have:, 3] = grown[have:, 4] = 1.0   # is_job, present, legal
             self._slot_rows = grown
+        if hi - lo <= 4:
+            # Usually one arrival: plain floats cost less than numpy calls (the
+            # same values as encode's per-job path).
+            rows = self._slot_rows
+            cap, mcap = self._capacity, self._mem_capacity
+            inv_t, inv_l2 = 1.0 / self._log_max_time, self._inv_log2_cap
+            for s in range(lo, hi):
+                p = float(q.procs[s])
+                est = float(q.estimate[s])
+                e = math.log1p(est) * inv_t if est > 0 else 0.0
+                rows[s, 5:9] = (min(1.0, p / cap), min(1.0, math.log2(p + 1.0) * inv_l2),
+                                min(1.0, float(q.mem[s]) / mcap) if mcap else 0.0,
+                                e if e < 1.0 else 1.0)
+            self._slot_filled = hi
+            return
         # The same operations as _head_rows, column by column.
         procs = q.procs[lo:hi]
         x = np.empty((4, hi - lo))

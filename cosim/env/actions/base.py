@@ -99,6 +99,7 @@ class AgentPolicy:
         self._act: Callable | None = None
         self._observe: Callable | None = None
         self._choose: Callable | None = None
+        self._window_stale = False   # see _head_slots
 
     def acting(self, observe: Callable, act: Callable[[np.ndarray, np.ndarray], int], *,
                name: str = "agent", choose: Callable | None = None) -> AgentPolicy:
@@ -131,6 +132,7 @@ class AgentPolicy:
                 choose = self._choose
                 action = None if choose is None else choose(view, self)
                 if action is None:
+                    self._window_now(view)
                     action = self._act(self._observe(view, self), self.mask)
                 action = self.validate(int(action))
                 self.last_kind = self.kind_of(action)
@@ -198,7 +200,37 @@ class AgentPolicy:
             jobs = [qjobs[s] for s in slots.tolist()]
         k = len(jobs)
         self.window[:] = jobs + [None] * (len(self.window) - k)
+        self._window_stale = False
         return jobs
+
+    def _head_slots(self, view: SchedulerView, n: int) -> int:
+        """:meth:`_fill_head` for acting in process with a ``choose`` shortcut: how many.
+
+        On a long queue only :attr:`slots` is recorded and the window's list
+        is filled when something reads it (:meth:`_window_now`, before an
+        observation is built): the shortcut and :meth:`_job_at` need only
+        the slots, and a list of up to ``n`` jobs per decision is a cost.
+        """
+        q = view.queue
+        if q.small():
+            return len(self._fill_head(view, n))
+        slots = self.slots = q.slots()[:n]
+        self._window_stale = True
+        return len(slots)
+
+    def _window_now(self, view: SchedulerView) -> None:
+        """Fill the window's list from :attr:`slots` if :meth:`_head_slots` left it stale."""
+        if self._window_stale:
+            self._window_stale = False
+            qjobs = view.queue.jobs
+            jobs = [qjobs[s] for s in self.slots.tolist()]
+            self.window[:] = jobs + [None] * (len(self.window) - len(jobs))
+
+    def _job_at(self, action: int, view: SchedulerView) -> Job:
+        """The window's job at ``action`` (also while the window's list is stale)."""
+        if self._window_stale:
+            return view.queue.jobs[int(self.slots[action])]
+        return self.window[action]
 
     def _legal_prefix(self, k: int) -> None:
         """Mark the first ``k`` actions legal and every other one illegal (two
