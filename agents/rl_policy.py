@@ -28,7 +28,7 @@ import torch
 from agents.checkpoint import inference_threads, load_checkpoint
 from agents.distributions import MaskedCategorical
 from agents.fast import NumpyActor, acting_backend
-from agents.networks import network_from_spec
+from agents.networks import network_from_spec, policy_logits
 from cosim.env.acting import acting_config
 from cosim.errors import InputError
 
@@ -102,7 +102,7 @@ class RLPolicy:
         """
         obs = np.asarray(obs, dtype=np.float32)
         self._check(obs, batched=False)
-        logits, _ = self.net(torch.as_tensor(obs)[None])
+        logits = policy_logits(self.net, torch.as_tensor(obs)[None])
         m = None if mask is None else torch.as_tensor(np.asarray(mask))[None]
         return MaskedCategorical(logits, m).probs[0].numpy()
 
@@ -111,7 +111,7 @@ class RLPolicy:
         """Greedy actions for a batch ``(B, ...)`` of observations and ``(B, n)`` masks."""
         obs = np.asarray(obs, dtype=np.float32)
         self._check(obs, batched=True)
-        logits, _ = self.net(torch.as_tensor(obs))
+        logits = policy_logits(self.net, torch.as_tensor(obs))    # no critic: half the cost
         m = None if masks is None else torch.as_tensor(np.asarray(masks))
         return MaskedCategorical(logits, m).mode().numpy()
 

@@ -154,3 +154,17 @@ def test_the_shipped_agent_decides_alike_on_both_paths(monkeypatch):
         runs[backend] = {k: v for k, v in run.items()
                          if k not in ("wall_seconds", "jobs_per_second")}   # timings differ
     assert runs["numpy"] == runs["torch"]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "kernel", "dras", "cnn"])
+def test_policy_logits_are_the_forward_pass_s(kind):
+    # The critic-free logits that torch acting uses are forward's, bit for bit.
+    from agents.networks import policy_logits
+
+    spec = SPECS.get(kind, {"kind": "cnn", "obs_shape": [2, 10, 6], "n_actions": 7,
+                            "hidden": None})
+    torch.manual_seed(3)
+    net = network_from_spec(spec).eval()
+    obs = torch.rand(5, *spec["obs_shape"])
+    with torch.no_grad():
+        assert torch.equal(policy_logits(net, obs), net(obs)[0])

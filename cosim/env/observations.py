@@ -106,6 +106,7 @@ class Encoder:
         self._mem_capacity = cfg.mem_capacity
         self._log_max_time = math.log1p(cfg.max_time)
         self._log_queue_norm = math.log1p(cfg.queue_norm)
+        self._counts = [min(1.0, math.log1p(n) / self._log_queue_norm) for n in range(1024)]
         self.space = spaces.Box(0.0, 1.0, shape=self.shape(), dtype=np.float32)
         self._obs = np.zeros(self.space.shape, dtype=np.float32)
 
@@ -130,19 +131,28 @@ class Encoder:
         v = math.log1p(seconds) / self._log_max_time
         return v if v < 1.0 else 1.0
 
+    def _count(self, n: int) -> float:
+        """A job count's feature, ``min(1, log1p(n) / log1p(queue_norm))``."""
+        counts = self._counts
+        if n < len(counts):
+            return counts[n]
+        return min(1.0, math.log1p(n) / self._log_queue_norm)
+
     def _globals(self, view: SchedulerView, agent: AgentPolicy) -> list[float]:
         cl = view.cluster
         q = view.queue
-        cap = self._capacity
         free_mem = (cl.free_mem / self._mem_capacity) if self._mem_capacity and cl.memory_pooled else 1.0
-        log_norm = self._log_queue_norm
-        backlog = max(0, q.count - self.amap.window)
+        count = q.count
+        backlog = count - self.amap.window
         reserved = agent.reserved
-        promise = self._t(reserved.promised - view.now) if reserved is not None else 0.0
-        return [cl.free / cap, min(1.0, max(0.0, free_mem)),
-                min(1.0, math.log1p(q.count) / log_norm),
-                min(1.0, math.log1p(len(view.ends())) / log_norm),
-                min(1.0, math.log1p(backlog) / log_norm),
+        promise = self._t(reserved.promised - view.env.now) if reserved is not None else 0.0
+        # Counts below 1024 from a table of the same expression (three per decision).
+        counts = self._counts
+        return [cl.free / self._capacity, min(1.0, max(0.0, free_mem)),
+                counts[count] if count < 1024 else self._count(count),
+                self._count(len(view.ends())),
+                (counts[backlog] if backlog < 1024 else self._count(backlog)) if backlog > 0
+                else 0.0,
                 1.0 if agent.level == 2 else 0.0, promise]
 
     def _run_features(self, job: Job | None, now: float) -> tuple:

@@ -214,7 +214,10 @@ class AgentPolicy:
         q = view.queue
         if q.small():
             return len(self._fill_head(view, n))
-        slots = self.slots = q.slots()[:n]
+        # q.slots()[:n] without np.flatnonzero's Python wrapper, the offset on n slots only
+        slots = q.alive[q.lo:q.hi].nonzero()[0][:n]
+        slots += q.lo
+        self.slots = slots
         self._window_stale = True
         return len(slots)
 

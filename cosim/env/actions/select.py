@@ -60,7 +60,9 @@ class SelectActions(AgentPolicy):
             k = len(jobs)
             head = jobs[0] if jobs else None
         # past the guard the oldest job alone is legal: a prefix of one
-        self._legal_prefix(1 if k and self._guarded(view, head) else k)
+        legal = 1 if k and self._guarded(view, head) else k
+        if legal != self.legal:     # only _legal_prefix writes this model's mask
+            self._legal_prefix(legal)
         return k > 0
 
     def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
