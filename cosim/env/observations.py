@@ -264,6 +264,8 @@ class KernelEncoder(Encoder):
         self._slot_rows = np.zeros((0, KERNEL_FEATURES), dtype=np.float32)
         self._slot_jobs = None
         self._slot_filled = 0
+        self._wait_now = -math.inf   # the wait column holds slots [.., _wait_upto] at _wait_now
+        self._wait_upto = -1
 
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
@@ -373,24 +375,40 @@ class KernelEncoder(Encoder):
         if slots is None or agent.level != 1 or k < 1 or k > len(slots):
             return None
         q = view.queue
-        if q.jobs is not self._slot_jobs or view.surprise:
+        if q.jobs is not self._slot_jobs:
             self._slot_jobs = q.jobs
+            self._slot_filled = q.lo
+            self._wait_upto = -1
+        elif view.surprise:
             self._slot_filled = q.lo
         if q.hi > self._slot_filled:
             self._slot_features(q, self._slot_filled, q.hi)
         sl = slots[:k] if isinstance(slots, np.ndarray) else np.array(slots[:k], dtype=np.intp)
+        # The wait column, kept per slot for the time it was computed at: the
+        # window is a prefix of the queue, so at the same time (a decision
+        # after a start) only slots past the last one computed are new.
+        now = float(view.env.now)
+        if now != self._wait_now:
+            self._wait_now = now
+            self._wait_upto = -1
+        if sl[-1] > self._wait_upto:
+            new = sl if self._wait_upto < 0 else sl[sl > self._wait_upto]
+            self._slot_wait(q, new, now)
+            self._wait_upto = int(sl[-1])
         rows = self._slot_rows.take(sl, axis=0)
-        # The wait column as _head_rows computes it.
-        wait = q.submit.take(sl)
-        np.subtract(float(view.env.now), wait, out=wait)
+        rows[0, 10] = 1.0       # a head window starts with the queue's oldest job
+        rows[:, 11:] = self._globals(view, agent)
+        return rows
+
+    def _slot_wait(self, q, slots: np.ndarray, now: float) -> None:
+        """The wait column of queue ``slots`` at ``now``, as _head_rows computes it."""
+        wait = q.submit.take(slots)
+        np.subtract(now, wait, out=wait)
         np.maximum(wait, 0.0, out=wait)
         np.log1p(wait, out=wait)
         wait *= 1.0 / self._log_max_time
         np.minimum(wait, 1.0, out=wait)
-        rows[:, 9] = wait
-        rows[0, 10] = 1.0       # a head window starts with the queue's oldest job
-        rows[:, 11:] = self._globals(view, agent)
-        return rows
+        self._slot_rows[slots, 9] = wait
 
     def _slot_features(self, q, lo: int, hi: int) -> None:
         """Rows of queue slots ``[lo, hi)`` as legal job rows, but for the wait, oldest and G
