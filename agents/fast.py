@@ -47,6 +47,9 @@ __all__ = ["NumpyActor", "MARGIN", "acting_backend"]
 #: 1e-4 leaves a safety factor near 80 and sends 0.6 % of decisions to torch.
 MARGIN = 1e-4
 
+#: A pre-activation whose float32 ``tanh`` is exactly 1 (see ``NumpyActor._rows_net``).
+_SATURATE = 64.0
+
 #: leaky ReLU's slope (torch's default, which :class:`agents.networks.DrasPolicy` uses).
 _LEAK = 0.01
 
@@ -174,28 +177,47 @@ class NumpyActor:
         """
         if len(rows) == 1:
             return 0    # the argmax whatever the logit
-        w1, rest, (w, b) = self._rows_net()
-        x = rows @ w1
-        np.tanh(x, out=x)
-        for w2, b2 in rest:
-            x = x @ w2
-            x += b2
-            np.tanh(x, out=x)
-        return _pick(x @ w, float(b[0]))
+        x = rows
+        for w in self._rows_net():
+            x = np.dot(x, w)            # np.dot: less overhead than the @ ufunc on small arrays
+            if x.ndim == 2:
+                np.tanh(x, out=x)
+        return _pick(x, 0.0)
 
-    def _rows_net(self):
-        """The kernel layers for :meth:`greedy_rows`, the first bias folded into the weights.
+    def _rows_net(self) -> list[np.ndarray]:
+        """The kernel layers for :meth:`greedy_rows`, biases folded into the weights.
 
         A legal row's ``is_job`` feature (column 0) is 1, so ``rows @ w + b``
-        is ``rows @ w'`` with ``b`` added to ``w``'s row 0: one numpy call less
-        per layer-1 evaluation (the sums round differently in the last bits,
-        which the margin covers).
+        is ``rows @ w'`` with ``b`` added to ``w``'s row 0. Each hidden layer
+        gets one more output whose only weight (on that 1) is large, so its
+        ``tanh`` is exactly 1: the next layer's bias rides on it the same way.
+        A broadcast bias addition costs a numpy call that loops row by row;
+        the folded sums round differently in the last bits, which the
+        margin covers.
         """
         if self._rows is None:
+            head_w, head_b = self.head
+            if not self.layers:         # a linear scorer: the bias on column 0
+                w = head_w.copy()
+                w[0] += head_b[0]
+                self._rows = [w]
+                return self._rows
             (w1, b1), *rest = self.layers
-            folded = w1.copy()
-            folded[0] += b1
-            self._rows = (folded, rest, self.head)
+            n_in, n_out = w1.shape
+            w = np.zeros((n_in, n_out + 1), dtype=np.float32)
+            w[:, :n_out] = w1
+            w[0, :n_out] += b1           # column 0 of a legal row is 1
+            w[0, n_out] = _SATURATE
+            ws = [w]
+            for wl, bl in rest:          # input: the previous layer and its 1 (last column)
+                n_in, n_out = wl.shape
+                w = np.zeros((n_in + 1, n_out + 1), dtype=np.float32)
+                w[:n_in, :n_out] = wl
+                w[n_in, :n_out] = bl
+                w[n_in, n_out] = _SATURATE
+                ws.append(w)
+            ws.append(np.append(head_w, head_b).astype(np.float32))   # the 1 meets the bias
+            self._rows = ws
         return self._rows
 
 

@@ -401,10 +401,14 @@ class KernelEncoder(Encoder):
         return rows
 
     def _slot_wait(self, q, slots: np.ndarray, now: float) -> None:
-        """The wait column of queue ``slots`` at ``now``, as _head_rows computes it."""
+        """The wait column of queue ``slots`` at ``now``, as _head_rows computes it.
+
+        Without its clamp at 0: a queued job's submit time is stamped on
+        arrival (:meth:`cosim.actors.scheduler.Scheduler.submit`), so its wait
+        is never negative and the clamp changes nothing.
+        """
         wait = q.submit.take(slots)
         np.subtract(now, wait, out=wait)
-        np.maximum(wait, 0.0, out=wait)
         np.log1p(wait, out=wait)
         wait *= 1.0 / self._log_max_time
         np.minimum(wait, 1.0, out=wait)
