@@ -159,8 +159,13 @@ class NumpyActor:
                 # One legal action is the argmax whatever the logits (none: torch raises).
                 return int(rows[0]) if len(rows) else None
         if self.kind == "kernel":
-            # Each action row is scored alone: only the legal ones are computed.
-            z = self.logits(obs if rows is None else np.asarray(obs)[rows])
+            # Each action row is scored alone: only the legal ones are computed,
+            # with the folded biases where their first feature is 1 (job rows).
+            sub = np.asarray(obs if rows is None else np.asarray(obs)[rows])
+            if sub.ndim == 2 and (sub[:, 0] == 1.0).all():
+                k = self.greedy_rows(sub)
+                return k if k is None or rows is None else int(rows[k])
+            z = self.logits(sub)
         else:
             z = self.logits(obs)
             if rows is not None:

@@ -87,6 +87,8 @@ class AgentPolicy:
         self.window: list[Job | None] = [None] * amap.window
         self.kill_jobs: list[Job | None] = [None] * amap.kill_slots
         self.mask = np.zeros(amap.n, dtype=np.int8)
+        self._n = amap.n          # ActionMap's sizes are properties: read once
+        self._m = amap.window
         self.request: simpy.Event | None = None
         self.action = -1
         self.last_kind = ""
@@ -150,7 +152,7 @@ class AgentPolicy:
 
     def validate(self, action: int) -> int:
         """``action`` if legal, else Wait where the model has it, else the first legal action."""
-        if 0 <= action < self.amap.n and self.mask[action]:
+        if 0 <= action < self._n and self.mask[action]:
             return action
         if self.amap.has_wait and self.mask[self.amap.wait]:
             return self.amap.wait

@@ -53,10 +53,10 @@ class SelectActions(AgentPolicy):
             return False
         if self._choose is not None:
             # Acting in process with a shortcut: the window's list only if read.
-            k = self._head_slots(view, self.amap.window)
+            k = self._head_slots(view, self._m)
             head = view.queue.first()
         else:
-            jobs = self._fill_head(view, self.amap.window)
+            jobs = self._fill_head(view, self._m)
             k = len(jobs)
             head = jobs[0] if jobs else None
         # past the guard the oldest job alone is legal: a prefix of one
