@@ -17,6 +17,14 @@ returns None so that the caller asks torch (the reference path). The
 margin also covers the rounding of torch's ``logits - logsumexp`` shift,
 which can turn a tiny lead into a tie that ``argmax`` breaks by index.
 
+A ``select`` agent run in process (``rl:DIR``) goes one step further
+(issue 20): its legal actions are the first rows of a head window, so the
+encoder hands over those rows alone
+(:meth:`cosim.env.observations.KernelEncoder.legal_rows`, fixed job
+features kept per queue slot) and :meth:`NumpyActor.greedy_rows` scores them
+with the biases folded into the weights (:meth:`agents.rl_policy.RLPolicy.chooser`);
+near-ties still go to torch with the whole observation.
+
 Set ``AGENTS_ACTING=torch`` in the environment to act through torch only.
 
 Examples:

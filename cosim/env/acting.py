@@ -118,6 +118,12 @@ def acting_policy(config: EnvSpec | Mapping[str, Any], scenario: Scenario, workl
             ``base_policy`` heuristic, else ``sjf+easy``).
         hub: ``actions="kill"``: the run's prediction hub the agent reads.
 
+    For ``actions="select"``, when ``act`` is the bound ``act`` of an object
+    with a ``chooser(encoder)`` method (a trained agent,
+    :meth:`agents.rl_policy.RLPolicy.chooser`), the chooser it returns is
+    asked first and ``act`` only when it declines (same decisions, without
+    building most observations).
+
     Raises:
         ScenarioError: an option the action model or observation cannot take.
     """
