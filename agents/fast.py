@@ -17,6 +17,14 @@ returns None so that the caller asks torch (the reference path). The
 margin also covers the rounding of torch's ``logits - logsumexp`` shift,
 which can turn a tiny lead into a tie that ``argmax`` breaks by index.
 
+A ``select`` agent run in process (``rl:DIR``) goes one step further
+(issue 20): its legal actions are the first rows of a head window, so the
+encoder hands over those rows alone
+(:meth:`cosim.env.observations.KernelEncoder.legal_rows`, fixed job
+features kept per queue slot) and :meth:`NumpyActor.greedy_rows` scores them
+with the biases folded into the weights (:meth:`agents.rl_policy.RLPolicy.chooser`);
+near-ties still go to torch with the whole observation.
+
 Set ``AGENTS_ACTING=torch`` in the environment to act through torch only.
 
 Examples:
@@ -46,6 +54,9 @@ __all__ = ["NumpyActor", "MARGIN", "acting_backend"]
 #: replay numpy's logits stayed within 1.3e-6 of torch's by that measure;
 #: 1e-4 leaves a safety factor near 80 and sends 0.6 % of decisions to torch.
 MARGIN = 1e-4
+
+#: A pre-activation whose float32 ``tanh`` is exactly 1 (see ``NumpyActor._rows_net``).
+_SATURATE = 64.0
 
 #: leaky ReLU's slope (torch's default, which :class:`agents.networks.DrasPolicy` uses).
 _LEAK = 0.01
@@ -97,6 +108,7 @@ class NumpyActor:
         self.head = head
         self.conv = conv
         self._tanh = kind in ("mlp", "kernel")
+        self._rows = None   # greedy_rows' layers (see _rows_net)
 
     @classmethod
     def from_network(cls, spec: Mapping[str, Any], state: Mapping[str, Any]) -> NumpyActor | None:
@@ -155,21 +167,87 @@ class NumpyActor:
                 # One legal action is the argmax whatever the logits (none: torch raises).
                 return int(rows[0]) if len(rows) else None
         if self.kind == "kernel":
-            # Each action row is scored alone: only the legal ones are computed.
-            z = self.logits(obs if rows is None else np.asarray(obs)[rows])
+            # Each action row is scored alone: only the legal ones are computed,
+            # with the folded biases where their first feature is 1 (job rows).
+            sub = np.asarray(obs if rows is None else np.asarray(obs)[rows])
+            if sub.ndim == 2 and (sub[:, 0] == 1.0).all():
+                k = self.greedy_rows(sub)
+                return k if k is None or rows is None else int(rows[k])
+            z = self.logits(sub)
         else:
             z = self.logits(obs)
             if rows is not None:
                 z = z[rows]
-        k = int(z.argmax())
-        top = float(z[k])
-        if not math.isfinite(top):
-            return None
-        z[k] = -np.inf
-        second = float(z[z.argmax()])   # argmax: a C method, max() is a Python wrapper
-        if second == -np.inf or top - second > MARGIN * (1.0 + abs(top)):
-            return k if rows is None else int(rows[k])
+        k = _pick(z, 0.0)
+        return k if k is None or rows is None else int(rows[k])
+
+    def greedy_rows(self, rows: np.ndarray) -> int | None:
+        """:meth:`greedy` of a ``kernel`` network over legal rows alone (no mask).
+
+        ``rows`` are the observation's rows of legal job actions (float32,
+        ``is_job`` = 1; see :meth:`cosim.env.observations.KernelEncoder.legal_rows`);
+        the answer is an index into them, or None when too close to call.
+        """
+        if len(rows) == 1:
+            return 0    # the argmax whatever the logit
+        x = rows
+        for w in self._rows_net():
+            x = np.dot(x, w)            # np.dot: less overhead than the @ ufunc on small arrays
+            if x.ndim == 2:
+                np.tanh(x, out=x)
+        return _pick(x, 0.0)
+
+    def _rows_net(self) -> list[np.ndarray]:
+        """The kernel layers for :meth:`greedy_rows`, biases folded into the weights.
+
+        A legal row's ``is_job`` feature (column 0) is 1, so ``rows @ w + b``
+        is ``rows @ w'`` with ``b`` added to ``w``'s row 0. Each hidden layer
+        gets one more output whose only weight (on that 1) is large, so its
+        ``tanh`` is exactly 1: the next layer's bias rides on it the same way.
+        A broadcast bias addition costs a numpy call that loops row by row;
+        the folded sums round differently in the last bits, which the
+        margin covers.
+        """
+        if self._rows is None:
+            head_w, head_b = self.head
+            if not self.layers:         # a linear scorer: the bias on column 0
+                w = head_w.copy()
+                w[0] += head_b[0]
+                self._rows = [w]
+                return self._rows
+            (w1, b1), *rest = self.layers
+            n_in, n_out = w1.shape
+            w = np.zeros((n_in, n_out + 1), dtype=np.float32)
+            w[:, :n_out] = w1
+            w[0, :n_out] += b1           # column 0 of a legal row is 1
+            w[0, n_out] = _SATURATE
+            ws = [w]
+            for wl, bl in rest:          # input: the previous layer and its 1 (last column)
+                n_in, n_out = wl.shape
+                w = np.zeros((n_in + 1, n_out + 1), dtype=np.float32)
+                w[:n_in, :n_out] = wl
+                w[n_in, :n_out] = bl
+                w[n_in, n_out] = _SATURATE
+                ws.append(w)
+            ws.append(np.append(head_w, head_b).astype(np.float32))   # the 1 meets the bias
+            self._rows = ws
+        return self._rows
+
+
+def _pick(z: np.ndarray, offset: float) -> int | None:
+    """The index of the largest of ``z + offset`` if it leads the second by more than
+    the margin, else None (also for a non-finite best). ``z`` is overwritten."""
+    k = int(z.argmax())
+    top = float(z[k]) + offset
+    if not math.isfinite(top):
         return None
+    if len(z) == 1:
+        return k
+    z[k] = -np.inf
+    second = float(z[z.argmax()]) + offset   # argmax: a C method, max() is a Python wrapper
+    if second == -np.inf or top - second > MARGIN * (1.0 + abs(top)):
+        return k
+    return None
 
 
 def _leaky_relu(x: np.ndarray) -> np.ndarray:

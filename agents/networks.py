@@ -35,7 +35,7 @@ from torch import nn
 from cosim.errors import InputError
 
 __all__ = ["MLPPolicy", "KernelPolicy", "CNNPolicy", "DrasPolicy", "make_network",
-           "network_from_spec", "NETWORK_KINDS"]
+           "network_from_spec", "policy_logits", "NETWORK_KINDS"]
 
 NETWORK_KINDS = ("mlp", "kernel", "cnn", "dras")
 
@@ -186,6 +186,25 @@ class DrasPolicy(nn.Module):
         z = nn.functional.leaky_relu(self.conv(obs.unsqueeze(1))).flatten(1)
         z = self.body(z)
         return self.policy_head(z), self.value_head(z).squeeze(-1)
+
+
+def policy_logits(net: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    """``net(obs)[0]`` -- the same operations, the same values -- without the critic.
+
+    For acting: a greedy policy needs only the logits, and the critic is
+    about half of a kernel network's forward pass. Another module falls
+    back to the full forward pass.
+    """
+    if isinstance(net, KernelPolicy):
+        return net.score_head(net.scorer(obs)).squeeze(-1)
+    if isinstance(net, MLPPolicy):
+        return net.policy_head(net.actor(obs.reshape(obs.shape[0], -1)))
+    if isinstance(net, CNNPolicy):
+        return net.policy_head(net.features(obs))
+    if isinstance(net, DrasPolicy):
+        z = nn.functional.leaky_relu(net.conv(obs.unsqueeze(1))).flatten(1)
+        return net.policy_head(net.body(z))
+    return net(obs)[0]
 
 
 def _default_kind(shape: tuple[int, ...], n_actions: int) -> str:

@@ -186,7 +186,7 @@ def _train_selected(env_fn, algo, args, learner, net, budget_s, selection, out, 
     from agents.checkpoint import env_meta, save_checkpoint
     from agents.loop import run
     from agents.networks import make_network
-    from agents.rl_policy import RLPolicy
+    from agents.rl_policy import acting_policy_of
 
     if net is None:
         probe = env_fn()
@@ -200,8 +200,10 @@ def _train_selected(env_fn, algo, args, learner, net, budget_s, selection, out, 
     best: dict[str, Any] = {"score": math.inf, "update": 0}
 
     def consider(state_dict, update, step):
-        policy = RLPolicy(copy.deepcopy(net).eval(), meta)
-        policy.net.load_state_dict(state_dict)
+        # Scored by acting greedily: the numpy actor of these weights, as a run would act.
+        scored = copy.deepcopy(net).eval()
+        scored.load_state_dict(state_dict)
+        policy = acting_policy_of(scored, meta)
         value, text = selection.score(policy)
         if value < best["score"]:
             best.update(score=value, state={k: v.clone() for k, v in state_dict.items()},

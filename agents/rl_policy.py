@@ -18,6 +18,7 @@ Examples:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ import torch
 from agents.checkpoint import inference_threads, load_checkpoint
 from agents.distributions import MaskedCategorical
 from agents.fast import NumpyActor, acting_backend
-from agents.networks import network_from_spec
+from agents.networks import network_from_spec, policy_logits
 from cosim.env.acting import acting_config
 from cosim.errors import InputError
 
-__all__ = ["RLPolicy", "load_rl_policy"]
+__all__ = ["RLPolicy", "load_rl_policy", "acting_policy_of"]
 
 class RLPolicy:
     """A trained agent acting greedily: its most probable legal action, or for DQL its best Q.
@@ -101,7 +102,7 @@ class RLPolicy:
         """
         obs = np.asarray(obs, dtype=np.float32)
         self._check(obs, batched=False)
-        logits, _ = self.net(torch.as_tensor(obs)[None])
+        logits = policy_logits(self.net, torch.as_tensor(obs)[None])
         m = None if mask is None else torch.as_tensor(np.asarray(mask))[None]
         return MaskedCategorical(logits, m).probs[0].numpy()
 
@@ -110,7 +111,7 @@ class RLPolicy:
         """Greedy actions for a batch ``(B, ...)`` of observations and ``(B, n)`` masks."""
         obs = np.asarray(obs, dtype=np.float32)
         self._check(obs, batched=True)
-        logits, _ = self.net(torch.as_tensor(obs))
+        logits = policy_logits(self.net, torch.as_tensor(obs))    # no critic: half the cost
         m = None if masks is None else torch.as_tensor(np.asarray(masks))
         return MaskedCategorical(logits, m).mode().numpy()
 
@@ -126,6 +127,30 @@ class RLPolicy:
             self.fallbacks += 1
         return int(self.act_batch(np.asarray(obs)[None],
                                   None if mask is None else np.asarray(mask)[None])[0])
+
+    def chooser(self, encoder) -> Callable | None:
+        """A shortcut ``choose(view, agent)`` for acting in process, or None.
+
+        For a ``kernel`` network acting through numpy beside an encoder that
+        gives the legal rows alone (:meth:`cosim.env.observations.KernelEncoder.legal_rows`):
+        the greedy legal action computed without the rest of the
+        observation, or None when the legal actions are not a head window's
+        first rows or the best is too close to call (then :meth:`act`
+        answers, torch for near-ties). Used by :func:`cosim.env.acting.acting_policy`.
+        """
+        fast = self.fast
+        legal_rows = getattr(encoder, "legal_rows", None)
+        if fast is None or fast.kind != "kernel" or legal_rows is None:
+            return None
+        if tuple(encoder.space.shape[1:]) != self._shape[1:]:
+            return None     # act raises its shape error
+        greedy_rows = fast.greedy_rows
+
+        def choose(view, agent) -> int | None:
+            rows = legal_rows(view, agent)
+            return None if rows is None else greedy_rows(rows)
+
+        return choose
 
     @torch.no_grad()
     def value(self, obs: np.ndarray, mask: np.ndarray | None = None) -> float:
@@ -171,6 +196,21 @@ def load_rl_policy(path: str | Path, *, backend: str | None = None) -> RLPolicy:
     except RuntimeError as exc:
         raise InputError(str(meta.get("_path", path)), "weights that do not fit the network spec",
                          "a checkpoint written by agents.ppo / agents.a2c") from exc
+    return acting_policy_of(net, meta, backend=backend)
+
+
+def acting_policy_of(net: torch.nn.Module, meta: dict[str, Any], *,
+                     backend: str | None = None) -> RLPolicy:
+    """The greedy :class:`RLPolicy` of a network as its weights are now (numpy acting by default).
+
+    Every path that acts outside training builds its policy here, so that it
+    acts through :mod:`agents.fast` unless ``backend="torch"`` (or
+    ``AGENTS_ACTING=torch``) says otherwise. Later changes to ``net``'s
+    weights are not seen by the numpy actor: build a new policy.
+
+    Raises:
+        InputError: ``backend`` is neither ``numpy`` nor ``torch``.
+    """
     if backend is None:
         backend = acting_backend()
     if backend not in ("numpy", "torch"):

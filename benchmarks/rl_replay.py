@@ -8,7 +8,8 @@ same minute. Times run from the start of reading the trace to the end of the
 simulation, loading the checkpoint included; interpreter start-up and imports
 (torch's among them) are excluded, as in ``benchmarks/replay.py``. CPU time
 (this process) is printed beside wall time, since the machine may be shared.
-The schedules of the two backends are compared job by job.
+The schedules of the two backends are compared job by job. One more,
+untimed replay counts the agent's decisions, for decisions/s.
 
 Run from the repository root with ``PYTHONPATH=.``:
 
@@ -41,6 +42,25 @@ def one_run(scenario_path: str, trace: str, agent: str, backend: str) -> tuple[f
     return time.perf_counter() - t0, time.process_time() - c0, summary
 
 
+def count_decisions(scenario_path: str, trace: str, agent: str) -> int:
+    """The agent's decisions in one replay (an untimed run: each choice is counted)."""
+    from cosim.env.actions.base import AgentPolicy
+
+    seen = [0]
+    validate = AgentPolicy.validate
+
+    def counted(self, action):
+        seen[0] += 1
+        return validate(self, action)
+
+    AgentPolicy.validate = counted
+    try:
+        one_run(scenario_path, trace, agent, "numpy")
+    finally:
+        AgentPolicy.validate = validate
+    return seen[0]
+
+
 def yardstick(path: str, trace: str) -> float:
     """The yardstick's jobs/s (parse + simulation) on ``trace``, EASY backfilling."""
     return run_yardstick(path, trace)["jobs_per_s"]
@@ -71,9 +91,15 @@ def main() -> None:
             ratio = f"  {jobs / wall / ref:.3f}x the yardstick ({ref:,.0f} jobs/s)" if ref else ""
             print(f"round {r + 1} {b:5s}: {jobs / wall:7,.0f} jobs/s wall, {jobs / cpu:7,.0f} "
                   f"per CPU s{ratio}", flush=True)
+    decisions = count_decisions(args.scenario, args.trace, args.agent)
+    jobs = next(iter(summaries.values()))["jobs_finished"]
+    print(f"decisions: {decisions:,} per replay ({decisions / jobs:.2f} per job)")
     for b in backends:
         walls = [w for w, _ in rates[b]]
-        line = f"{b:5s}: median {statistics.median(walls):,.0f} jobs/s"
+        med = statistics.median(walls)
+        cpu = statistics.median(c for _, c in rates[b])
+        line = (f"{b:5s}: median {med:,.0f} jobs/s ({med * decisions / jobs:,.0f} decisions/s; "
+                f"{cpu:,.0f} jobs per CPU s)")
         if refs:
             pairs = sorted(w / y for (w, _), y in zip(rates[b], refs))
             line += f", {' '.join(f'{p:.3f}x' for p in pairs)} the yardstick run by run"

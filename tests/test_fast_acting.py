@@ -154,3 +154,50 @@ def test_the_shipped_agent_decides_alike_on_both_paths(monkeypatch):
         runs[backend] = {k: v for k, v in run.items()
                          if k not in ("wall_seconds", "jobs_per_second")}   # timings differ
     assert runs["numpy"] == runs["torch"]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "kernel", "dras", "cnn"])
+def test_policy_logits_are_the_forward_pass_s(kind):
+    # The critic-free logits that torch acting uses are forward's, bit for bit.
+    from agents.networks import policy_logits
+
+    spec = SPECS.get(kind, {"kind": "cnn", "obs_shape": [2, 10, 6], "n_actions": 7,
+                            "hidden": None})
+    torch.manual_seed(3)
+    net = network_from_spec(spec).eval()
+    obs = torch.rand(5, *spec["obs_shape"])
+    with torch.no_grad():
+        assert torch.equal(policy_logits(net, obs), net(obs)[0])
+
+
+@pytest.mark.parametrize("hidden", [None, [8], [16, 8, 4]])
+def test_greedy_rows_folds_biases_and_decides_as_torch(hidden):
+    # greedy_rows scores legal job rows (is_job = 1) with the biases folded into the
+    # weights; its answers are torch's argmax over those rows, for any depth.
+    spec = {**SPECS["kernel"], "hidden": hidden}
+    torch.manual_seed(5)
+    net = network_from_spec(spec).eval()
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if "bias" in name:
+                p.add_(0.5)       # biases that matter
+            if "score_head" in name:
+                p.mul_(300.0)
+    actor = NumpyActor.from_network(spec, net.state_dict())
+    rng = np.random.default_rng(2)
+    answered = 0
+    for n in (1, 2, 5, 16, 40):
+        for _ in range(40):
+            rows = rng.random((n, 18), dtype=np.float32)
+            rows[:, 0] = 1.0
+            got = actor.greedy_rows(rows)
+            with torch.no_grad():
+                ref = net(torch.as_tensor(rows)[None])[0][0].numpy()
+            if got is not None:
+                answered += 1
+                assert got == int(ref.argmax())
+                z = rows
+                for w in actor._rows_net():
+                    z = np.tanh(z @ w) if w.ndim == 2 else z @ w
+                np.testing.assert_allclose(z, ref, rtol=1e-5, atol=1e-4)
+    assert answered > 150     # most answered in numpy (near-ties go to torch)

@@ -57,7 +57,8 @@ from cosim.env.actions.backfill import BackfillEncoder
 from cosim.job import Job
 
 __all__ = ["ObservationConfig", "Encoder", "CompactEncoder", "KernelEncoder", "ImageEncoder",
-           "DrasEncoder", "KillEncoder", "OBSERVATIONS", "KERNEL_FEATURES", "make_encoder"]
+           "DrasEncoder", "KillEncoder", "OBSERVATIONS", "KERNEL_FEATURES",
+           "make_encoder"]
 
 _JOB_F = 6
 _GLOBAL_F = 7
@@ -106,6 +107,7 @@ class Encoder:
         self._mem_capacity = cfg.mem_capacity
         self._log_max_time = math.log1p(cfg.max_time)
         self._log_queue_norm = math.log1p(cfg.queue_norm)
+        self._counts = [min(1.0, math.log1p(n) / self._log_queue_norm) for n in range(1024)]
         self.space = spaces.Box(0.0, 1.0, shape=self.shape(), dtype=np.float32)
         self._obs = np.zeros(self.space.shape, dtype=np.float32)
 
@@ -130,19 +132,28 @@ class Encoder:
         v = math.log1p(seconds) / self._log_max_time
         return v if v < 1.0 else 1.0
 
+    def _count(self, n: int) -> float:
+        """A job count's feature, ``min(1, log1p(n) / log1p(queue_norm))``."""
+        counts = self._counts
+        if n < len(counts):
+            return counts[n]
+        return min(1.0, math.log1p(n) / self._log_queue_norm)
+
     def _globals(self, view: SchedulerView, agent: AgentPolicy) -> list[float]:
         cl = view.cluster
         q = view.queue
-        cap = self._capacity
         free_mem = (cl.free_mem / self._mem_capacity) if self._mem_capacity and cl.memory_pooled else 1.0
-        log_norm = self._log_queue_norm
-        backlog = max(0, q.count - self.amap.window)
+        count = q.count
+        backlog = count - self.amap.window
         reserved = agent.reserved
-        promise = self._t(reserved.promised - view.now) if reserved is not None else 0.0
-        return [cl.free / cap, min(1.0, max(0.0, free_mem)),
-                min(1.0, math.log1p(q.count) / log_norm),
-                min(1.0, math.log1p(len(view.ends())) / log_norm),
-                min(1.0, math.log1p(backlog) / log_norm),
+        promise = self._t(reserved.promised - view.env.now) if reserved is not None else 0.0
+        # Counts below 1024 from a table of the same expression (three per decision).
+        counts = self._counts
+        return [cl.free / self._capacity, min(1.0, max(0.0, free_mem)),
+                counts[count] if count < 1024 else self._count(count),
+                self._count(len(view.ends())),
+                (counts[backlog] if backlog < 1024 else self._count(backlog)) if backlog > 0
+                else 0.0,
                 1.0 if agent.level == 2 else 0.0, promise]
 
     def _run_features(self, job: Job | None, now: float) -> tuple:
@@ -238,6 +249,7 @@ class KernelEncoder(Encoder):
         self._base = base
         self._inv_log2_cap = 1.0 / math.log2(cfg.capacity + 1.0)
         self._cache: dict[Job, tuple] = {}
+        self._reset_slots()
 
     def shape(self) -> tuple[int, ...]:
         """``(n_actions, 18)``."""
@@ -246,6 +258,15 @@ class KernelEncoder(Encoder):
     def reset(self) -> None:
         """Forget cached job features."""
         self._cache = {}
+        self._reset_slots()
+
+    def _reset_slots(self) -> None:
+        # legal_rows' rows by queue slot: the queue's jobs list they belong to, slots done.
+        self._slot_rows = np.zeros((0, KERNEL_FEATURES), dtype=np.float32)
+        self._slot_jobs = None
+        self._slot_filled = 0
+        self._wait_now = -math.inf   # the wait column holds slots [.., _wait_upto] at _wait_now
+        self._wait_upto = -1
 
     def encode(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray:
         """The per-action rows now."""
@@ -336,6 +357,108 @@ class KernelEncoder(Encoder):
         rows[:, 3] = 1.0
         rows[:, 4] = mask[:k]
         rows[:, 5:11] = x.T
+
+    def legal_rows(self, view: SchedulerView, agent: AgentPolicy) -> np.ndarray | None:
+        """The observation's rows of the legal actions, when they are a head window's first rows.
+
+        For a ``select`` agent (its legal actions are the first ``k =
+        agent.legal`` rows of a head window) this is ``encode(view,
+        agent)[:k]`` -- the same float32 values -- without building the other
+        rows: what a row network acting in process scores (``rl:DIR``). The
+        features fixed while a job waits (size, log2 size, memory, estimate)
+        are computed once per queue slot and kept until the queue renumbers
+        its slots (a new ``jobs`` list) or estimates may have changed
+        (:attr:`~cosim.decisions.SchedulerView.surprise`); the wait, the
+        oldest-job flag and ``G`` at each call. None for any other window.
+        """
+        slots = agent.slots
+        k = agent.legal
+        if slots is None or agent.level != 1 or k < 1 or k > len(slots):
+            return None
+        q = view.queue
+        if q.jobs is not self._slot_jobs:
+            self._slot_jobs = q.jobs
+            self._slot_filled = q.lo
+            self._wait_upto = -1
+        elif view.surprise:
+            self._slot_filled = q.lo
+        if q.hi > self._slot_filled:
+            self._slot_features(q, self._slot_filled, q.hi)
+        sl = slots[:k] if isinstance(slots, np.ndarray) else np.array(slots[:k], dtype=np.intp)
+        # The wait column, kept per slot for the time it was computed at: the
+        # window is a prefix of the queue, so at the same time (a decision
+        # after a start) only slots past the last one computed are new.
+        now = float(view.env.now)
+        if now != self._wait_now:
+            self._wait_now = now
+            self._wait_upto = -1
+        if sl[-1] > self._wait_upto:
+            new = sl if self._wait_upto < 0 else sl[sl > self._wait_upto]
+            self._slot_wait(q, new, now)
+            self._wait_upto = int(sl[-1])
+        rows = self._slot_rows.take(sl, axis=0)
+        rows[0, 10] = 1.0       # a head window starts with the queue's oldest job
+        rows[:, 11:] = self._globals(view, agent)
+        return rows
+
+    def _slot_wait(self, q, slots: np.ndarray, now: float) -> None:
+        """The wait column of queue ``slots`` at ``now``, as _head_rows computes it.
+
+        Without its clamp at 0: a queued job's submit time is stamped on
+        arrival (:meth:`cosim.actors.scheduler.Scheduler.submit`), so its wait
+        is never negative and the clamp changes nothing.
+        """
+        wait = q.submit.take(slots)
+        np.subtract(now, wait, out=wait)
+        np.log1p(wait, out=wait)
+        wait *= 1.0 / self._log_max_time
+        np.minimum(wait, 1.0, out=wait)
+        self._slot_rows[slots, 9] = wait
+
+    def _slot_features(self, q, lo: int, hi: int) -> None:
+        """Rows of queue slots ``[lo, hi)`` as legal job rows, but for the wait, oldest and G
+        (dead slots too, harmlessly: they are never asked for)."""
+        have = len(self._slot_rows)
+        if have < hi:
+            grown = np.zeros((max(hi, 2 * have, 1024), KERNEL_FEATURES), dtype=np.float32)
+            grown[:have] = self._slot_rows
+            grown[have:, 0] = grown[have:, 3] = grown[have:, 4] = 1.0   # is_job, present, legal
+            self._slot_rows = grown
+        if hi - lo <= 4:
+            # Usually one arrival: plain floats cost less than numpy calls (the
+            # same values as encode's per-job path).
+            rows = self._slot_rows
+            cap, mcap = self._capacity, self._mem_capacity
+            inv_t, inv_l2 = 1.0 / self._log_max_time, self._inv_log2_cap
+            for s in range(lo, hi):
+                p = float(q.procs[s])
+                est = float(q.estimate[s])
+                e = math.log1p(est) * inv_t if est > 0 else 0.0
+                rows[s, 5:9] = (min(1.0, p / cap), min(1.0, math.log2(p + 1.0) * inv_l2),
+                                min(1.0, float(q.mem[s]) / mcap) if mcap else 0.0,
+                                e if e < 1.0 else 1.0)
+            self._slot_filled = hi
+            return
+        # The same operations as _head_rows, column by column.
+        procs = q.procs[lo:hi]
+        x = np.empty((4, hi - lo))
+        np.divide(procs, self._capacity, out=x[0])
+        np.log2(procs + 1.0, out=x[1])
+        x[1] *= self._inv_log2_cap
+        if self._mem_capacity:
+            np.divide(q.mem[lo:hi], self._mem_capacity, out=x[2])
+        else:
+            x[2] = 0.0
+        t = x[3]
+        np.maximum(q.estimate[lo:hi], 0.0, out=t)
+        np.log1p(t, out=t)
+        t *= 1.0 / self._log_max_time
+        np.minimum(x, 1.0, out=x)
+        rows = self._slot_rows[lo:hi]
+        rows[:, 5:9] = x.T
+        rows[:, 10] = 0.0
+        self._slot_filled = hi
+
 
 class ImageEncoder(Encoder):
     """``image``: DeepRM's resource image (see the module docstring)."""

@@ -87,6 +87,8 @@ class AgentPolicy:
         self.window: list[Job | None] = [None] * amap.window
         self.kill_jobs: list[Job | None] = [None] * amap.kill_slots
         self.mask = np.zeros(amap.n, dtype=np.int8)
+        self._n = amap.n          # ActionMap's sizes are properties: read once
+        self._m = amap.window
         self.request: simpy.Event | None = None
         self.action = -1
         self.last_kind = ""
@@ -95,17 +97,26 @@ class AgentPolicy:
         self.slots = None      # queue slots of the window's jobs, when the model keeps them
         self.backfill = "none"
         self._easy_state: tuple | None = None   # shadow, extra units and memory of the reservation
+        self.legal = 0         # the legal prefix's length, where the mask is one
         self._act: Callable | None = None
         self._observe: Callable | None = None
+        self._choose: Callable | None = None
+        self._window_stale = False   # see _head_slots
 
     def acting(self, observe: Callable, act: Callable[[np.ndarray, np.ndarray], int], *,
-               name: str = "agent") -> AgentPolicy:
+               name: str = "agent", choose: Callable | None = None) -> AgentPolicy:
         """Answer in process: ``act(observe(view, self), mask)`` picks each action.
 
         A trained agent run this way (``rl:DIR`` in ``python -m cosim run``)
         makes exactly the choices it would make in the environment.
+
+        ``choose(view, self)``, when given, is asked first: a shortcut that
+        answers without the observation (a trained network fused with the
+        encoder, :meth:`cosim.env.observations.KernelEncoder.head_projection`)
+        and must return ``act``'s answer or None (then ``act`` is asked).
         """
         self._observe, self._act, self.name = observe, act, name
+        self._choose = choose
         return self
 
     # -- the scheduler's side ------------------------------------------------------
@@ -120,7 +131,12 @@ class AgentPolicy:
                 yield request            # answered by :meth:`answer`; nothing to apply
                 action = self.action
             else:
-                action = self.validate(int(self._act(self._observe(view, self), self.mask)))
+                choose = self._choose
+                action = None if choose is None else choose(view, self)
+                if action is None:
+                    self._window_now(view)
+                    action = self._act(self._observe(view, self), self.mask)
+                action = self.validate(int(action))
                 self.last_kind = self.kind_of(action)
             stop = yield from self.perform(action, view)
             if stop:
@@ -136,7 +152,7 @@ class AgentPolicy:
 
     def validate(self, action: int) -> int:
         """``action`` if legal, else Wait where the model has it, else the first legal action."""
-        if 0 <= action < self.amap.n and self.mask[action]:
+        if 0 <= action < self._n and self.mask[action]:
             return action
         if self.amap.has_wait and self.mask[self.amap.wait]:
             return self.amap.wait
@@ -186,7 +202,40 @@ class AgentPolicy:
             jobs = [qjobs[s] for s in slots.tolist()]
         k = len(jobs)
         self.window[:] = jobs + [None] * (len(self.window) - k)
+        self._window_stale = False
         return jobs
+
+    def _head_slots(self, view: SchedulerView, n: int) -> int:
+        """:meth:`_fill_head` for acting in process with a ``choose`` shortcut: how many.
+
+        On a long queue only :attr:`slots` is recorded and the window's list
+        is filled when something reads it (:meth:`_window_now`, before an
+        observation is built): the shortcut and :meth:`_job_at` need only
+        the slots, and a list of up to ``n`` jobs per decision is a cost.
+        """
+        q = view.queue
+        if q.small():
+            return len(self._fill_head(view, n))
+        # q.slots()[:n] without np.flatnonzero's Python wrapper, the offset on n slots only
+        slots = q.alive[q.lo:q.hi].nonzero()[0][:n]
+        slots += q.lo
+        self.slots = slots
+        self._window_stale = True
+        return len(slots)
+
+    def _window_now(self, view: SchedulerView) -> None:
+        """Fill the window's list from :attr:`slots` if :meth:`_head_slots` left it stale."""
+        if self._window_stale:
+            self._window_stale = False
+            qjobs = view.queue.jobs
+            jobs = [qjobs[s] for s in self.slots.tolist()]
+            self.window[:] = jobs + [None] * (len(self.window) - len(jobs))
+
+    def _job_at(self, action: int, view: SchedulerView) -> Job:
+        """The window's job at ``action`` (also while the window's list is stale)."""
+        if self._window_stale:
+            return view.queue.jobs[int(self.slots[action])]
+        return self.window[action]
 
     def _legal_prefix(self, k: int) -> None:
         """Mark the first ``k`` actions legal and every other one illegal (two
@@ -194,6 +243,7 @@ class AgentPolicy:
         mask = self.mask
         mask[:k] = 1
         mask[k:] = 0
+        self.legal = k
 
     def _keep_reservation(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the reserved job if it fits now; else renew its promise and backfill around it.

@@ -51,14 +51,23 @@ class SelectActions(AgentPolicy):
         """The first N queued jobs, every one legal (the oldest alone past the guard)."""
         if self.reserved is not None and (self.reserve_mode == "sticky" or self._chosen):
             return False
-        jobs = self._fill_head(view, self.amap.window)
+        if self._choose is not None:
+            # Acting in process with a shortcut: the window's list only if read.
+            k = self._head_slots(view, self._m)
+            head = view.queue.first()
+        else:
+            jobs = self._fill_head(view, self._m)
+            k = len(jobs)
+            head = jobs[0] if jobs else None
         # past the guard the oldest job alone is legal: a prefix of one
-        self._legal_prefix(1 if jobs and self._guarded(view, jobs[0]) else len(jobs))
-        return bool(jobs)
+        legal = 1 if k and self._guarded(view, head) else k
+        if legal != self.legal:     # only _legal_prefix writes this model's mask
+            self._legal_prefix(legal)
+        return k > 0
 
     def perform(self, action: int, view: SchedulerView) -> Iterator[Decision]:
         """Start the chosen job (and ask again), or reserve it and backfill (and stop)."""
-        job = self.window[action]
+        job = self._job_at(action, view)
         old = self.reserved
         if view.cluster.fits_now(job.procs, job.mem):
             if old is not None and old is not job and old.state == JobState.QUEUED:
