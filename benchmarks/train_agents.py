@@ -34,6 +34,21 @@ and per-window bsld, max wait) and writes ``OUT/results.json``.
 The time budget is wall time on this machine (2 cores) for all configurations
 of one estimate model; torch uses one thread and each configuration steps two
 environments in two processes (``ShardedVectorEnv``).
+
+``--recipe shipped`` (issue 22) trains the shipped agents instead: the base
+is the best classic heuristic with EASY on validation windows of the training
+*distribution* (:func:`shipped_validation`: typeless Lublin windows and
+mixture draws, seeds 3001/3003); an ``inspect`` agent over it (or, with
+``--actions select``, a ``select`` agent cloned from it) learns from the
+paired ``log`` signal against the base's schedule of the same episode, with
+the imitation weight annealed to zero, contention filtering and (exact
+estimates) the workload mixture :data:`SHIPPED_MIXTURE`; the snapshot kept is
+the best on validation, the clone included. The test is
+``benchmarks/other_lublin.py`` (a Lublin trace of other parameters)::
+
+    python benchmarks/train_agents.py --recipe shipped --estimates exact --minutes 20 --out runs/ship-exact
+    python benchmarks/train_agents.py --recipe shipped --actions select --estimates tsafrir \
+        --no-mixture --minutes 15 --out runs/sel-tsafrir
 """
 
 from __future__ import annotations
@@ -279,7 +294,8 @@ def shipped_validation(estimates: str, n: int = 8, size: int = 1024) -> list:
 
 def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: int, log,
                   *, mixture: bool = True, bc_steps: int = 4096, episode_jobs: int = 256,
-                  update_every: int = 6, ent_coef: float = 0.01) -> dict:
+                  update_every: int = 6, ent_coef: float = 0.01, actions: str = "inspect"
+                  ) -> dict:
     """Issue 22's recipe: an ``inspect`` agent over ``base`` (accept or delay each start).
 
     Behaviour cloning of ``base`` (accept every proposal: the base's schedule),
@@ -290,6 +306,12 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
     is scored on :func:`shipped_validation` (mean per-window ratio to ``base``);
     the best snapshot is kept, the clone (= ``base``) included, so validation
     never says it is worse than its base. Returns the figures for the card.
+
+    ``actions="select"`` trains the thesis's ``select`` model instead (kernel
+    observation of 128 queued jobs, EASY around the chosen job, backfilling in
+    ``base``'s order), cloned from ``base`` with 20,000 decisions and the
+    imitation weight annealed over the first half; its clone is not exactly
+    ``base``, so validation can rate it worse.
     """
     import functools
     import resource
@@ -306,6 +328,12 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
                   "reward": "slowdown", "episode_jobs": episode_jobs,
                   "episode_end": "completed", "smdp_gamma": None, "teacher": base,
                   "guard_wait": None, "paired": paired}
+    mimic_decay = 0.25
+    if actions == "select":
+        del env_config["base_policy"]
+        env_config.update(actions="select", observation="kernel", window=128,
+                          backfill_order=base.split("+")[0])
+        bc_steps, mimic_decay = max(bc_steps, 20_000), 0.5
     if mixture:
         env_config.update(episode_source="mixture", mixture=dict(SHIPPED_MIXTURE))
     pin_scales(env_config).close()
@@ -322,7 +350,7 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
         return r, f"validation ratio to {base} {r:.4f} (mean bsld {agent.mean():.2f})"
 
     args = ppo.Args(seed=seed, num_envs=2, async_envs=True, num_steps=256, lr=3e-4,
-                    ent_coef=ent_coef, mimic_coef=0.5, mimic_decay=0.25, gamma=1.0,
+                    ent_coef=ent_coef, mimic_coef=0.5, mimic_decay=mimic_decay, gamma=1.0,
                     gae_lambda=1.0, checkpoint_every_s=1e9, time_budget_s=None)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
@@ -331,7 +359,7 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
                         warm_start=recipe.WarmStartSpec(bc_steps, epochs=6, batch_size=256),
                         selection=recipe.Selection(score, every_s=None,
                                                    every_updates=update_every),
-                        out=out, env_config=env_config, say=log, name=f"inspect-{estimates}",
+                        out=out, env_config=env_config, say=log, name=f"{actions}-{estimates}",
                         teacher=base,
                         extra_meta={"validation": "mean per-window ratio to the base on "
                                     f"shipped_validation({estimates!r}) (seeds "
@@ -340,7 +368,7 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
     cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in zip(cpu0, cpu1))
     policy = load_rl_policy(out)
     agent_val = np.array([policy.play(eval_env, w)["mean_bsld"] for w in val])
-    return {"estimates": estimates, "base": base, "env": env_config, "args": args.to_dict(),
+    return {"estimates": estimates, "base": base, "actions": actions, "env": env_config, "args": args.to_dict(),
             "kept_update": kept.update, "kept_step": kept.step, "validation_score": kept.score,
             "validation_agent": agent_val.tolist(), "validation_base": base_val.tolist(),
             "wall_s": time.monotonic() - t0, "cpu_s": cpu, "bc_steps": bc_steps}
@@ -361,6 +389,7 @@ def shipped_main(argv=None) -> None:
                     help="extra base candidates (e.g. learned:DIR) beside the classic heuristics")
     ap.add_argument("--no-mixture", action="store_true", help="train on the scenario's trace")
     ap.add_argument("--ent-coef", type=float, default=0.01)
+    ap.add_argument("--actions", default="inspect", choices=["inspect", "select"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", required=True)
     ns = ap.parse_args(argv)
@@ -380,7 +409,8 @@ def shipped_main(argv=None) -> None:
     log(f"[{ns.estimates}] base chosen on validation ({len(val)} windows): {base}; "
         + ", ".join(f"{c} {v.mean():.2f}" for c, v in val_bsld.items()))
     figures = train_shipped(ns.estimates, base, ns.minutes, out / "agent", ns.seed, log,
-                            mixture=not ns.no_mixture, ent_coef=ns.ent_coef)
+                            mixture=not ns.no_mixture, ent_coef=ns.ent_coef,
+                            actions=ns.actions)
     figures["base_candidates"] = {c: v.tolist() for c, v in val_bsld.items()}
     (out / "shipped.json").write_text(json.dumps(figures, indent=1, default=str) + "\n")
     log(f"[{ns.estimates}] kept update {figures['kept_update']} (validation ratio "
