@@ -154,7 +154,8 @@ def evaluate(estimates: str, agents: list[str], ns, say) -> dict:
         c = rows[best]
         verdict = c["mean_ratio"] <= 1.0 and c["median_ratio"] <= 1.0
         say(f"  target (ratio <= 1.0 and median <= 1.0 vs {best}): "
-            f"{'met' if verdict else 'missed'}")
+            f"{'met' if verdict else 'missed'} (ratio {c['mean_ratio']:.4f}, "
+            f"median {c['median_ratio']:.4f})")
         result["agents"][path] = {"test": a.tolist(), "comparisons": rows, "target_met": verdict}
     return result
 
