@@ -29,7 +29,7 @@ modal user-estimate model of Tsafrir, Etsion and Feitelson 2005, applied to
 each whole trace with the trace's seed + 1)::
 
     python benchmarks/other_lublin.py --agent agents/pretrained/lublin256
-    python benchmarks/other_lublin.py --agent exact=agents/pretrained/lublin256-new \\
+    python benchmarks/other_lublin.py --agent exact=agents/pretrained/lublin256 \\
         --agent tsafrir=agents/pretrained/lublin256-tsafrir --json out/other.json
     python benchmarks/other_lublin.py --agent DIR --kind interactive --load 0.8
 

@@ -14,7 +14,7 @@ untimed replay counts the agent's decisions, for decisions/s.
 Run from the repository root with ``PYTHONPATH=.``:
 
     python benchmarks/rl_replay.py ../shared/traces/lublin_256.swf \\
-        --agent agents/pretrained/lublin256 --yardstick ../shared/tools/ref_easy.py --repeat 3
+        --agent agents/pretrained/lublin256-select --yardstick ../shared/tools/ref_easy.py --repeat 3
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def yardstick(path: str, trace: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
-    ap.add_argument("--agent", default="agents/pretrained/lublin256")
+    ap.add_argument("--agent", default="agents/pretrained/lublin256-select")
     ap.add_argument("--scenario", default="scenarios/swf.yaml")
     ap.add_argument("--yardstick", default=None, help="path of ref_easy.py to run beside")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (yardstick, numpy, torch)")

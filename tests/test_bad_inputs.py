@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PRETRAINED = ROOT / "agents" / "pretrained" / "lublin256"
+PRETRAINED = ROOT / "agents" / "pretrained" / "lublin256-select"   # a select checkpoint
 NOT_UTF8 = b"name: x\nworkload:\n  kind: lublin\n  jobs: 10\n# caf\xe9 \xff\xfe\n"
 GOOD = "name: tiny\nseed: 1\ncluster: {nodes: 16}\nworkload: {kind: lublin, jobs: 20}\n"
 SWF_HEADER = "; MaxProcs: 16\n"

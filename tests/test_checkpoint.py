@@ -224,7 +224,7 @@ def test_resume_mid_episode_in_the_scheduling_env(tmp_path):
 def test_loading_a_policy_to_act_uses_one_torch_thread(monkeypatch):
     from agents.rl_policy import load_rl_policy
 
-    shipped = Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "lublin256"
+    shipped = Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "lublin256-select"
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     before = torch.get_num_threads()
     try:

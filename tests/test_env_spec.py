@@ -26,7 +26,7 @@ from cosim.workloads.lublin import lublin
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "lublin256.yaml"
-PRETRAINED = ROOT / "agents" / "pretrained" / "lublin256"
+PRETRAINED = ROOT / "agents" / "pretrained" / "lublin256-select"
 
 torch.set_num_threads(1)
 

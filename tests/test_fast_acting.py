@@ -23,7 +23,7 @@ from cosim.errors import InputError
 from cosim.workloads.lublin import lublin
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENT = ROOT / "agents" / "pretrained" / "lublin256"
+AGENT = ROOT / "agents" / "pretrained" / "lublin256-select"
 
 torch.set_num_threads(1)
 

@@ -18,7 +18,7 @@ from agents.rl_policy import load_rl_policy
 from cosim.env import SchedulingEnv
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENT = ROOT / "agents" / "pretrained" / "lublin256"
+AGENT = ROOT / "agents" / "pretrained" / "lublin256-select"
 
 
 def _env(**kw) -> SchedulingEnv:

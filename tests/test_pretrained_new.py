@@ -1,6 +1,6 @@
-"""Issue 22's shipped agents (agents/pretrained/lublin256-new, lublin256-tsafrir).
+"""Issue 22's shipped agents (agents/pretrained/lublin256, lublin256-tsafrir).
 
-From ``benchmarks/train_agents.py --recipe shipped``: lublin256-new is an
+From ``benchmarks/train_agents.py --recipe shipped``: lublin256 is an
 ``inspect`` agent over SAF+EASY, lublin256-tsafrir a ``select`` agent cloned
 from F1+EASY. Each loads, runs as ``rl:DIR`` in a scenario run with the
 estimate model it was trained for, gives the same schedule there as its
@@ -23,7 +23,7 @@ from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import lublin
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS = {"lublin256-new": "exact", "lublin256-tsafrir": "tsafrir"}
+AGENTS = {"lublin256": "exact", "lublin256-tsafrir": "tsafrir"}
 
 torch.set_num_threads(1)
 
@@ -73,6 +73,6 @@ def test_other_lublin_refuses_a_missing_checkpoint_in_one_line(tmp_path, capsys)
                   f"{tmp_path / 'nothing'}"
     with pytest.raises(SystemExit) as exc:
         other_lublin.main(["--estimates", "exact", "--agent",
-                           f"tsafrir={ROOT / 'agents/pretrained/lublin256-new'}"])
+                           f"tsafrir={ROOT / 'agents/pretrained/lublin256'}"])
     assert exc.value.code == 2
     assert "estimate model 'tsafrir' is not one of --estimates (exact)" in capsys.readouterr().err
