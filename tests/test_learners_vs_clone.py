@@ -116,3 +116,42 @@ def test_an_agent_tested_against_itself_differs_nowhere(tmp_path):
     assert other["decisions"] >= other["choices"] >= other["differ_choices"]
     assert other["differ"] == other["differ_choices"]   # one legal action: no disagreement
     assert other["clone_bsld"] == same["clone_bsld"]
+
+
+def test_relative_differences_are_per_seed_ratios_of_means():
+    import repro
+
+    assert repro.relative_differences([[1.0, 3.0], [3.0, 3.0]], [[2.0, 2.0], [2.0, 4.0]]) == [0.0, 0.0]
+    assert repro.relative_differences([[3.0]], [[4.0]]) == [-0.25]
+    with pytest.raises(ValueError, match="2 and 1 windows"):
+        repro.relative_differences([[1.0, 2.0]], [[1.0]])
+    assert repro.fmt_pct_ci([-0.25]) == "-25.0 %"
+    assert repro.fmt_pct_ci([0.1, 0.1]) == "+10.0 % [+10.0 %, +10.0 %]"
+
+
+def test_the_clone_keeper_saves_the_first_policy_scored(tmp_path):
+    import repro
+    import torch
+
+    from agents.checkpoint import env_meta
+    from agents.networks import make_network
+    from agents.rl_policy import RLPolicy, load_rl_policy
+    from cosim.compose import make_env, pin_scales
+
+    config = lvc.env_config("saf+easy", window=8, episode_jobs=24)
+    pin_scales(config).close()
+    env = make_env(config, episode_jobs=24)
+    policies = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        net = make_network(env.observation_space, env.action_space)
+        policies.append(RLPolicy(net, {"algo": "ppo", "network": net.spec,
+                                       "env": env_meta(config)}))
+    scores = iter([(3.0, "three"), (2.0, "two")])
+    keeper = repro.CloneKeeper(lambda policy: next(scores))
+    assert keeper(policies[0]) == (3.0, "clone: three")
+    assert keeper(policies[1]) == (2.0, "two")
+    saved = load_rl_policy(keeper.save(tmp_path / "clone"))
+    assert saved.update == 0 and saved.meta["validation_score"] == 3.0
+    for key, value in policies[0].net.state_dict().items():
+        assert torch.equal(saved.net.state_dict()[key], value)
