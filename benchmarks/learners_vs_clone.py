@@ -261,6 +261,16 @@ def write_section(text: str, table: Path = TABLE) -> None:
     os.replace(tmp, table)
 
 
+def _clone_note(results: dict) -> str:
+    """How the clones compare with the teacher, and whether the learners share them."""
+    clones = [tuple(v["clone_mean"]) for v in results["learners"].values()]
+    teacher = results["teacher_test_bsld"]
+    mean = float(np.mean(clones[0]))
+    shared = ("(the same for every learner of a seed: same seed, same demonstrations)"
+              if len(set(clones)) == 1 else "(one per learner and seed)")
+    return f"{mean:.2f} on average, {100 * (mean / teacher - 1):+.1f} % against it {shared}"
+
+
 def section(results: dict, command: str) -> str:
     """The Markdown section of docs/reproductions.md."""
     r = results
@@ -278,7 +288,8 @@ def section(results: dict, command: str) -> str:
         f"validation windows (generator seed {SPLIT_SEEDS[1]}); test read once: "
         f"{r['test_windows']} windows of {r['window_jobs']} jobs (seed {SPLIT_SEEDS[2]}); "
         f"{r['seeds']} seeds. Negative: the agent has the lower mean bsld. Teacher "
-        f"{r['teacher']} on the test windows: {r['teacher_test_bsld']:.2f}.",
+        f"{r['teacher']} on the test windows: {r['teacher_test_bsld']:.2f}; the clones "
+        f"{_clone_note(r)}. A learner beats its clone when the interval lies below zero.",
         "",
         "| " + " | ".join(HEAD) + " |",
         "|" + "---|" * len(HEAD),
@@ -323,7 +334,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mimic-decay", type=float, default=0.5)
     ap.add_argument("--out", default="runs/learners_vs_clone")
     ap.add_argument("--no-table", action="store_true")
+    ap.add_argument("--table-from", default=None, metavar="RESULTS",
+                    help="only rewrite the docs section from a results.json of an earlier run")
     ns = ap.parse_args(argv)
+    if ns.table_from is not None:
+        try:
+            results = json.loads(Path(ns.table_from).read_text(encoding="utf-8"))
+            text = section(results, results["command"])
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"learners_vs_clone: {ns.table_from}: {exc}; expected a results.json "
+                  "written by this script", file=sys.stderr)
+            return 2
+        write_section(text)
+        print(f"section written to {TABLE.relative_to(ROOT)}")
+        return 0
     if ns.seeds < 1 or ns.test_windows < 1 or ns.validation_windows < 1:
         print("learners_vs_clone: --seeds, --test-windows and --validation-windows must be "
               "at least 1", file=sys.stderr)
@@ -379,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                "teacher_test_windows": [float(x) for x in teacher_test],
                "window": ns.window, "seeds": ns.seeds, "parallel": ns.parallel,
                "validation_windows": len(val), "test_windows": len(test),
-               "minutes": minutes, "split": split.note, **knobs, "learners": {}}
+               "minutes": minutes, "split": split.note, **knobs, "learners": {},
+               "command": _command(sys.argv[1:] if argv is None else argv)}
     for algo in ns.learners:
         runs = [by[algo, s] for s in range(1, ns.seeds + 1)]
         a = np.array([r["agent_bsld"] for r in runs])
@@ -411,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
           f"of {ns.window_jobs} jobs; {ns.seeds} seeds; {minutes:.1f} min")
     print(f"wrote {out / 'results.json'}")
     if not ns.no_table:
-        write_section(section(results, _command(sys.argv[1:] if argv is None else argv)))
+        write_section(section(results, results["command"]))
         print(f"section written to {TABLE.relative_to(ROOT)}")
     return 0
 

@@ -155,3 +155,13 @@ def test_the_clone_keeper_saves_the_first_policy_scored(tmp_path):
     assert saved.update == 0 and saved.meta["validation_score"] == 3.0
     for key, value in policies[0].net.state_dict().items():
         assert torch.equal(saved.net.state_dict()[key], value)
+
+
+def test_a_results_file_that_is_not_ours_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "results.json"
+    bad.write_text('{"teacher": "saf+easy"}')
+    before = (ROOT / "docs" / "reproductions.md").read_text()
+    assert lvc.main(["--table-from", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected a results.json written by this script" in err
+    assert (ROOT / "docs" / "reproductions.md").read_text() == before
