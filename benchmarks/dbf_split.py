@@ -23,10 +23,13 @@ agents with the same budget:
 
 Test: each kept agent runs as a plain policy (``rl:DIR``) on 10 held-out
 windows of 1,024 jobs (Lublin generator seed 1001, helpers from
-``benchmarks/train_agents.py``). Reported: mean wait and mean queue length of
-each configuration, and the split/head ratio of mean waits per seed, with the
-mean and 95 % interval over seeds (written to the DBF row of
-``docs/reproductions.md``).
+``benchmarks/train_agents.py``), and so does the clone it was trained from
+(the warm start, kept by :class:`repro.CloneKeeper`). Reported: mean wait and
+mean queue length of each configuration, the split/head ratio of mean waits
+per seed, and teacher, clone and agent side by side with the agent's paired
+difference to its own clone (per seed, ``mean wait / clone's - 1`` on the
+same windows), each with the mean and 95 % interval over seeds (written to
+the DBF row of ``docs/reproductions.md``).
 
     python benchmarks/dbf_split.py                    # 30 min, 5 seeds
     python benchmarks/dbf_split.py --minutes 5        # a short check
@@ -41,7 +44,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-from repro import ROOT, command_cell, fmt_ci, write_row
+from repro import (
+    ROOT,
+    CloneKeeper,
+    command_cell,
+    fmt_ci,
+    fmt_pct_ci,
+    relative_differences,
+    write_row,
+)
 from train_agents import HELDOUT_SEED, heldout, validation
 
 from agents import recipe
@@ -97,9 +108,10 @@ def main() -> int:
             return wait, f"validation mean wait {wait:.0f} s"
         return score
 
-    # Test and validation time (about 40 s per agent) is kept out of the training shares.
+    # Test and validation time (about 60 s per agent, its clone's test included) is kept
+    # out of the training shares.
     agents = len(configs) * ns.seeds
-    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 40.0 * agents
+    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 60.0 * agents
     share = max(30.0, left / agents)
     results: dict[str, list[dict]] = {k: [] for k in configs}
     for k in range(ns.seeds):
@@ -109,37 +121,56 @@ def main() -> int:
             args = Args(seed=seed, num_envs=2, async_envs=True, num_steps=256, lr=3e-4,
                         ent_coef=0.003, gamma=0.995, mimic_coef=1.0, mimic_decay=0.6)
             teach = EnvFactory({**cfg, "teacher": ns.teacher})
+            keeper = CloneKeeper(scorer(probes[name]))
             kept = recipe.train(teach, "ppo", args, budget_s=share,
                                 warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
                                                                 batch_size=256),
-                                selection=recipe.Selection(scorer(probes[name])),
+                                selection=recipe.Selection(keeper),
                                 out=out / f"{name}-seed-{seed}", env_config=cfg,
                                 say=lambda s: print(s, flush=True),
                                 name=f"{name} {window[0]}+{window[1]} seed {seed}")
+            clone = keeper.save(out / f"{name}-seed-{seed}-clone")
+            # The selection is over: the agent and the clone it started from, on test.
             rows = [run_policy(scenario, f"rl:{kept.path}", None, workload=w) for w in test]
+            crows = [run_policy(scenario, f"rl:{clone}", None, workload=w) for w in test]
             res = {"seed": seed, "mean_wait": float(np.mean([r["wait_mean"] for r in rows])),
                    "mean_queue": float(np.mean([r["queue_len_mean"] for r in rows])),
                    "bsld": float(np.mean([r["bsld_mean"] for r in rows])),
-                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept.update}
+                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept.update,
+                   "waits": [r["wait_mean"] for r in rows],
+                   "clone_waits": [r["wait_mean"] for r in crows],
+                   "clone_mean_wait": float(np.mean([r["wait_mean"] for r in crows])),
+                   "clone_mean_queue": float(np.mean([r["queue_len_mean"] for r in crows]))}
             results[name].append(res)
-            print(f"{name} {window[0]}+{window[1]} seed {seed}: mean wait {res['mean_wait']:.0f} s, "
-                  f"mean queue {res['mean_queue']:.1f}, bsld {res['bsld']:.1f}", flush=True)
+            print(f"{name} {window[0]}+{window[1]} seed {seed}: mean wait {res['mean_wait']:.0f} s "
+                  f"(clone {res['clone_mean_wait']:.0f} s), mean queue {res['mean_queue']:.1f}, "
+                  f"bsld {res['bsld']:.1f}", flush=True)
     ratio = [s["mean_wait"] / h["mean_wait"] for s, h in zip(results["split"], results["head"])]
     qratio = [s["mean_queue"] / h["mean_queue"] for s, h in zip(results["split"], results["head"])]
     wins = sum(r < 1 for r in ratio)
     ref = [run_policy(scenario, "fcfs+easy", None, workload=w) for w in test]
     ref_wait = float(np.mean([r["wait_mean"] for r in ref]))
+    teacher_wait = float(np.mean([run_policy(scenario, ns.teacher, None, workload=w)["wait_mean"]
+                                  for w in test]))
+    # Agent against its own clone, paired per window; per seed, then over seeds.
+    vs_clone = {name: relative_differences([r["waits"] for r in results[name]],
+                                           [r["clone_waits"] for r in results[name]])
+                for name in configs}
     minutes = (time.monotonic() - t_start) / 60
-    print(f"\n{'window':<10}{'mean wait s':>22}{'mean queue':>18}")
+    print(f"\n{'window':<10}{'agent mean wait s':>22}{'clone mean wait s':>22}"
+          f"{'agent vs clone':>28}{'mean queue':>18}")
     for name, window in configs.items():
         print(f"{window[0]}+{window[1]:<8}{fmt_ci([r['mean_wait'] for r in results[name]], '{:.0f}'):>22}"
+              f"{fmt_ci([r['clone_mean_wait'] for r in results[name]], '{:.0f}'):>22}"
+              f"{fmt_pct_ci(vs_clone[name]):>28}"
               f"{fmt_ci([r['mean_queue'] for r in results[name]], '{:.1f}'):>18}")
-    print(f"fcfs+easy {ref_wait:>14.0f}")
+    print(f"teacher {ns.teacher} {teacher_wait:.0f} s, fcfs+easy {ref_wait:.0f} s")
     print(f"split/head mean wait {fmt_ci(ratio, '{:.3f}')} (lower in {wins} of {ns.seeds} seeds), "
           f"mean queue {fmt_ci(qratio, '{:.3f}')} ({minutes:.1f} min)")
     (out / "results.json").write_text(json.dumps({
         "configs": {k: list(v) for k, v in configs.items()}, "results": results,
-        "ratio": ratio, "fcfs_easy_mean_wait": ref_wait, "minutes": minutes,
+        "ratio": ratio, "fcfs_easy_mean_wait": ref_wait, "teacher": ns.teacher,
+        "teacher_mean_wait": teacher_wait, "agent_vs_clone": vs_clone, "minutes": minutes,
         "budget_minutes": ns.minutes}, indent=1))
     if not ns.no_table:
         short = (f"budget {ns.minutes:g} min, ran {minutes:.1f}; " if ns.minutes >= 30 else
@@ -152,7 +183,14 @@ def main() -> int:
             f"{short}{h}+{t} vs {m}+0 mean wait ratio {fmt_ci(ratio, '{:.3f}')}, lower in {wins}/{ns.seeds} seeds; mean queue ratio "
             f"{fmt_ci(qratio, '{:.3f}')}; mean waits {fmt_ci([r['mean_wait'] for r in results['split']], '{:.0f}')}"
             f" s vs {fmt_ci([r['mean_wait'] for r in results['head']], '{:.0f}')} s "
-            f"(FCFS+EASY {ref_wait:.0f} s); PPO improved on the cloned policy (validation) in "
+            f"(FCFS+EASY {ref_wait:.0f} s); teacher, clone and agent mean wait on test: "
+            + "; ".join(
+                f"{w[0]}+{w[1]}: {ns.teacher} {teacher_wait:.0f} s, clone "
+                f"{fmt_ci([r['clone_mean_wait'] for r in results[k]], '{:.0f}')} s, agent "
+                f"{fmt_ci([r['mean_wait'] for r in results[k]], '{:.0f}')} s, agent vs its clone "
+                f"{fmt_pct_ci(vs_clone[k])} (lower in {sum(x < 0 for x in vs_clone[k])}/"
+                f"{ns.seeds} seeds)" for k, w in configs.items())
+            + f"; PPO kept a trained snapshot over the clone (validation) in "
             f"{sum(r['kept_update'] > 0 for v in results.values() for r in v)}/{2 * ns.seeds} "
             f"agents; {ns.seeds} seeds, 10 held-out windows of 1,024 jobs",
             command_cell("dbf_split.py", ns.minutes),

@@ -27,9 +27,13 @@ Here, per training seed (at least 5), one agent for all loads:
 Test, for each rate: 10 episodes of 256 jobs from Mao workloads with unseen
 generator seeds; the agent runs as a plain policy (``rl:DIR``), SJF and
 Tetris (both greedy: they start every job that fits, as in the paper) through
-the same runner on the same jobs. Reported: mean slowdown per rate, and the
-agent's ratio to the better of SJF and Tetris, with the mean and 95 % interval
-over seeds (written to the A2C row of ``docs/reproductions.md``).
+the same runner on the same jobs, and so does the clone the agent was trained
+from (:class:`repro.CloneKeeper`). Reported: mean slowdown per rate of the
+agent, its clone and the heuristics (SJF is the teacher), the agent's ratio
+to the better of SJF and Tetris, and its paired difference to its own clone
+(per seed, ``mean slowdown / clone's - 1`` over the same 40 episodes), with
+the mean and 95 % interval over seeds (written to the A2C row of
+``docs/reproductions.md``).
 
     python benchmarks/deeprm_a2c.py                   # 30 min, 5 seeds
     python benchmarks/deeprm_a2c.py --minutes 5       # a short check
@@ -45,7 +49,16 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from repro import ROOT, command_cell, fmt_ci, mean_ci, write_row
+from repro import (
+    ROOT,
+    CloneKeeper,
+    command_cell,
+    fmt_ci,
+    fmt_pct_ci,
+    mean_ci,
+    relative_differences,
+    write_row,
+)
 
 from agents import recipe
 from agents.a2c import A2CArgs
@@ -134,7 +147,7 @@ def main() -> int:
           f"{TEST_SEED * 10}+)", flush=True)
     for name in BASELINES:
         print(f"  {name}: " + ", ".join(f"{r}: {base[name][r]:.3f}" for r in RATES), flush=True)
-    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 25.0 * ns.seeds
+    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 40.0 * ns.seeds   # test of agent and clone
     share = max(30.0, left / ns.seeds)
     per_seed = []
     for k in range(ns.seeds):
@@ -150,42 +163,58 @@ def main() -> int:
 
         args = A2CArgs(seed=seed, num_envs=4, async_envs=True, lr=ns.lr, mimic_coef=0.5,
                        mimic_decay=0.6, ent_coef=0.01, gamma=0.99)
+        keeper = CloneKeeper(score)
         kept = recipe.train(Factory(seed, ns.teacher), "a2c", args, budget_s=share,
                             warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
                                                             batch_size=256),
-                            selection=recipe.Selection(score), out=out / f"seed-{seed}",
+                            selection=recipe.Selection(keeper), out=out / f"seed-{seed}",
                             env_config=env_config(), say=lambda s: print(s, flush=True),
                             name=f"a2c seed {seed}")
-        agent = {r: float(np.mean([run_policy(scenario, f"rl:{kept.path}", None,
-                                              workload=w)["slowdown_mean"] for w in test[r]]))
-                 for r in RATES}
+        clone = keeper.save(out / f"seed-{seed}-clone")
+        # The selection is over: the agent and the clone it started from, on test.
+        windows = {who: {r: [run_policy(scenario, f"rl:{path}", None, workload=w)["slowdown_mean"]
+                             for w in test[r]] for r in RATES}
+                   for who, path in (("agent", kept.path), ("clone", clone))}
+        agent = {r: float(np.mean(windows["agent"][r])) for r in RATES}
         best = {r: min(base[n][r] for n in BASELINES) for r in RATES}
         ratios = {r: agent[r] / best[r] for r in RATES}
         per_seed.append({"seed": seed, "slowdown": agent, "ratio_to_best": ratios,
-                         "kept_update": kept.update})
-        print(f"seed {seed}: " + ", ".join(f"{r}: {agent[r]:.3f} ({ratios[r]:.3f}x)"
-                                            for r in RATES), flush=True)
+                         "kept_update": kept.update,
+                         "clone_slowdown": {r: float(np.mean(windows["clone"][r])) for r in RATES},
+                         "agent_windows": [x for r in RATES for x in windows["agent"][r]],
+                         "clone_windows": [x for r in RATES for x in windows["clone"][r]]})
+        print(f"seed {seed}: " + ", ".join(
+            f"{r}: {agent[r]:.3f} ({ratios[r]:.3f}x; clone {per_seed[-1]['clone_slowdown'][r]:.3f})"
+            for r in RATES), flush=True)
     minutes = (time.monotonic() - t_start) / 60
-    print(f"\n{'rate':<6}{'a2c':>24}{'sjf':>8}{'tetris':>8}{'a2c / best':>24}")
+    # Agent against its own clone, paired over the 40 test episodes; per seed, then over seeds.
+    vs_clone = relative_differences([p["agent_windows"] for p in per_seed],
+                                    [p["clone_windows"] for p in per_seed])
+    print(f"\n{'rate':<6}{'a2c':>24}{'clone':>24}{'sjf':>8}{'tetris':>8}{'a2c / best':>24}")
     wins = {}
     for r in RATES:
         sl = [p["slowdown"][r] for p in per_seed]
         ra = [p["ratio_to_best"][r] for p in per_seed]
         wins[r] = sum(x < 1 for x in ra)
-        print(f"{r:<6}{fmt_ci(sl, '{:.3f}'):>24}{base['sjf+greedy'][r]:>8.3f}"
-              f"{base['tetris'][r]:>8.3f}{fmt_ci(ra, '{:.3f}'):>24}")
-    print(f"({minutes:.1f} min)")
+        print(f"{r:<6}{fmt_ci(sl, '{:.3f}'):>24}"
+              f"{fmt_ci([p['clone_slowdown'][r] for p in per_seed], '{:.3f}'):>24}"
+              f"{base['sjf+greedy'][r]:>8.3f}{base['tetris'][r]:>8.3f}{fmt_ci(ra, '{:.3f}'):>24}")
+    print(f"agent vs its clone (mean slowdown, all rates, paired): {fmt_pct_ci(vs_clone)}, "
+          f"lower in {sum(x < 0 for x in vs_clone)}/{ns.seeds} seeds ({minutes:.1f} min)")
     (out / "results.json").write_text(json.dumps({
         "baselines": {n: {str(r): v for r, v in d.items()} for n, d in base.items()},
         "seeds": [{**p, "slowdown": {str(r): v for r, v in p["slowdown"].items()},
-                   "ratio_to_best": {str(r): v for r, v in p["ratio_to_best"].items()}}
-                  for p in per_seed], "minutes": minutes, "budget_minutes": ns.minutes},
+                   "ratio_to_best": {str(r): v for r, v in p["ratio_to_best"].items()},
+                   "clone_slowdown": {str(r): v for r, v in p["clone_slowdown"].items()}}
+                  for p in per_seed], "agent_vs_clone": vs_clone, "minutes": minutes,
+        "budget_minutes": ns.minutes},
         indent=1))
     if not ns.no_table:
         short = (f"budget {ns.minutes:g} min, ran {minutes:.1f}; " if ns.minutes >= 30 else
                  f"*short budget: {ns.minutes:g} min, ran {minutes:.1f}*; ")
         cells = "; ".join(
-            f"{r}: {mean_ci([p['slowdown'][r] for p in per_seed])[0]:.2f} vs SJF "
+            f"{r}: agent {mean_ci([p['slowdown'][r] for p in per_seed])[0]:.2f}, clone "
+            f"{mean_ci([p['clone_slowdown'][r] for p in per_seed])[0]:.2f} vs SJF (teacher) "
             f"{base['sjf+greedy'][r]:.2f}, Tetris {base['tetris'][r]:.2f}, ratio to the better "
             f"{fmt_ci([p['ratio_to_best'][r] for p in per_seed], '{:.3f}')} "
             f"(below in {wins[r]}/{ns.seeds})" for r in RATES)
@@ -195,8 +224,10 @@ def main() -> int:
             "tables 1-2: A2cScheduler best or close to best mean slowdown at new-job rates "
             "0.6-0.9 against SJF, Tetris and random (converged after about 500 episodes, "
             "fig. 3)",
-            f"{short}mean slowdown by new-job rate: {cells}; A2C improved on the cloned policy "
-            f"(validation) in {sum(p['kept_update'] > 0 for p in per_seed)}/{ns.seeds} seeds; "
+            f"{short}mean slowdown by new-job rate: {cells}; agent vs its own clone on test "
+            f"(all rates, paired) {fmt_pct_ci(vs_clone)}, lower in "
+            f"{sum(x < 0 for x in vs_clone)}/{ns.seeds} seeds; A2C kept a trained snapshot over "
+            f"the clone (validation) in {sum(p['kept_update'] > 0 for p in per_seed)}/{ns.seeds} seeds; "
             f"{ns.seeds} seeds, 10 held-out episodes of 256 jobs per rate",
             command_cell("deeprm_a2c.py", ns.minutes),
             "one agent for all four rates (the paper reports each rate); 20 cores and 20 GB "

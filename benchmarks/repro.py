@@ -19,7 +19,8 @@ from agents.recipe import confidence_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ROOT", "TABLE", "mean_ci", "fmt_ci", "write_row", "row_cells", "command_cell"]
+__all__ = ["ROOT", "TABLE", "mean_ci", "fmt_ci", "fmt_pct_ci", "write_row", "row_cells",
+           "command_cell", "CloneKeeper", "relative_differences"]
 
 #: The reproductions table.
 TABLE = ROOT / "docs" / "reproductions.md"
@@ -78,3 +79,66 @@ def command_cell(script: str, minutes: float) -> str:
         argv.append(arg)
     ran = " ".join([f"python benchmarks/{script}", *argv])
     return f"`{ran}`" + ("" if minutes >= 30 else f" (full budget: `python benchmarks/{script}`)")
+
+
+def fmt_pct_ci(values) -> str:
+    """``+m % [+lo %, +hi %]`` of :func:`mean_ci` for relative differences (0.05 is +5 %)."""
+    m, lo, hi = mean_ci(values)
+    if math.isnan(lo):
+        return f"{100 * m:+.1f} %"
+    return f"{100 * m:+.1f} % [{100 * lo:+.1f} %, {100 * hi:+.1f} %]"
+
+
+def relative_differences(agent, clone) -> list[float]:
+    """Per seed, ``mean(agent) / mean(clone) - 1`` over the same test windows (negative:
+    the agent's figure is lower). ``agent`` and ``clone`` are ``[seeds][windows]``.
+
+    Examples:
+        >>> relative_differences([[1.0, 3.0], [3.0, 3.0]], [[2.0, 2.0], [2.0, 4.0]])
+        [0.0, 0.0]
+    """
+    out = []
+    for a, c in zip(agent, clone, strict=True):
+        if len(a) != len(c) or not len(a):
+            raise ValueError(f"relative_differences: {len(a)} and {len(c)} windows; "
+                             "expected the same windows for agent and clone")
+        out.append(sum(a) / sum(c) - 1.0)
+    return out
+
+
+class CloneKeeper:
+    """A model-selection score that also keeps the warm-start clone.
+
+    :func:`agents.recipe.train` scores the network it starts from (update 0:
+    the behaviour clone) before any training, so the first policy this score
+    sees is the clone; it is kept, and :meth:`save` writes it as a checkpoint
+    that runs as ``rl:DIR``, to be tested beside the agent trained from it.
+
+    Args:
+        score: the selection score, ``policy -> (value, text)``.
+    """
+
+    def __init__(self, score):
+        self.score = score
+        self.state = None
+        self.meta = None
+        self.validation = None
+
+    def __call__(self, policy):
+        value, text = self.score(policy)
+        if self.state is None:
+            self.state = {k: v.clone() for k, v in policy.net.state_dict().items()}
+            self.meta, self.validation = dict(policy.meta), value
+            text = f"clone: {text}"
+        return value, text
+
+    def save(self, folder) -> Path:
+        """Write the clone as a checkpoint under ``folder``; the folder."""
+        from agents.checkpoint import save_checkpoint
+
+        if self.state is None:
+            raise RuntimeError("CloneKeeper.save: no policy was scored yet")
+        save_checkpoint(folder, {"model": self.state, "update": 0, "global_step": 0},
+                        {**self.meta, "update": 0, "global_step": 0,
+                         "validation_score": self.validation})
+        return Path(folder)

@@ -139,8 +139,11 @@ def score_heuristics(scenario, windows, names) -> dict[str, list[dict]]:
 
 
 def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: int,
-          teacher: str, log) -> Path:
-    """Behaviour cloning, then PPO with model selection; returns the saved checkpoint folder."""
+          teacher: str, log, wrap_score=None) -> Path:
+    """Behaviour cloning, then PPO with model selection; returns the saved checkpoint folder.
+
+    ``wrap_score(score)``, when given, replaces the validation score (e.g. a
+    ``repro.CloneKeeper`` that also keeps the warm-start clone)."""
     env_config = dict(env_config, teacher=teacher)
     pin_scales(env_config).close()
     args = ppo.Args(seed=seed, num_envs=2, async_envs=True, num_steps=256, lr=3e-4,
@@ -158,7 +161,9 @@ def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: in
     kept = recipe.train(EnvFactory(env_config), "ppo", args, budget_s=budget_s,
                         warm_start=recipe.WarmStartSpec(config.bc_steps, epochs=6,
                                                         batch_size=256),
-                        selection=recipe.Selection(score, every_s=None, every_updates=8),
+                        selection=recipe.Selection(score if wrap_score is None
+                                                   else wrap_score(score),
+                                                   every_s=None, every_updates=8),
                         out=out / config.name, env_config=env_config, say=log,
                         name=config.name, teacher=teacher)
     return kept.path

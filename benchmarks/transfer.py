@@ -19,9 +19,12 @@ trained on. Here, per training seed (at least 5):
   (1001), against FCFS, SJF and F1 with EASY run on the same jobs on the
   same machine.
 
-Reported per machine: the agent's mean bounded slowdown and its ratio to
-FCFS+EASY's and to the best heuristic's, with the mean and 95 % interval
-over seeds (written to the thesis row of ``docs/reproductions.md``).
+Reported per machine: the mean bounded slowdown of the agent, of the clone it
+was trained from (:class:`repro.CloneKeeper`) and of the teacher; the agent's
+ratio to FCFS+EASY's and to the best heuristic's; and its paired difference
+to its own clone (per seed, ``mean bsld / clone's - 1`` on the same windows),
+with the mean and 95 % interval over seeds (written to the thesis row of
+``docs/reproductions.md``).
 
     python benchmarks/transfer.py                    # 30 min, 5 seeds
     python benchmarks/transfer.py --minutes 5        # a short check
@@ -36,7 +39,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from repro import ROOT, command_cell, fmt_ci, mean_ci, write_row  # noqa: E402
+from repro import (  # noqa: E402
+    ROOT,
+    CloneKeeper,
+    command_cell,
+    fmt_ci,
+    fmt_pct_ci,
+    mean_ci,
+    relative_differences,
+    write_row,
+)
 from train_agents import CONFIGS, HELDOUT_SEED, SCENARIO  # noqa: E402
 from train_agents import train as train_agent  # noqa: E402
 
@@ -76,7 +88,7 @@ def main() -> int:
                                   for w in tests[c]])) for h in HEURISTICS} for c in SIZES}
     for c in SIZES:
         print(f"{c} cores: " + ", ".join(f"{h} {v:.1f}" for h, v in base[c].items()), flush=True)
-    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 100.0 * ns.seeds
+    left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 160.0 * ns.seeds
     share = max(45.0, left / ns.seeds)
     config = CONFIGS["select"]
     config.bc_steps = ns.bc_steps
@@ -85,41 +97,62 @@ def main() -> int:
         seed = k + 1
         env_config = {"scenario": SCENARIO, "scenario_set": [], **config.env,
                       "backfill_order": TEACHER.split("+")[0]}
+        keeper: list[CloneKeeper] = []
         folder = train_agent(config, env_config, share, out / f"seed-{seed}", seed, TEACHER,
-                             lambda m: print(m, flush=True))
-        bsld = {c: float(np.mean([run_policy(scenarios[c], f"rl:{folder}", None,
-                                             workload=w)["bsld_mean"] for w in tests[c]]))
-                for c in SIZES}
+                             lambda m: print(m, flush=True),
+                             wrap_score=lambda s, k=keeper: k.append(CloneKeeper(s)) or k[0])
+        clone = keeper[0].save(out / f"seed-{seed}-clone")
+        # The selection is over: the agent and the clone it started from, on test.
+        windows = {who: {c: [run_policy(scenarios[c], f"rl:{path}", None,
+                                        workload=w)["bsld_mean"] for w in tests[c]]
+                         for c in SIZES} for who, path in (("agent", folder), ("clone", clone))}
+        bsld = {c: float(np.mean(windows["agent"][c])) for c in SIZES}
         per_seed.append({"seed": seed, "bsld": bsld,
+                         "clone_bsld": {c: float(np.mean(windows["clone"][c])) for c in SIZES},
+                         "windows": windows,
                          "vs_fcfs": {c: bsld[c] / base[c]["fcfs+easy"] for c in SIZES},
                          "vs_best": {c: bsld[c] / min(base[c].values()) for c in SIZES}})
-        print(f"seed {seed}: " + ", ".join(f"{c} cores bsld {bsld[c]:.1f}" for c in SIZES),
-              flush=True)
+        print(f"seed {seed}: " + ", ".join(
+            f"{c} cores bsld {bsld[c]:.1f} (clone {per_seed[-1]['clone_bsld'][c]:.1f})"
+            for c in SIZES), flush=True)
+    # Agent against its own clone on each machine, paired per window; per seed, then over seeds.
+    vs_clone = {c: relative_differences([p["windows"]["agent"][c] for p in per_seed],
+                                        [p["windows"]["clone"][c] for p in per_seed])
+                for c in SIZES}
     minutes = (time.monotonic() - t_start) / 60
-    print(f"\n{'cores':<7}{'agent bsld':>24}" + "".join(f"{h:>12}" for h in HEURISTICS)
-          + f"{'agent / fcfs':>24}{'agent / best':>24}")
+    print(f"\n{'cores':<7}{'agent bsld':>24}{'clone bsld':>24}" + "".join(f"{h:>12}" for h in HEURISTICS)
+          + f"{'agent / fcfs':>24}{'agent / best':>24}{'agent vs clone':>28}")
     for c in SIZES:
         print(f"{c:<7}{fmt_ci([p['bsld'][c] for p in per_seed], '{:.1f}'):>24}"
+              + f"{fmt_ci([p['clone_bsld'][c] for p in per_seed], '{:.1f}'):>24}"
               + "".join(f"{base[c][h]:>12.1f}" for h in HEURISTICS)
               + f"{fmt_ci([p['vs_fcfs'][c] for p in per_seed], '{:.2f}'):>24}"
-              + f"{fmt_ci([p['vs_best'][c] for p in per_seed], '{:.2f}'):>24}")
+              + f"{fmt_ci([p['vs_best'][c] for p in per_seed], '{:.2f}'):>24}"
+              + f"{fmt_pct_ci(vs_clone[c]):>28}")
+    print(f"teacher {TEACHER}")
     print(f"(trained on 256 cores; {minutes:.1f} min)")
     (out / "results.json").write_text(json.dumps({
         "heuristics": {str(c): v for c, v in base.items()},
         "seeds": [{"seed": p["seed"], **{key: {str(c): v for c, v in p[key].items()}
-                                         for key in ("bsld", "vs_fcfs", "vs_best")}}
-                  for p in per_seed], "minutes": minutes, "budget_minutes": ns.minutes},
+                                         for key in ("bsld", "clone_bsld", "vs_fcfs", "vs_best")}}
+                  for p in per_seed], "teacher": TEACHER,
+        "agent_vs_clone": {str(c): v for c, v in vs_clone.items()}, "minutes": minutes,
+        "budget_minutes": ns.minutes},
         indent=1))
     if not ns.no_table:
         short = (f"budget {ns.minutes:g} min, ran {minutes:.1f}; " if ns.minutes >= 30 else
                  f"*short budget: {ns.minutes:g} min, ran {minutes:.1f}*; ")
         cells = "; ".join(
-            f"{c} cores{' (trained)' if c == 256 else ''}: bsld "
-            f"{mean_ci([p['bsld'][c] for p in per_seed])[0]:.1f} vs FCFS+EASY "
+            f"{c} cores{' (trained)' if c == 256 else ''}: bsld agent "
+            f"{mean_ci([p['bsld'][c] for p in per_seed])[0]:.1f}, clone "
+            f"{mean_ci([p['clone_bsld'][c] for p in per_seed])[0]:.1f}, teacher {TEACHER} "
+            f"{base[c][TEACHER]:.1f} vs FCFS+EASY "
             f"{base[c]['fcfs+easy']:.1f}, best heuristic {min(base[c].values()):.1f} "
             f"({min(base[c], key=base[c].get)}); ratio to FCFS+EASY "
             f"{fmt_ci([p['vs_fcfs'][c] for p in per_seed], '{:.2f}')}, to the best "
-            f"{fmt_ci([p['vs_best'][c] for p in per_seed], '{:.2f}')}" for c in SIZES)
+            f"{fmt_ci([p['vs_best'][c] for p in per_seed], '{:.2f}')}; agent vs its clone "
+            f"{fmt_pct_ci(vs_clone[c])} (lower in {sum(x < 0 for x in vs_clone[c])}/"
+            f"{ns.seeds})" for c in SIZES)
         write_row("003", [
             "003 Thesis", "an agent transfers across cluster sizes",
             "fig. 5.8: one agent trained on 64 processors, evaluated unchanged in every other "
