@@ -85,7 +85,7 @@ def replay(args) -> float:
     env = simpy.Environment()
     sim = build(env, scenario, make_policy(f"{args.policy}+{args.backfill}"),
                 workload=workload, record=not args.no_record)
-    env.run(until=sim.finished)
+    sim.run()   # as the library runs a model: set-up objects frozen for the collector
     t2 = time.perf_counter()
     n = len(workload)
     jobs = sim.scheduler.jobs
