@@ -219,6 +219,12 @@ class Scheduler:
         counters = self.counters
         preparers = self._preparers
         end_pass = self._end_pass
+        if not preparers and getattr(self.policy, "yields_events", True) is False:
+            # Nothing can make a pass wait: each pass runs as a callback of the
+            # wake event instead (the same event at the same place in the
+            # event queue, without resuming a generator), and this process ends.
+            self._wake.callbacks.append(self._pass)
+            return
         while True:
             yield self._wake
             self._wake = simpy.Event(env)
@@ -233,6 +239,20 @@ class Scheduler:
                         continue
                 apply(decision)
             end_pass()
+
+    def _pass(self, _event: simpy.Event) -> None:
+        """One pass, run from the wake event (see :meth:`schedule`)."""
+        self._wake = wake = simpy.Event(self.env)
+        wake.callbacks.append(self._pass)
+        self._woken = False
+        self.counters.passes += 1
+        apply = self.apply
+        for decision in self.policy.decide(self.view):
+            if type(decision) is not Decision:
+                raise TypeError(f"policy {self.policy.name!r} says it yields no events "
+                                f"(yields_events = False) but yielded {decision!r}")
+            apply(decision)
+        self._end_pass()
 
     def wake(self) -> None:
         """Ask for a pass now (arrivals, ends, timers); several calls make one pass.

@@ -170,6 +170,9 @@ class QueuePolicy:
     #: Whether an EASY pass after arrivals alone checks only the new jobs (in
     #: queue order); a policy that backfills in another order turns it off.
     arrival_passes = True
+    #: The scheduler may run this policy's passes as plain callbacks: it never
+    #: yields a SimPy event to wait on (a subclass that does sets it True).
+    yields_events = False
 
     def __init__(self, heuristic, backfill: str, rng: np.random.Generator | None = None):
         self.heuristic = heuristic
