@@ -9,7 +9,12 @@ does not offer, each on a path taken once or more per job:
   knows it is);
 * a callback runs "at once" from an *urgent* event at the current time, the
   way SimPy starts a process or delivers an interrupt, so that it comes
-  before every normal event already due at this instant.
+  before every normal event already due at this instant;
+* timers and wake-ups that only run callbacks are bare :class:`Call`
+  objects pushed on the event queue as ``simpy.Timeout`` pushes itself
+  (same time, priority and sequence number, so the same order), without an
+  Event's construction; SimPy's ``step`` reads nothing of an event but its
+  ``callbacks`` and ``_ok``.
 
 It also runs a model with the garbage collector's full collections put off
 until the run ends (:func:`run`).
@@ -23,23 +28,57 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from heapq import heappush
 from operator import attrgetter
 
 import simpy
-from simpy.events import URGENT
+from simpy.events import NORMAL, URGENT
 
-__all__ = ["now", "fire", "call_urgent", "run", "RUN_FULL_THRESHOLD", "URGENT"]
+__all__ = ["now", "fire", "call_urgent", "Call", "timer", "pending", "run",
+           "RUN_FULL_THRESHOLD", "URGENT"]
 
 #: ``now(env)``: the simulation clock, read without the property's call.
 now: Callable[[simpy.Environment], float] = attrgetter("_now")
 
 
-def fire(env: simpy.Environment, event: simpy.Event, value: object = None) -> None:
+def fire(env: simpy.Environment, event: simpy.Event | Call, value: object = None) -> None:
     """Trigger ``event`` (known to be pending) with ``value``, due now after the
     events already scheduled for this instant."""
     event._ok = True
     event._value = value
     env.schedule(event)
+
+
+class Call:
+    """A bare event: ``callbacks(self)`` run when SimPy processes it.
+
+    Made by :func:`timer` (already scheduled) or :func:`pending` (scheduled
+    later by :func:`fire`). Nothing can wait on it but its callbacks; it has
+    none of an Event's properties (``value``, ``triggered``...).
+    """
+
+    __slots__ = ("callbacks", "_ok", "_value")
+
+
+def timer(env: simpy.Environment, delay: float, callback: Callable[[Call], None]) -> Call:
+    """Run ``callback(call)`` ``delay`` seconds from now: ``simpy.Timeout(env,
+    delay)`` with ``callback`` as its only callback (the same float
+    arithmetic, the same place among the events due then), made cheaply.
+    ``delay`` must not be negative (not checked)."""
+    call = Call()
+    call.callbacks = [callback]
+    call._ok = True
+    call._value = None
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), call))
+    return call
+
+
+def pending(callback: Callable[[Call], None]) -> Call:
+    """An untriggered bare event with ``callback`` as its only callback; :func:`fire`
+    schedules it."""
+    call = Call()
+    call.callbacks = [callback]
+    return call
 
 
 def call_urgent(env: simpy.Environment, callback: Callable[[simpy.Event], None],

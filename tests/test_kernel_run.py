@@ -1,5 +1,8 @@
-"""cosim.kernel.run and Simulation.run: the same schedule as env.run, with the
-objects made before the run frozen for the garbage collector meanwhile."""
+"""The kernel's fast paths: Simulation.run (cosim.kernel.run) gives the schedule
+env.run gives, with full garbage collections put off meanwhile; bare timers and
+wake-ups (cosim.kernel.timer, pending) come exactly where simpy.Timeout and a
+fired Event would; a scheduler whose passes run as callbacks refuses a policy
+that breaks its word and yields an event."""
 
 from __future__ import annotations
 
@@ -100,3 +103,57 @@ def test_back_to_back_runs_keep_no_more_garbage_than_env_run():
     plain = left(lambda sim: sim.env.run(until=sim.finished))
     ours = left(lambda sim: sim.run())
     assert ours <= max(2 * plain, 5000)
+
+
+def test_a_timer_comes_where_a_timeout_made_at_the_same_moment_would():
+    env = simpy.Environment()
+    order = []
+    for i in range(6):
+        if i % 2:
+            kernel.timer(env, 3.0 - i % 3, lambda _e, i=i: order.append((env.now, i)))
+        else:
+            env.timeout(3.0 - i % 3).callbacks.append(lambda _e, i=i: order.append((env.now, i)))
+    env.run()
+    # times 3, 2, 1, 3, 2, 1 for i = 0..5: by time, then in the order made
+    assert order == [(1.0, 2), (1.0, 5), (2.0, 1), (2.0, 4), (3.0, 0), (3.0, 3)]
+
+
+def test_a_fired_pending_call_runs_after_the_events_already_due():
+    env = simpy.Environment()
+    order = []
+    call = kernel.pending(lambda c: order.append(("call", env.now)))
+    env.timeout(1).callbacks.append(lambda _e: (order.append(("first", env.now)),
+                                                kernel.fire(env, call)))
+    env.timeout(1).callbacks.append(lambda _e: order.append(("second", env.now)))
+    env.run()
+    assert order == [("first", 1), ("second", 1), ("call", 1)]
+
+
+class _Liar:
+    name = "liar"
+    yields_events = False
+
+    def __init__(self, env):
+        self.env = env
+
+    def decide(self, view):
+        yield self.env.timeout(1)
+
+
+def test_a_policy_that_says_it_yields_no_events_and_yields_one_is_refused():
+    from cosim.actors.nodes import Cluster
+    from cosim.actors.scheduler import Scheduler
+    from cosim.job import Job
+
+    env = simpy.Environment()
+    sched = Scheduler(env, Cluster(env, nodes=2, cores_per_node=1), _Liar(env))
+    sched.submit(Job(1, 0, 0.0, 5.0, 1, 5.0, 5.0))
+    with pytest.raises(TypeError, match="policy 'liar' says it yields no events"):
+        env.run()
+
+
+def test_heuristic_passes_run_as_callbacks():
+    sim = _sim()
+    sim.run()
+    assert not sim.scheduler.process.is_alive   # ended at once: passes are callbacks
+    assert sim.scheduler.counters.passes > 0

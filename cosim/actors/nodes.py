@@ -17,10 +17,9 @@ from typing import Protocol
 
 import numpy as np
 import simpy
-from simpy.events import Timeout
 
 from cosim.job import Job, Outcome
-from cosim.kernel import call_urgent
+from cosim.kernel import call_urgent, timer
 from cosim.kernel import now as clock
 
 __all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure", "Attempt"]
@@ -383,7 +382,7 @@ class Attempt:
         self.timed_out = job.run > limit
         self.end_at = clock(cluster.env) + (limit if self.timed_out else job.run)
         self.is_alive = True
-        self._timer: simpy.Event | None = None
+        self._timer: object = None   # the pending timer (cosim.kernel.Call)
 
     def begin(self) -> None:
         """Set the first timer (called once, right after the job started)."""
@@ -405,12 +404,9 @@ class Attempt:
         expected_end = self.job.expected_end
         if expected_end < self.end_at:
             delay = expected_end - clock(env)
-            timer = Timeout(env, delay if delay > 0.0 else 0.0)
-            timer.callbacks.append(self._expected_end_reached)
+            self._timer = timer(env, delay if delay > 0.0 else 0.0, self._expected_end_reached)
         else:
-            timer = Timeout(env, self.end_at - clock(env))
-            timer.callbacks.append(self._ended)
-        self._timer = timer
+            self._timer = timer(env, self.end_at - clock(env), self._ended)
 
     def _expected_end_reached(self, event) -> None:
         if event is not self._timer or not self.is_alive:

@@ -25,7 +25,7 @@ import simpy
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.decisions import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.job import Job, JobState, Mode, Outcome
-from cosim.kernel import fire
+from cosim.kernel import fire, pending
 from cosim.kernel import now as clock
 from cosim.queue import JobQueue
 from cosim.records import Recorder
@@ -223,7 +223,7 @@ class Scheduler:
             # Nothing can make a pass wait: each pass runs as a callback of the
             # wake event instead (the same event at the same place in the
             # event queue, without resuming a generator), and this process ends.
-            self._wake.callbacks.append(self._pass)
+            self._wake.callbacks.append(self._pass)   # the first one, made with the process
             return
         while True:
             yield self._wake
@@ -242,8 +242,7 @@ class Scheduler:
 
     def _pass(self, _event: simpy.Event) -> None:
         """One pass, run from the wake event (see :meth:`schedule`)."""
-        self._wake = wake = simpy.Event(self.env)
-        wake.callbacks.append(self._pass)
+        self._wake = pending(self._pass)
         self._woken = False
         self.counters.passes += 1
         apply = self.apply

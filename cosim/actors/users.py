@@ -19,7 +19,7 @@ import simpy
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job
-from cosim.kernel import call_urgent
+from cosim.kernel import call_urgent, timer
 from cosim.kernel import now as clock
 from cosim.workloads.base import Workload
 
@@ -101,7 +101,7 @@ class Users(SchedulerHooks):
             while k < n:
                 t = times[k]
                 if t > clock(env) and _event is None:
-                    simpy.Timeout(env, t - clock(env)).callbacks.append(due)
+                    timer(env, t - clock(env), due)
                     return
                 _event = None
                 # Every job due at this instant goes in before the scheduler runs.
