@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Scheduler", "SchedulerHooks", "SchedulerView", "SchedulerRules", "Counters"]
 
 _EPS = 1e-9
+_INF = math.inf
 # Enum members as plain globals: the hot paths below compare states per job,
 # and a global is several times faster to read than an enum class attribute.
 _QUEUED, _RUNNING, _DONE = JobState.QUEUED, JobState.RUNNING, JobState.DONE
@@ -286,7 +287,8 @@ class Scheduler:
         view = self.view
         view.released = False
         view.surprise = False
-        view.new_jobs = []
+        if view.new_jobs:
+            view.new_jobs = []   # a new list: a policy may keep the one it saw
         if not self.ends and q.count:
             self._check_stalled()
         if self.record:
@@ -294,7 +296,7 @@ class Scheduler:
             cl = self.cluster
             free = cl.free
             if free > 0 and q.count:
-                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                fits = (q.min_procs() <= free) if cl.free_mem == _INF else \
                     q.any_fits(free, cl.free_mem)
                 idle_fit = free if fits else 0
             else:
@@ -485,7 +487,7 @@ class Scheduler:
                 if quiet and self.record:
                     quiet = self._idle_fit() == self._last_idle_fit
             else:   # nothing queued fits in what is free: the pass row would say 0
-                quiet = cl.free_mem == math.inf and self.queue.min_procs() > free and \
+                quiet = cl.free_mem == _INF and self.queue.min_procs() > free and \
                     (not self.record or self._last_idle_fit == 0)
             if quiet and idle(self.view):
                 self.counters.wakeups_skipped += 1
