@@ -25,7 +25,7 @@ import simpy
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.decisions import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.job import Job, JobState, Mode, Outcome
-from cosim.kernel import fire, pending
+from cosim.kernel import fire, timer
 from cosim.kernel import now as clock
 from cosim.queue import JobQueue
 from cosim.records import Recorder
@@ -195,6 +195,10 @@ class Scheduler:
             self.add_hook(hook)
         self._wake = env.event()
         self._woken = False
+        self._callbacks = False   # passes run as callbacks (see schedule)
+        # The event rows' list, appended to directly on the paths taken once per
+        # job (Recorder.event's row, without its call).
+        self._event_row = self.log.events.append
         self.process = env.process(self.schedule())
 
     def add_hook(self, hook: SchedulerHooks) -> None:
@@ -221,10 +225,12 @@ class Scheduler:
         preparers = self._preparers
         end_pass = self._end_pass
         if not preparers and getattr(self.policy, "yields_events", True) is False:
-            # Nothing can make a pass wait: each pass runs as a callback of the
-            # wake event instead (the same event at the same place in the
-            # event queue, without resuming a generator), and this process ends.
+            # Nothing can make a pass wait: each pass runs as the callback of
+            # its wake-up instead (a bare event where the wake event would be
+            # in the event queue, without resuming a generator), and this
+            # process ends.
             self._wake.callbacks.append(self._pass)   # the first one, made with the process
+            self._callbacks = True
             return
         while True:
             yield self._wake
@@ -241,9 +247,8 @@ class Scheduler:
                 apply(decision)
             end_pass()
 
-    def _pass(self, _event: simpy.Event) -> None:
-        """One pass, run from the wake event (see :meth:`schedule`)."""
-        self._wake = pending(self._pass)
+    def _pass(self, _event: object) -> None:
+        """One pass, run from its wake-up (see :meth:`schedule`)."""
         self._woken = False
         self.counters.passes += 1
         apply = self.apply
@@ -264,7 +269,10 @@ class Scheduler:
         """
         if not self._woken:
             self._woken = True
-            fire(self.env, self._wake)
+            if self._callbacks:
+                timer(self.env, 0, self._pass)   # due now, after the events already due
+            else:
+                fire(self.env, self._wake)
 
     def replan(self) -> None:
         """Ask for a full pass now: the policy rebuilds its plans from scratch.
@@ -296,7 +304,7 @@ class Scheduler:
             cl = self.cluster
             free = cl.free
             if free > 0 and q.count:
-                fits = (q.min_procs() <= free) if cl.free_mem == _INF else \
+                fits = (q.smallest <= free) if cl.free_mem == _INF else \
                     q.any_fits(free, cl.free_mem)
                 idle_fit = free if fits else 0
             else:
@@ -306,8 +314,8 @@ class Scheduler:
             # column of a skipped row equals the row before it.
             if idle_fit != self._last_idle_fit:
                 self._last_idle_fit = idle_fit
-                self.log.event(clock(self.env), "pass", -1, -1, q.count, len(self.ends),
-                               cl.up_units - free, cl.up_units, self.queued_area, idle_fit)
+                self._event_row((clock(self.env), "pass", -1, -1, q.count, len(self.ends),
+                                 cl.up_units - free, cl.up_units, self.queued_area, idle_fit))
 
     # -- applying decisions ----------------------------------------------------
     def apply(self, d: Decision) -> bool:
@@ -448,10 +456,10 @@ class Scheduler:
             self._done(job)
             return
         self._enqueue(job)
-        if self.record:
-            self.log.event(clock(self.env), "submit", job.id, -1, self.queue.count,
-                           len(self.ends), cl.up_units - cl.free, cl.up_units,
-                           self.queued_area)   # _event, inlined: once per job
+        if self.record:   # _event, inlined: once per job
+            self._event_row((clock(self.env), "submit", job.id, -1, self.queue.count,
+                             len(self.ends), cl.up_units - cl.free, cl.up_units,
+                             self.queued_area, 0))
 
     def _enqueue(self, job: Job) -> None:
         job.state = _QUEUED
@@ -487,7 +495,7 @@ class Scheduler:
                 if quiet and self.record:
                     quiet = self._idle_fit() == self._last_idle_fit
             else:   # nothing queued fits in what is free: the pass row would say 0
-                quiet = cl.free_mem == _INF and self.queue.min_procs() > free and \
+                quiet = cl.free_mem == _INF and self.queue.smallest > free and \
                     (not self.record or self._last_idle_fit == 0)
             if quiet and idle(self.view):
                 self.counters.wakeups_skipped += 1
@@ -501,7 +509,7 @@ class Scheduler:
         free = cl.free
         q = self.queue
         if free > 0 and q.count:
-            fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+            fits = (q.smallest <= free) if cl.free_mem == _INF else \
                 q.any_fits(free, cl.free_mem)
             return free if fits else 0
         return 0
@@ -526,9 +534,9 @@ class Scheduler:
             self.view.surprise = True
         if self.record:   # _event, inlined: once per job
             cl = self.cluster
-            self.log.event(clock(self.env), "timeout" if outcome == _TIMEOUT else "end", job.id, -1,
-                           self.queue.count, len(self.ends), cl.up_units - cl.free,
-                           cl.up_units, self.queued_area)
+            self._event_row((clock(self.env), "timeout" if outcome == _TIMEOUT else "end", job.id,
+                             -1, self.queue.count, len(self.ends), cl.up_units - cl.free,
+                             cl.up_units, self.queued_area, 0))
         if not self._woken:
             self._wake_unless_idle(job)
         self._done(job)

@@ -329,7 +329,8 @@ class QueuePolicy:
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking.
         head = self._easy_head
-        incremental = (not view.released and head is not None and head in q
+        incremental = (not view.released and head is not None and head.queue_slot >= 0
+                       and q.jobs[head.queue_slot] is head   # head in q
                        and self._dynamic is None and self.arrival_passes)
         if incremental and not q.key_monotone:
             hkey = q.key[head.queue_slot]
@@ -354,7 +355,7 @@ class QueuePolicy:
                 if not q.count:
                     self._easy_head = None
                     return
-                head = q.jobs[q.head()]
+                head = q.jobs[q.lo if q.key_monotone else q.head()]   # q.head(), inlined
                 if prev is not None and head is not prev and prev.promised == prev.promised:
                     yield from self._give_way(view, prev, head)
                 if head.procs > cl.free or head.mem > cl.free_mem:
@@ -369,7 +370,7 @@ class QueuePolicy:
                     and cl.free_mem == math.inf \
                     and (shadow, extra, extra_mem) == self._easy_state:
                 candidates = self._easy_candidates_since(view, last_free, now, shadow, extra)
-        if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
+        if cl.free > 0 and (candidates is not None or q.smallest <= cl.free):
             if candidates is None:
                 if q.small():
                     candidates = self._easy_candidates_list(q, cl, now, shadow, extra,
