@@ -34,14 +34,14 @@ from operator import attrgetter
 import simpy
 from simpy.events import NORMAL, URGENT
 
-__all__ = ["now", "fire", "call_urgent", "Call", "timer", "pending", "run",
+__all__ = ["now", "fire", "call_urgent", "Call", "timer", "run",
            "RUN_FULL_THRESHOLD", "URGENT"]
 
 #: ``now(env)``: the simulation clock, read without the property's call.
 now: Callable[[simpy.Environment], float] = attrgetter("_now")
 
 
-def fire(env: simpy.Environment, event: simpy.Event | Call, value: object = None) -> None:
+def fire(env: simpy.Environment, event: simpy.Event, value: object = None) -> None:
     """Trigger ``event`` (known to be pending) with ``value``, due now after the
     events already scheduled for this instant."""
     event._ok = True
@@ -52,8 +52,7 @@ def fire(env: simpy.Environment, event: simpy.Event | Call, value: object = None
 class Call:
     """A bare event: ``callbacks(self)`` run when SimPy processes it.
 
-    Made by :func:`timer` (already scheduled) or :func:`pending` (scheduled
-    later by :func:`fire`). Nothing can wait on it but its callbacks; it has
+    Made by :func:`timer`. Nothing can wait on it but its callbacks; it has
     none of an Event's properties (``value``, ``triggered``...).
     """
 
@@ -70,14 +69,6 @@ def timer(env: simpy.Environment, delay: float, callback: Callable[[Call], None]
     call._ok = True
     call._value = None
     heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), call))
-    return call
-
-
-def pending(callback: Callable[[Call], None]) -> Call:
-    """An untriggered bare event with ``callback`` as its only callback; :func:`fire`
-    schedules it."""
-    call = Call()
-    call.callbacks = [callback]
     return call
 
 

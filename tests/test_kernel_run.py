@@ -1,6 +1,6 @@
 """The kernel's fast paths: Simulation.run (cosim.kernel.run) gives the schedule
 env.run gives, with full garbage collections put off meanwhile; bare timers and
-wake-ups (cosim.kernel.timer, pending) come exactly where simpy.Timeout and a
+wake-ups (cosim.kernel.timer) come exactly where simpy.Timeout and a
 fired Event would; a scheduler whose passes run as callbacks refuses a policy
 that breaks its word and yields an event."""
 
@@ -118,15 +118,19 @@ def test_a_timer_comes_where_a_timeout_made_at_the_same_moment_would():
     assert order == [(1.0, 2), (1.0, 5), (2.0, 1), (2.0, 4), (3.0, 0), (3.0, 3)]
 
 
-def test_a_fired_pending_call_runs_after_the_events_already_due():
+def test_a_timer_due_now_runs_after_the_events_already_due():
+    # how a scheduler whose passes are callbacks wakes: as a fired event would
     env = simpy.Environment()
     order = []
-    call = kernel.pending(lambda c: order.append(("call", env.now)))
-    env.timeout(1).callbacks.append(lambda _e: (order.append(("first", env.now)),
-                                                kernel.fire(env, call)))
+
+    def first(_e):
+        order.append(("first", env.now))
+        kernel.timer(env, 0, lambda _c: order.append(("pass", env.now)))
+
+    env.timeout(1).callbacks.append(first)
     env.timeout(1).callbacks.append(lambda _e: order.append(("second", env.now)))
     env.run()
-    assert order == [("first", 1), ("second", 1), ("call", 1)]
+    assert order == [("first", 1), ("second", 1), ("pass", 1)]
 
 
 class _Liar:
