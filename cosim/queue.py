@@ -207,8 +207,7 @@ class JobQueue:
         sizes = self._sizes
         i = bisect_right(sizes, above)
         j = bisect_right(sizes, upto, i)
-        by_size = self._by_size
-        return [by_size[size] for size in sizes[i:j]]
+        return list(map(self._by_size.__getitem__, sizes[i:j]))
 
     def any_fits(self, free: int, free_mem: float) -> bool:
         """Whether some queued job fits ``free`` units and ``free_mem`` now."""

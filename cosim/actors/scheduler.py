@@ -37,6 +37,7 @@ __all__ = ["Scheduler", "SchedulerHooks", "SchedulerView", "SchedulerRules", "Co
 
 _EPS = 1e-9
 _INF = math.inf
+_NAN = math.nan
 # Enum members as plain globals: the hot paths below compare states per job,
 # and a global is several times faster to read than an enum class attribute.
 _QUEUED, _RUNNING, _DONE = JobState.QUEUED, JobState.RUNNING, JobState.DONE
@@ -199,6 +200,7 @@ class Scheduler:
         # The event rows' list, appended to directly on the paths taken once per
         # job (Recorder.event's row, without its call).
         self._event_row = self.log.events.append
+        self._decision_row = self.log.decisions.append
         self.process = env.process(self.schedule())
 
     def add_hook(self, hook: SchedulerHooks) -> None:
@@ -403,10 +405,11 @@ class Scheduler:
         for call in self._on_started:
             call(job)
         cluster.run_job(job)
-        if self.record:
-            self.log.started(now, job.id, mode, reason, self.queue.count, len(self.ends),
+        if self.record:   # Recorder.started, inlined: once per job
+            self._decision_row((now, job.id, "start", mode, reason, _NAN))
+            self._event_row((now, "start", job.id, -1, self.queue.count, len(self.ends),
                              cluster.up_units - cluster.free, cluster.up_units,
-                             self.queued_area)
+                             self.queued_area, 0))
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -455,13 +458,24 @@ class Scheduler:
                 self._event("reject", job.id)
             self._done(job)
             return
-        self._enqueue(job)
+        # _enqueue, inlined: once per job
+        job.state = _QUEUED
+        job.enqueued_at = clock(self.env)
+        static_key = self._static_key
+        self.queue.add(job, static_key(job) if static_key is not None else 0.0)
+        self.queued_area += job.procs * job.estimate
+        self.view.new_jobs.append(job)
+        for call in self._on_queued:
+            call(job)
+        if not self._woken:
+            self._wake_unless_idle(job)
         if self.record:   # _event, inlined: once per job
             self._event_row((clock(self.env), "submit", job.id, -1, self.queue.count,
                              len(self.ends), cl.up_units - cl.free, cl.up_units,
                              self.queued_area, 0))
 
     def _enqueue(self, job: Job) -> None:
+        # (inlined in submit: keep the two alike)
         job.state = _QUEUED
         job.enqueued_at = clock(self.env)
         static_key = self._static_key
@@ -483,7 +497,8 @@ class Scheduler:
         says the pass would decide nothing. The view's flags carry on to the
         next pass, which sees every change since the last one that ran; the
         jobs in ``new_jobs`` count as seen (the policy just checked them).
-        Any later change at this instant asks again.
+        Any later change at this instant asks again. Called only while no
+        pass is woken.
         """
         idle = self._pass_idle
         if idle is not None and not self._preparers:
@@ -501,7 +516,12 @@ class Scheduler:
                 self.counters.wakeups_skipped += 1
                 self.view.new_jobs = []
                 return
-        self.wake()
+        # wake(), inlined (its caller checked that no pass is woken yet)
+        self._woken = True
+        if self._callbacks:
+            timer(self.env, 0, self._pass)
+        else:
+            fire(self.env, self._wake)
 
     def _idle_fit(self) -> int:
         """Free units if some queued job fits in them now, else 0 (the pass row's column)."""
@@ -526,7 +546,15 @@ class Scheduler:
 
     def job_ended(self, job: Job, outcome: str) -> None:
         """The job's attempt finished (completed, or killed at its walltime)."""
-        self._remove_running(job, outcome == _COMPLETED)
+        # _remove_running, inlined: once per job
+        for call in self._on_left:
+            call(job, outcome == _COMPLETED)
+        ends = self.ends
+        del ends[bisect_left(ends, self._end_key.pop(job))]
+        job.process = None
+        if self._killing:
+            self._killing.discard(job)
+        self.view.released = True
         job.state = _DONE
         job.outcome = outcome
         job.end = end = float(clock(self.env))
@@ -539,7 +567,12 @@ class Scheduler:
                              cl.up_units, self.queued_area, 0))
         if not self._woken:
             self._wake_unless_idle(job)
-        self._done(job)
+        # _done, inlined: once per job
+        self.done_count += 1
+        if self.done_count == self.expected_jobs:
+            self.finished.succeed()
+        for call in self._on_done:
+            call(job)
 
     def job_interrupted(self, job: Job, cause: object) -> None:
         """The job's attempt was interrupted (kill or node failure)."""

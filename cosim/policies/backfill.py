@@ -223,8 +223,15 @@ class QueuePolicy:
         ``view.new_jobs``: they stay refused while the reservation holds, and
         a queued job that grows able to fit is found by its size.
         """
-        return self._is_easy and not view.surprise and (
-            self.arrival_is_idle(view) or self._easy_quiet(view))
+        if not self._is_easy or view.surprise:
+            return False
+        # arrival_is_idle, inlined (once per arrival or end that could wake a pass)
+        head = self._easy_head
+        if head is not None and not view.released and view.queue.key_monotone \
+                and view.cluster.free == 0 and head.queue_slot >= 0 \
+                and view.queue.jobs[head.queue_slot] is head:
+            return True
+        return self._easy_quiet(view)
 
     def _easy_quiet(self, view: SchedulerView) -> bool:
         """Whether EASY's last pass still stands: a pass now would start nothing
@@ -453,7 +460,8 @@ class QueuePolicy:
                     jobs.sort(key=_slot)
         jobs_at = q.jobs
         more = [j for j in view.new_jobs
-                if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j]
+                if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j
+                ] if view.new_jobs else None
         if more:
             jobs.extend(more)
             jobs.sort(key=_slot)
