@@ -25,6 +25,7 @@ from cosim.kernel import now as clock
 __all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure", "Attempt"]
 
 _POOLED: list = []   # the allocation of a job holding pooled cores (no placement)
+_TIMEOUT, _COMPLETED = Outcome.TIMEOUT, Outcome.COMPLETED
 
 
 @dataclass(frozen=True)
@@ -422,9 +423,14 @@ class Attempt:
         self.is_alive = False
         self._timer = None
         job = self.job
-        self.cluster.release(job)
-        self.cluster.listener.job_ended(job, Outcome.TIMEOUT if self.timed_out
-                                        else Outcome.COMPLETED)
+        cluster = self.cluster
+        if job.alloc is _POOLED:   # Cluster.release's first case, inlined: once per job
+            cluster.free += job.procs
+            cluster.free_mem += job.mem
+            job.alloc = None
+        else:
+            cluster.release(job)
+        cluster.listener.job_ended(job, _TIMEOUT if self.timed_out else _COMPLETED)
 
     def interrupt(self, cause: object) -> None:
         """End the attempt now, for ``cause`` (:class:`Killed` or :class:`NodeFailure`).

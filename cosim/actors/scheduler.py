@@ -507,8 +507,14 @@ class Scheduler:
             # Cheap tests first: most arrivals and ends fail one of them.
             if job.state is _QUEUED:
                 quiet = job.procs > free or job.mem > cl.free_mem
-                if quiet and self.record:
-                    quiet = self._idle_fit() == self._last_idle_fit
+                if quiet and self.record:   # _idle_fit, inlined: once per arrival
+                    q = self.queue
+                    if free > 0 and q.count:
+                        fits = (q.smallest <= free) if cl.free_mem == _INF else \
+                            q.any_fits(free, cl.free_mem)
+                        quiet = (free if fits else 0) == self._last_idle_fit
+                    else:
+                        quiet = self._last_idle_fit == 0
             else:   # nothing queued fits in what is free: the pass row would say 0
                 quiet = cl.free_mem == _INF and self.queue.smallest > free and \
                     (not self.record or self._last_idle_fit == 0)
