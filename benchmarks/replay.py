@@ -8,6 +8,12 @@ FCFS+EASY loop (``../shared/tools/ref_easy.py``) on the same trace in a
 subprocess and prints every speed figure as a ratio to it as well, since
 absolute figures move between machines and with the load.
 
+The model runs through :meth:`cosim.model.Simulation.run`, as a library
+runner should (the garbage collector's full collections put off until the
+run ends), and each replay starts after a full collection: without the
+garbage of the replays before it, as the yardstick starts in a fresh
+process each time.
+
 Run it from the repository root with ``PYTHONPATH=.`` (or an installed
 checkout): the script's own folder comes first on ``sys.path``, so a plain
 ``python benchmarks/replay.py`` imports whichever ``cosim`` is installed.
