@@ -278,8 +278,18 @@ class Cluster:
             The attempt, also stored as ``job.process``.
         """
         attempt = job.process = Attempt(self, job)
-        if attempt.end_at > clock(self.env):
-            attempt._arm(None)
+        env = self.env
+        now = clock(env)
+        end_at = attempt.end_at
+        if end_at > now:
+            # Attempt._arm, inlined: once per job
+            expected_end = job.expected_end
+            if expected_end < end_at:
+                delay = expected_end - now
+                attempt._timer = timer(env, delay if delay > 0.0 else 0.0,
+                                       attempt._expected_end_reached)
+            else:
+                attempt._timer = timer(env, end_at - now, attempt._ended)
         else:
             attempt.begin()
         return attempt
@@ -397,6 +407,7 @@ class Attempt:
         self._arm(None)
 
     def _arm(self, _event) -> None:
+        # (inlined in Cluster.run_job: keep the two alike)
         if not self.is_alive:
             return
         env = self.cluster.env
