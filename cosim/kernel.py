@@ -20,8 +20,9 @@ It also runs a model with the garbage collector's full collections put off
 until the run ends (:func:`run`).
 
 Everything else uses the public API (``simpy.Timeout``, ``Event.callbacks``,
-``Environment.schedule``). ``tests/test_kernel.py`` fails if a SimPy release
-changes any of these internals.
+``Environment.schedule``). ``tests/test_kernel.py`` and
+``tests/test_kernel_run.py`` fail if a SimPy release changes any of these
+internals.
 """
 
 from __future__ import annotations

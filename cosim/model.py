@@ -72,8 +72,8 @@ class Simulation:
         """Run the environment until every job is done (or ``until``).
 
         The same events in the same order as ``env.run(until=...)``, with
-        the objects made before the run kept out of the garbage collector's
-        way meanwhile (see :func:`cosim.kernel.run`).
+        the garbage collector's full collections put off until it returns
+        (see :func:`cosim.kernel.run`); runners should prefer it.
         """
         kernel.run(self.env, self.finished if until is None else until)
 
