@@ -8,6 +8,12 @@ FCFS+EASY loop (``../shared/tools/ref_easy.py``) on the same trace in a
 subprocess and prints every speed figure as a ratio to it as well, since
 absolute figures move between machines and with the load.
 
+The model runs through :meth:`cosim.model.Simulation.run`, as a library
+runner should (the garbage collector's full collections put off until the
+run ends), and each replay starts after a full collection: without the
+garbage of the replays before it, as the yardstick starts in a fresh
+process each time.
+
 Run it from the repository root with ``PYTHONPATH=.`` (or an installed
 checkout): the script's own folder comes first on ``sys.path``, so a plain
 ``python benchmarks/replay.py`` imports whichever ``cosim`` is installed.
@@ -19,6 +25,7 @@ checkout): the script's own folder comes first on ``sys.path``, so a plain
 from __future__ import annotations
 
 import argparse
+import gc
 import resource
 import time
 
@@ -71,6 +78,10 @@ def rate(jobs_per_s: float, ref_rate: float | None) -> str:
 
 def replay(args) -> float:
     """One replay of the trace; prints its figures and returns its jobs/s."""
+    # Every replay starts as the first does (the yardstick starts in a fresh
+    # process each time): without the earlier replays' garbage, a reference
+    # cycle the collector alone frees, for it to walk during this one.
+    gc.collect()
     t0 = time.perf_counter()
     workload = read_swf(args.trace)   # the machine size comes with it (header or largest job)
     t1 = time.perf_counter()
@@ -85,7 +96,7 @@ def replay(args) -> float:
     env = simpy.Environment()
     sim = build(env, scenario, make_policy(f"{args.policy}+{args.backfill}"),
                 workload=workload, record=not args.no_record)
-    env.run(until=sim.finished)
+    sim.run()   # as the library runs a model: set-up objects frozen for the collector
     t2 = time.perf_counter()
     n = len(workload)
     jobs = sim.scheduler.jobs

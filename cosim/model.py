@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from cosim import records
+from cosim import kernel, records
 from cosim.actors.faults import FaultGuard
 from cosim.actors.nodes import Cluster
 from cosim.actors.scheduler import Scheduler, SchedulerHooks, SchedulerRules
@@ -67,6 +67,15 @@ class Simulation:
     def finished(self) -> simpy.Event:
         """Fires when every job of the workload is done."""
         return self.scheduler.finished
+
+    def run(self, until: float | simpy.Event | None = None) -> None:
+        """Run the environment until every job is done (or ``until``).
+
+        The same events in the same order as ``env.run(until=...)``, with
+        the garbage collector's full collections put off until it returns
+        (see :func:`cosim.kernel.run`); runners should prefer it.
+        """
+        kernel.run(self.env, self.finished if until is None else until)
 
     def jobs_table(self) -> dict[str, np.ndarray | list]:
         """One row per submitted job (schema ``jobs/1``)."""

@@ -56,6 +56,8 @@ class JobQueue:
         # order (a dict as an ordered set): the smallest size, "any size in a
         # range" and "the jobs of sizes in a range" without a scan.
         self._sizes: list[int] = []
+        #: The smallest queued size (0 when empty): :meth:`min_procs` as an attribute.
+        self.smallest = 0
         self._by_size: dict[int, dict[Job, None]] = {}
 
     def __len__(self) -> int:
@@ -91,6 +93,7 @@ class JobQueue:
         if same is None:
             self._by_size[procs] = same = {}
             insort(self._sizes, procs)
+            self.smallest = self._sizes[0]
         same[job] = None
         job.queue_slot = s
         self.count += 1
@@ -109,6 +112,7 @@ class JobQueue:
             del self._by_size[procs]
             sizes = self._sizes
             del sizes[bisect_right(sizes, procs) - 1]
+            self.smallest = sizes[0] if sizes else 0
         job.queue_slot = -1
         self.count -= 1
         self.version += 1
@@ -189,8 +193,7 @@ class JobQueue:
 
     def min_procs(self) -> int:
         """The smallest size among queued jobs (0 when empty)."""
-        sizes = self._sizes
-        return sizes[0] if sizes else 0
+        return self.smallest
 
     def any_size_between(self, above: int, upto: int) -> bool:
         """Whether some queued job has ``above < procs <= upto``."""
@@ -204,8 +207,7 @@ class JobQueue:
         sizes = self._sizes
         i = bisect_right(sizes, above)
         j = bisect_right(sizes, upto, i)
-        by_size = self._by_size
-        return [by_size[size] for size in sizes[i:j]]
+        return list(map(self._by_size.__getitem__, sizes[i:j]))
 
     def any_fits(self, free: int, free_mem: float) -> bool:
         """Whether some queued job fits ``free`` units and ``free_mem`` now."""
@@ -256,4 +258,5 @@ class JobQueue:
         self.key_monotone = True
         self._last_key = -np.inf
         self._sizes = []
+        self.smallest = 0
         self._by_size = {}

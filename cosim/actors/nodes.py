@@ -17,15 +17,15 @@ from typing import Protocol
 
 import numpy as np
 import simpy
-from simpy.events import Timeout
 
 from cosim.job import Job, Outcome
-from cosim.kernel import call_urgent
+from cosim.kernel import call_urgent, timer
 from cosim.kernel import now as clock
 
 __all__ = ["Node", "Cluster", "ClusterListener", "Killed", "NodeFailure", "Attempt"]
 
 _POOLED: list = []   # the allocation of a job holding pooled cores (no placement)
+_TIMEOUT, _COMPLETED = Outcome.TIMEOUT, Outcome.COMPLETED
 
 
 @dataclass(frozen=True)
@@ -278,8 +278,18 @@ class Cluster:
             The attempt, also stored as ``job.process``.
         """
         attempt = job.process = Attempt(self, job)
-        if attempt.end_at > clock(self.env):
-            attempt._arm(None)
+        env = self.env
+        now = clock(env)
+        end_at = attempt.end_at
+        if end_at > now:
+            # Attempt._arm, inlined: once per job
+            expected_end = job.expected_end
+            if expected_end < end_at:
+                delay = expected_end - now
+                attempt._timer = timer(env, delay if delay > 0.0 else 0.0,
+                                       attempt._expected_end_reached)
+            else:
+                attempt._timer = timer(env, end_at - now, attempt._ended)
         else:
             attempt.begin()
         return attempt
@@ -383,7 +393,7 @@ class Attempt:
         self.timed_out = job.run > limit
         self.end_at = clock(cluster.env) + (limit if self.timed_out else job.run)
         self.is_alive = True
-        self._timer: simpy.Event | None = None
+        self._timer: object = None   # the pending timer (cosim.kernel.Call)
 
     def begin(self) -> None:
         """Set the first timer (called once, right after the job started)."""
@@ -397,6 +407,7 @@ class Attempt:
         self._arm(None)
 
     def _arm(self, _event) -> None:
+        # (inlined in Cluster.run_job: keep the two alike)
         if not self.is_alive:
             return
         env = self.cluster.env
@@ -405,12 +416,9 @@ class Attempt:
         expected_end = self.job.expected_end
         if expected_end < self.end_at:
             delay = expected_end - clock(env)
-            timer = Timeout(env, delay if delay > 0.0 else 0.0)
-            timer.callbacks.append(self._expected_end_reached)
+            self._timer = timer(env, delay if delay > 0.0 else 0.0, self._expected_end_reached)
         else:
-            timer = Timeout(env, self.end_at - clock(env))
-            timer.callbacks.append(self._ended)
-        self._timer = timer
+            self._timer = timer(env, self.end_at - clock(env), self._ended)
 
     def _expected_end_reached(self, event) -> None:
         if event is not self._timer or not self.is_alive:
@@ -426,9 +434,14 @@ class Attempt:
         self.is_alive = False
         self._timer = None
         job = self.job
-        self.cluster.release(job)
-        self.cluster.listener.job_ended(job, Outcome.TIMEOUT if self.timed_out
-                                        else Outcome.COMPLETED)
+        cluster = self.cluster
+        if job.alloc is _POOLED:   # Cluster.release's first case, inlined: once per job
+            cluster.free += job.procs
+            cluster.free_mem += job.mem
+            job.alloc = None
+        else:
+            cluster.release(job)
+        cluster.listener.job_ended(job, _TIMEOUT if self.timed_out else _COMPLETED)
 
     def interrupt(self, cause: object) -> None:
         """End the attempt now, for ``cause`` (:class:`Killed` or :class:`NodeFailure`).

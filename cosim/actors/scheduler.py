@@ -25,7 +25,7 @@ import simpy
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.decisions import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.job import Job, JobState, Mode, Outcome
-from cosim.kernel import fire
+from cosim.kernel import fire, timer
 from cosim.kernel import now as clock
 from cosim.queue import JobQueue
 from cosim.records import Recorder
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["Scheduler", "SchedulerHooks", "SchedulerView", "SchedulerRules", "Counters"]
 
 _EPS = 1e-9
+_INF = math.inf
+_NAN = math.nan
 # Enum members as plain globals: the hot paths below compare states per job,
 # and a global is several times faster to read than an enum class attribute.
 _QUEUED, _RUNNING, _DONE = JobState.QUEUED, JobState.RUNNING, JobState.DONE
@@ -194,6 +196,11 @@ class Scheduler:
             self.add_hook(hook)
         self._wake = env.event()
         self._woken = False
+        self._callbacks = False   # passes run as callbacks (see schedule)
+        # The event rows' list, appended to directly on the paths taken once per
+        # job (Recorder.event's row, without its call).
+        self._event_row = self.log.events.append
+        self._decision_row = self.log.decisions.append
         self.process = env.process(self.schedule())
 
     def add_hook(self, hook: SchedulerHooks) -> None:
@@ -219,6 +226,14 @@ class Scheduler:
         counters = self.counters
         preparers = self._preparers
         end_pass = self._end_pass
+        if not preparers and getattr(self.policy, "yields_events", True) is False:
+            # Nothing can make a pass wait: each pass runs as the callback of
+            # its wake-up instead (a bare event where the wake event would be
+            # in the event queue, without resuming a generator), and this
+            # process ends.
+            self._wake.callbacks.append(self._pass)   # the first one, made with the process
+            self._callbacks = True
+            return
         while True:
             yield self._wake
             self._wake = simpy.Event(env)
@@ -234,6 +249,18 @@ class Scheduler:
                 apply(decision)
             end_pass()
 
+    def _pass(self, _event: object) -> None:
+        """One pass, run from its wake-up (see :meth:`schedule`)."""
+        self._woken = False
+        self.counters.passes += 1
+        apply = self.apply
+        for decision in self.policy.decide(self.view):
+            if type(decision) is not Decision:
+                raise TypeError(f"policy {self.policy.name!r} says it yields no events "
+                                f"(yields_events = False) but yielded {decision!r}")
+            apply(decision)
+        self._end_pass()
+
     def wake(self) -> None:
         """Ask for a pass now (arrivals, ends, timers); several calls make one pass.
 
@@ -244,7 +271,10 @@ class Scheduler:
         """
         if not self._woken:
             self._woken = True
-            fire(self.env, self._wake)
+            if self._callbacks:
+                timer(self.env, 0, self._pass)   # due now, after the events already due
+            else:
+                fire(self.env, self._wake)
 
     def replan(self) -> None:
         """Ask for a full pass now: the policy rebuilds its plans from scratch.
@@ -267,7 +297,8 @@ class Scheduler:
         view = self.view
         view.released = False
         view.surprise = False
-        view.new_jobs = []
+        if view.new_jobs:
+            view.new_jobs = []   # a new list: a policy may keep the one it saw
         if not self.ends and q.count:
             self._check_stalled()
         if self.record:
@@ -275,7 +306,7 @@ class Scheduler:
             cl = self.cluster
             free = cl.free
             if free > 0 and q.count:
-                fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+                fits = (q.smallest <= free) if cl.free_mem == _INF else \
                     q.any_fits(free, cl.free_mem)
                 idle_fit = free if fits else 0
             else:
@@ -285,8 +316,8 @@ class Scheduler:
             # column of a skipped row equals the row before it.
             if idle_fit != self._last_idle_fit:
                 self._last_idle_fit = idle_fit
-                self.log.event(clock(self.env), "pass", -1, -1, q.count, len(self.ends),
-                               cl.up_units - free, cl.up_units, self.queued_area, idle_fit)
+                self._event_row((clock(self.env), "pass", -1, -1, q.count, len(self.ends),
+                                 cl.up_units - free, cl.up_units, self.queued_area, idle_fit))
 
     # -- applying decisions ----------------------------------------------------
     def apply(self, d: Decision) -> bool:
@@ -374,10 +405,11 @@ class Scheduler:
         for call in self._on_started:
             call(job)
         cluster.run_job(job)
-        if self.record:
-            self.log.started(now, job.id, mode, reason, self.queue.count, len(self.ends),
+        if self.record:   # Recorder.started, inlined: once per job
+            self._decision_row((now, job.id, "start", mode, reason, _NAN))
+            self._event_row((now, "start", job.id, -1, self.queue.count, len(self.ends),
                              cluster.up_units - cluster.free, cluster.up_units,
-                             self.queued_area)
+                             self.queued_area, 0))
 
     # -- what hooks may change ------------------------------------------------
     def set_queued_estimate(self, job: Job, estimate: float) -> None:
@@ -426,13 +458,24 @@ class Scheduler:
                 self._event("reject", job.id)
             self._done(job)
             return
-        self._enqueue(job)
-        if self.record:
-            self.log.event(clock(self.env), "submit", job.id, -1, self.queue.count,
-                           len(self.ends), cl.up_units - cl.free, cl.up_units,
-                           self.queued_area)   # _event, inlined: once per job
+        # _enqueue, inlined: once per job
+        job.state = _QUEUED
+        job.enqueued_at = clock(self.env)
+        static_key = self._static_key
+        self.queue.add(job, static_key(job) if static_key is not None else 0.0)
+        self.queued_area += job.procs * job.estimate
+        self.view.new_jobs.append(job)
+        for call in self._on_queued:
+            call(job)
+        if not self._woken:
+            self._wake_unless_idle(job)
+        if self.record:   # _event, inlined: once per job
+            self._event_row((clock(self.env), "submit", job.id, -1, self.queue.count,
+                             len(self.ends), cl.up_units - cl.free, cl.up_units,
+                             self.queued_area, 0))
 
     def _enqueue(self, job: Job) -> None:
+        # (inlined in submit: keep the two alike)
         job.state = _QUEUED
         job.enqueued_at = clock(self.env)
         static_key = self._static_key
@@ -454,7 +497,8 @@ class Scheduler:
         says the pass would decide nothing. The view's flags carry on to the
         next pass, which sees every change since the last one that ran; the
         jobs in ``new_jobs`` count as seen (the policy just checked them).
-        Any later change at this instant asks again.
+        Any later change at this instant asks again. Called only while no
+        pass is woken.
         """
         idle = self._pass_idle
         if idle is not None and not self._preparers:
@@ -463,16 +507,27 @@ class Scheduler:
             # Cheap tests first: most arrivals and ends fail one of them.
             if job.state is _QUEUED:
                 quiet = job.procs > free or job.mem > cl.free_mem
-                if quiet and self.record:
-                    quiet = self._idle_fit() == self._last_idle_fit
+                if quiet and self.record:   # _idle_fit, inlined: once per arrival
+                    q = self.queue
+                    if free > 0 and q.count:
+                        fits = (q.smallest <= free) if cl.free_mem == _INF else \
+                            q.any_fits(free, cl.free_mem)
+                        quiet = (free if fits else 0) == self._last_idle_fit
+                    else:
+                        quiet = self._last_idle_fit == 0
             else:   # nothing queued fits in what is free: the pass row would say 0
-                quiet = cl.free_mem == math.inf and self.queue.min_procs() > free and \
+                quiet = cl.free_mem == _INF and self.queue.smallest > free and \
                     (not self.record or self._last_idle_fit == 0)
             if quiet and idle(self.view):
                 self.counters.wakeups_skipped += 1
                 self.view.new_jobs = []
                 return
-        self.wake()
+        # wake(), inlined (its caller checked that no pass is woken yet)
+        self._woken = True
+        if self._callbacks:
+            timer(self.env, 0, self._pass)
+        else:
+            fire(self.env, self._wake)
 
     def _idle_fit(self) -> int:
         """Free units if some queued job fits in them now, else 0 (the pass row's column)."""
@@ -480,7 +535,7 @@ class Scheduler:
         free = cl.free
         q = self.queue
         if free > 0 and q.count:
-            fits = (q.min_procs() <= free) if cl.free_mem == math.inf else \
+            fits = (q.smallest <= free) if cl.free_mem == _INF else \
                 q.any_fits(free, cl.free_mem)
             return free if fits else 0
         return 0
@@ -497,7 +552,15 @@ class Scheduler:
 
     def job_ended(self, job: Job, outcome: str) -> None:
         """The job's attempt finished (completed, or killed at its walltime)."""
-        self._remove_running(job, outcome == _COMPLETED)
+        # _remove_running, inlined: once per job
+        for call in self._on_left:
+            call(job, outcome == _COMPLETED)
+        ends = self.ends
+        del ends[bisect_left(ends, self._end_key.pop(job))]
+        job.process = None
+        if self._killing:
+            self._killing.discard(job)
+        self.view.released = True
         job.state = _DONE
         job.outcome = outcome
         job.end = end = float(clock(self.env))
@@ -505,12 +568,17 @@ class Scheduler:
             self.view.surprise = True
         if self.record:   # _event, inlined: once per job
             cl = self.cluster
-            self.log.event(clock(self.env), "timeout" if outcome == _TIMEOUT else "end", job.id, -1,
-                           self.queue.count, len(self.ends), cl.up_units - cl.free,
-                           cl.up_units, self.queued_area)
+            self._event_row((clock(self.env), "timeout" if outcome == _TIMEOUT else "end", job.id,
+                             -1, self.queue.count, len(self.ends), cl.up_units - cl.free,
+                             cl.up_units, self.queued_area, 0))
         if not self._woken:
             self._wake_unless_idle(job)
-        self._done(job)
+        # _done, inlined: once per job
+        self.done_count += 1
+        if self.done_count == self.expected_jobs:
+            self.finished.succeed()
+        for call in self._on_done:
+            call(job)
 
     def job_interrupted(self, job: Job, cause: object) -> None:
         """The job's attempt was interrupted (kill or node failure)."""

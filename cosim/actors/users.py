@@ -19,7 +19,7 @@ import simpy
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job
-from cosim.kernel import call_urgent
+from cosim.kernel import call_urgent, timer
 from cosim.kernel import now as clock
 from cosim.workloads.base import Workload
 
@@ -47,6 +47,7 @@ class Users(SchedulerHooks):
         self.estimate = workload.req_time if estimate is None else estimate
         self.user_aware = user_aware
         self._make_job = make_job or self._job_from_row
+        self._own_jobs = make_job is None   # jobs from the columns (made inline when due)
         self._cols = None
         self.submitted = 0
         self.total = len(workload)
@@ -63,18 +64,23 @@ class Users(SchedulerHooks):
         self._rows = np.flatnonzero(independent)
         self.submit_jobs()
 
-    def _job_from_row(self, i: int) -> Job:
+    def _columns(self) -> tuple[list, ...]:
+        """The workload's columns as lists, made at the first submit (Python
+        scalars once for all rows: per-row numpy indexing is slow; columns, not
+        one tuple per row: 10,000 tuples would all be tracked by the garbage
+        collector for the whole run)."""
         c = self._cols
         if c is None:
-            # Python scalars once for all rows: per-row numpy indexing is slow.
-            # (Columns, not one tuple per row: 10,000 tuples would all be
-            # tracked by the garbage collector for the whole run.)
             w = self.workload
             c = self._cols = (w.job_id.tolist(), w.submit.tolist(), w.run.tolist(),
                               w.procs.tolist(), w.req_time.tolist(),
                               np.asarray(self.estimate, dtype=np.float64).tolist(),
                               w.mem.tolist(), w.user.tolist(), w.prev_job.tolist(),
                               w.think.tolist())
+        return c
+
+    def _job_from_row(self, i: int) -> Job:
+        c = self._columns()
         return Job(c[0][i], i, c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], c[6][i], c[7][i],
                    c[8][i], c[9][i])
 
@@ -93,22 +99,33 @@ class Users(SchedulerHooks):
         make = self._make_job
         n = len(rows)
         k = 0
+        cols = None
 
         def due(_event) -> None:
             # The loop of the process this replaces: submit what is due, then
             # sleep until the next submit time (the same float arithmetic).
-            nonlocal k
+            nonlocal k, cols
+            if cols is None and self._own_jobs:
+                cols = self._columns()
             while k < n:
                 t = times[k]
                 if t > clock(env) and _event is None:
-                    simpy.Timeout(env, t - clock(env)).callbacks.append(due)
+                    timer(env, t - clock(env), due)
                     return
                 _event = None
                 # Every job due at this instant goes in before the scheduler runs.
                 first = k
-                while k < n and times[k] <= t:
-                    submit(make(rows[k]))
-                    k += 1
+                if cols is not None:   # _job_from_row, inlined: once per job
+                    ids, sub, run, procs, req, est, mem, user, prev, think = cols
+                    while k < n and times[k] <= t:
+                        i = rows[k]
+                        submit(Job(ids[i], i, sub[i], run[i], procs[i], req[i], est[i], mem[i],
+                                   user[i], prev[i], think[i]))
+                        k += 1
+                else:
+                    while k < n and times[k] <= t:
+                        submit(make(rows[k]))
+                        k += 1
                 self.submitted += k - first
 
         call_urgent(env, lambda _e: due(None))

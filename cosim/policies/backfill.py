@@ -170,6 +170,9 @@ class QueuePolicy:
     #: Whether an EASY pass after arrivals alone checks only the new jobs (in
     #: queue order); a policy that backfills in another order turns it off.
     arrival_passes = True
+    #: The scheduler may run this policy's passes as plain callbacks: it never
+    #: yields a SimPy event to wait on (a subclass that does sets it True).
+    yields_events = False
 
     def __init__(self, heuristic, backfill: str, rng: np.random.Generator | None = None):
         self.heuristic = heuristic
@@ -220,8 +223,15 @@ class QueuePolicy:
         ``view.new_jobs``: they stay refused while the reservation holds, and
         a queued job that grows able to fit is found by its size.
         """
-        return self._is_easy and not view.surprise and (
-            self.arrival_is_idle(view) or self._easy_quiet(view))
+        if not self._is_easy or view.surprise:
+            return False
+        # arrival_is_idle, inlined (once per arrival or end that could wake a pass)
+        head = self._easy_head
+        if head is not None and not view.released and view.queue.key_monotone \
+                and view.cluster.free == 0 and head.queue_slot >= 0 \
+                and view.queue.jobs[head.queue_slot] is head:
+            return True
+        return self._easy_quiet(view)
 
     def _easy_quiet(self, view: SchedulerView) -> bool:
         """Whether EASY's last pass still stands: a pass now would start nothing
@@ -326,7 +336,8 @@ class QueuePolicy:
         # shadow time and extra cores are those of the previous pass and only
         # the new jobs need checking.
         head = self._easy_head
-        incremental = (not view.released and head is not None and head in q
+        incremental = (not view.released and head is not None and head.queue_slot >= 0
+                       and q.jobs[head.queue_slot] is head   # head in q
                        and self._dynamic is None and self.arrival_passes)
         if incremental and not q.key_monotone:
             hkey = q.key[head.queue_slot]
@@ -351,7 +362,7 @@ class QueuePolicy:
                 if not q.count:
                     self._easy_head = None
                     return
-                head = q.jobs[q.head()]
+                head = q.jobs[q.lo if q.key_monotone else q.head()]   # q.head(), inlined
                 if prev is not None and head is not prev and prev.promised == prev.promised:
                     yield from self._give_way(view, prev, head)
                 if head.procs > cl.free or head.mem > cl.free_mem:
@@ -366,7 +377,7 @@ class QueuePolicy:
                     and cl.free_mem == math.inf \
                     and (shadow, extra, extra_mem) == self._easy_state:
                 candidates = self._easy_candidates_since(view, last_free, now, shadow, extra)
-        if cl.free > 0 and (candidates is not None or q.min_procs() <= cl.free):
+        if cl.free > 0 and (candidates is not None or q.smallest <= cl.free):
             if candidates is None:
                 if q.small():
                     candidates = self._easy_candidates_list(q, cl, now, shadow, extra,
@@ -449,7 +460,8 @@ class QueuePolicy:
                     jobs.sort(key=_slot)
         jobs_at = q.jobs
         more = [j for j in view.new_jobs
-                if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j]
+                if j.procs <= last_free and j.queue_slot >= 0 and jobs_at[j.queue_slot] is j
+                ] if view.new_jobs else None
         if more:
             jobs.extend(more)
             jobs.sort(key=_slot)

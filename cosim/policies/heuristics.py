@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -107,9 +108,10 @@ def _tetris_star(q: JobQueue, slots, now, cluster, rng):
 
 
 HEURISTICS: dict[str, Heuristic] = {h.name: h for h in [
-    Heuristic("fcfs", "first come, first served (submit time)", static=lambda j: j.submit),
+    # attrgetter: the key of every queued job, computed in C (no Python call per job)
+    Heuristic("fcfs", "first come, first served (submit time)", static=attrgetter("submit")),
     Heuristic("lcfs", "last come, first served", static=lambda j: -j.submit),
-    Heuristic("sjf", "shortest job first (by estimate)", static=lambda j: j.estimate),
+    Heuristic("sjf", "shortest job first (by estimate)", static=attrgetter("estimate")),
     Heuristic("saf", "smallest area first (estimate x procs)",
               static=lambda j: j.estimate * j.procs),
     Heuristic("largest", "largest-first bin packing (most procs first)",

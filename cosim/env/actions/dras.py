@@ -21,10 +21,22 @@ class DrasActions(AgentPolicy):
 
     kind = "dras"
     _none_since: tuple | None = None   # (reservation state, free units) when nothing was admitted
+    # (reserved job, (shadow, extra, extra_mem)) computed afresh by this pass's
+    # automatic step, for the level-2 refresh right after it (nothing changes
+    # in between: a renewed promise moves no resource); None otherwise.
+    _shadow_now: tuple | None = None
 
     def automatic(self, view: SchedulerView) -> Iterator[Decision]:
         """Start the reserved job once it fits; otherwise keep its promise."""
+        # _keep_reservation computes the shadow afresh without a kept state or
+        # after resources were released, and with no backfilling of its own
+        # (dras backfills by the agent) keeps it unchanged in _easy_state.
+        fresh = self._easy_state is None or view.released
+        self._shadow_now = None
         yield from self._keep_reservation(view)
+        if fresh and self.reserved is not None and self._easy_state is not None \
+                and self.backfill == "none":
+            self._shadow_now = (self.reserved, self._easy_state)
 
     def refresh(self, view: SchedulerView) -> bool:
         """Level 1 without a reservation, else level 2's backfill candidates."""
@@ -49,9 +61,13 @@ class DrasActions(AgentPolicy):
         q, cl = view.queue, view.cluster
         job = self.reserved
         free, free_mem = cl.free, cl.free_mem
+        shared, self._shadow_now = self._shadow_now, None   # good for one refresh
         if not q.count or free <= 0 or q.min_procs() > free:
             return []
-        shadow, extra, extra_mem = view.shadow(job.procs, job.mem)
+        if shared is not None and shared[0] is job:
+            shadow, extra, extra_mem = shared[1]   # this pass's automatic step computed it
+        else:
+            shadow, extra, extra_mem = view.shadow(job.procs, job.mem)
         now = view.now
         state = (job, shadow, extra, extra_mem)
         if self._none_since is not None and self._none_since[0] == state \
