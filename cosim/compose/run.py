@@ -46,6 +46,7 @@ from cosim.compose.predictions import (
 from cosim.compose.staging import policy_dir, prepare_out, put_in_place
 from cosim.compose.table import Progress, comparison_table
 from cosim.config import Scenario
+from cosim.kernel import run as run_env
 from cosim.model import build
 from cosim.policies import KillRulePolicy, PolicySpec
 from cosim.workloads.base import Workload
@@ -198,11 +199,12 @@ def _advance(sim, until: float | None, progress: bool, label: str) -> None:
     The run goes in about a hundred steps of simulated time (the submit times
     of every hundredth of the jobs), which changes nothing in the schedule:
     stopping ``env.run`` at a time and resuming it processes the same events
-    in the same order.
+    in the same order. Each step is :func:`cosim.kernel.run` (full garbage
+    collections put off while it runs).
     """
     env = sim.env
     if not progress:
-        env.run(until=sim.finished if until is None else until)
+        run_env(env, sim.finished if until is None else until)
         return
     n = len(sim.workload)
     with Progress(sim, label, progress) as bar:
@@ -214,12 +216,12 @@ def _advance(sim, until: float | None, progress: bool, label: str) -> None:
             if until is not None and t >= until:
                 break
             if t > env.now:
-                env.run(until=t)
+                run_env(env, t)
             bar.update()
         if until is None:
-            env.run(until=sim.finished)
+            run_env(env, sim.finished)
         elif until > env.now:
-            env.run(until=until)
+            run_env(env, until)
 
 
 def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *,
