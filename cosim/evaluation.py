@@ -41,17 +41,17 @@ import numpy as np
 import simpy
 
 from cosim.config import Scenario
-from cosim.errors import CosimError
+from cosim.errors import CosimError, ScenarioError
 from cosim.job import Outcome
 from cosim.model import build
-from cosim.policies.names import make_policy
+from cosim.policies.names import PolicySpec, make_policy, parse_policy
 from cosim.policies.priority import PriorityWeights, make_priority_policy
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import resolve_machine
 
 __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
-           "compare", "best_heuristic", "bootstrap_interval", "capacity_of"]
+           "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -208,6 +208,39 @@ def capacity_of(scenario: Scenario) -> int:
     return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
+def checked_source(source, scenario: Scenario, *, where: str = "policy"):
+    """``source`` as the evaluator will run it: a :class:`PriorityWeights` or a parsed name.
+
+    The evaluator simulates with the workload's requested times as the
+    scheduler's beliefs (no prediction hub: that lives in :mod:`cosim.compose`,
+    which this layer may not import). A name asking for predictions
+    (``f1+easy@history``, or any name when the scenario's
+    ``predictor.runtime`` is not ``estimate``) would silently be evaluated
+    as the plain heuristic, so it is refused instead.
+
+    Raises:
+        ScenarioError: a name that does not parse, asks for a predictor, or is
+            a trained agent (``rl:DIR``).
+    """
+    if isinstance(source, PriorityWeights):
+        return source
+    spec = source if isinstance(source, PolicySpec) else parse_policy(source, where=where)
+    accepted = ("a heuristic, selector or learned:DIR without @PREDICTOR (or with @estimate): "
+                "windows are evaluated on the requested times; use 'python -m cosim run' for "
+                "predictions")
+    if spec.predictor not in (None, "estimate"):
+        raise ScenarioError(where, repr(spec.name), accepted)
+    if spec.predictor is None and scenario.predictor.runtime != "estimate":
+        raise ScenarioError(where, f"{spec.name!r} with predictor.runtime "
+                                   f"{scenario.predictor.runtime!r}",
+                            accepted + " (--set predictor.runtime=estimate)")
+    if spec.kind == "agent":
+        raise ScenarioError(where, repr(spec.name), "a heuristic, selector or learned:DIR "
+                                                    "(a trained agent, rl:DIR, runs through "
+                                                    "'python -m cosim run')")
+    return spec
+
+
 def _policy(source):
     if isinstance(source, PriorityWeights):
         return make_priority_policy(source)
@@ -215,9 +248,14 @@ def _policy(source):
 
 
 def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
-    """Simulate ``source`` on ``window`` from an empty machine; bsld and waits."""
+    """Simulate ``source`` on ``window`` from an empty machine; bsld and waits.
+
+    Raises:
+        ScenarioError: ``source`` asks for predictions (see :func:`checked_source`).
+    """
     env = simpy.Environment()
-    sim = build(env, scenario, _policy(source), workload=window, record=False)
+    policy = _policy(checked_source(source, scenario))
+    sim = build(env, scenario, policy, workload=window, record=False)
     env.run(until=sim.finished)
     tau = scenario.metrics.tau
     bs, waits = [], []
@@ -266,7 +304,14 @@ class Evaluator:
                                              initargs=(scenario, self.windows))
 
     def evaluate(self, sources: Sequence) -> np.ndarray:
-        """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``."""
+        """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``.
+
+        Raises:
+            ScenarioError: a source asks for predictions (:func:`checked_source`),
+                before any window runs.
+        """
+        for s in sources:
+            checked_source(s, self.scenario)
         tasks = [(s, k) for s in sources for k in range(len(self.windows))]
         if self._pool is None:
             results = [run_window(self.scenario, s, self.windows[k]) for s, k in tasks]
