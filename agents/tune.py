@@ -18,7 +18,10 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    EASY backfilling in the same order, starting from the best heuristic's
    point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
-   It runs until ``--minutes`` are spent.
+   With ``--train-filter spread`` (or ``excess``) the training windows are
+   the most contended of a pool ``--train-pool`` times larger (contention
+   filtering: windows where every heuristic is near-optimal say nothing to
+   the search). It runs until ``--minutes`` are spent.
 4. Selection on validation only: the best few searched policies, the
    search distribution's mean and the classic heuristics themselves
    compete, so on validation the result is never worse than the best
@@ -51,12 +54,15 @@ from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.evaluation import (
     CLASSIC,
+    CONTENTION,
     Evaluator,
     best_heuristic,
     capacity_of,
     chronological_split,
     compare,
+    contention_scores,
     default_processes,
+    most_contended,
 )
 from cosim.policies.priority import (
     FEATURES,
@@ -73,6 +79,8 @@ __all__ = ["tune", "add_parser", "run"]
 _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 #: Fitness of a candidate on the training windows (see ``--fitness``).
 FITNESS = ("ratio", "windows")
+#: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
+TRAIN_FILTER, TRAIN_POOL = "none", 4
 
 
 def add_parser(sub) -> None:
@@ -115,6 +123,15 @@ def add_parser(sub) -> None:
                    help="interval (default): a searched policy replaces the best heuristic only "
                         "when the 95 %% bootstrap interval of its mean bsld ratio to it on "
                         "validation lies below 1; mean: the lowest validation mean wins")
+    t.add_argument("--train-filter", choices=("none",) + CONTENTION, default=TRAIN_FILTER,
+                   help="contention filtering of the training windows: cut --train-pool times "
+                        "--train-windows windows from the training span, run the heuristics "
+                        "on them once and keep the --train-windows where ordering matters "
+                        "most; spread: largest worst/best heuristic bsld; excess: largest best "
+                        "heuristic bsld; none: no pool, evenly spaced windows (default: "
+                        f"{TRAIN_FILTER})")
+    t.add_argument("--train-pool", type=int, default=TRAIN_POOL,
+                   help=f"pool size as a multiple of --train-windows (default {TRAIN_POOL})")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -124,7 +141,8 @@ def run(ns) -> int:
     if not ns.minutes > 0 or not math.isfinite(ns.minutes):
         raise InputError("--minutes", repr(ns.minutes), "a positive number of minutes")
     for flag, value in (("--window-jobs", ns.window_jobs), ("--train-windows", ns.train_windows),
-                        ("--windows", ns.windows), ("--keep", ns.keep)):
+                        ("--windows", ns.windows), ("--keep", ns.keep),
+                        ("--train-pool", ns.train_pool)):
         if value < 1:
             raise InputError(flag, repr(value), "at least 1")
     if ns.generations is not None and ns.generations < 1:
@@ -136,7 +154,8 @@ def run(ns) -> int:
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
-         user_features=ns.user_features)
+         user_features=ns.user_features, train_filter=ns.train_filter,
+         train_pool=ns.train_pool)
     return 0
 
 
@@ -171,7 +190,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
          keep: int = 5, generations: int | None = None, submit_time: bool = False,
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
-         selection: str = "interval", user_features: bool = False, echo=print) -> dict:
+         selection: str = "interval", user_features: bool = False,
+         train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -185,12 +205,34 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # Once, on the whole trace, so a window's first jobs see the user's history
         # from before the window (recorded completions only: causal by construction).
         workload.features.update(user_history(workload))
-    sp = chronological_split(workload, size=window_jobs, train_count=train_windows, count=count,
-                             train=split[0], validation=split[1])
+    filtered = train_filter != "none"
+    sp = chronological_split(workload, size=window_jobs,
+                             train_count=train_windows * (train_pool if filtered else 1),
+                             count=count, train=split[0], validation=split[1])
     processes = processes or default_processes()
+    filter_info = None
+    if filtered:
+        # Contention filtering: windows where every heuristic is near-optimal
+        # carry no signal for the search (on RICC most 2,048-job windows from an
+        # empty machine give bsld ~1 to every policy), so the search trains on
+        # the windows of the pool where the heuristics differ most. Training
+        # span only: validation and test windows stay as they are.
+        with Evaluator(scenario, sp.train, processes) as pool_eval:
+            pool_bsld = pool_eval.evaluate(CLASSIC)[:, :, _BSLD]
+        kept = most_contended(pool_bsld, train_windows, train_filter)
+        score = contention_scores(pool_bsld, train_filter)
+        filter_info = {"rule": train_filter, "pool": len(sp.train), "kept": len(kept),
+                       "kept_windows": kept,
+                       "score_kept_min": float(score[kept].min()),
+                       "score_pool_median": float(np.median(score)),
+                       "pool_best_heuristic_bsld": float(pool_bsld.mean(axis=1).min()),
+                       "kept_best_heuristic_bsld": float(pool_bsld[:, kept].mean(axis=1).min())}
+        sp.train = [sp.train[i] for i in kept]
     echo(f"tune: {len(workload)} jobs on {capacity} units; windows of {window_jobs} jobs: "
-         f"{len(sp.train)} train, {len(sp.validation)} validation, {sp.test.count} test; "
-         f"{processes} processes")
+         f"{len(sp.train)} train"
+         + (f" (the most contended of {filter_info['pool']} by {train_filter})" if filtered
+            else "")
+         + f", {len(sp.validation)} validation, {sp.test.count} test; {processes} processes")
 
     with Evaluator(scenario, sp.validation, processes) as val_eval:
         val_classic = val_eval.evaluate(CLASSIC)
@@ -311,7 +353,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                       "last_submit": s.last_submit} for k, s in sp.spans.items()},
         "windows": {"train": len(sp.train), "validation": len(sp.validation),
                     "test": len(test_windows)},
-        "note": sp.note,
+        "note": sp.note, "train_filter": filter_info,
         "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
                    "generations": generations, "restarts": restarts,
                    "window_evaluations": evaluations, "cpu_seconds": round(_cpu_seconds(), 1),
@@ -378,6 +420,18 @@ def model_card(policy: dict, r: dict) -> str:
     for k, s in r["spans"].items():
         lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
                      f"..{s['last_submit']:.0f} s), {r['windows'][k]} windows")
+    f = r.get("train_filter")
+    if f:
+        lines.append(
+            f"- training windows filtered by contention: {f['kept']} kept of a pool of "
+            f"{f['pool']} evenly spaced over the training span, those of highest "
+            + ("log(worst / best heuristic mean bsld)" if f["rule"] == "spread"
+               else "log(best heuristic mean bsld)")
+            + f" (rule `{f['rule']}`; the kept windows score at least {f['score_kept_min']:.3f}, "
+            f"the pool's median {f['score_pool_median']:.3f}; the best heuristic's mean bsld "
+            f"{f['kept_best_heuristic_bsld']:.2f} on the kept windows, "
+            f"{f['pool_best_heuristic_bsld']:.2f} on the pool); validation and test windows "
+            "are not filtered")
     if r["note"]:
         lines.append(f"- note: {r['note']}")
     b = r["budget"]

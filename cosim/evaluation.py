@@ -51,7 +51,8 @@ from cosim.workloads.loading import resolve_machine
 
 __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
-           "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source"]
+           "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source",
+           "CONTENTION", "contention_scores", "most_contended"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -403,6 +404,55 @@ def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy"
     return Comparison(policy, reference_name, n, float(a.mean() / b.mean()), mean_ci,
                       float(np.median(ratio)), median_ci, int(np.sum(a < b)), int(np.sum(a > b)),
                       float(a.mean()), float(b.mean()))
+
+
+#: Rules for scoring a window's contention from the heuristics' bsld on it.
+CONTENTION = ("spread", "excess")
+
+
+def contention_scores(bsld: np.ndarray, rule: str = "spread") -> np.ndarray:
+    """How much a window leaves to gain, from the heuristics' mean bsld on it.
+
+    Args:
+        bsld: ``[heuristic, window]`` mean bsld (every value at least 1).
+        rule: ``spread``: log of the worst heuristic's bsld over the best's
+            (the order matters here: 0 where every heuristic does the same);
+            ``excess``: log of the best heuristic's bsld (0 where it is
+            already optimal, bsld 1 for every job).
+
+    A window where every heuristic is near-optimal scores near 0 under both.
+    Non-finite values (a window no job of which finished) score -inf.
+
+    Examples:
+        >>> b = np.array([[1.0, 2.0, 5.0], [1.0, 4.0, 5.0]])
+        >>> np.round(contention_scores(b, "spread"), 3).tolist()
+        [0.0, 0.693, 0.0]
+        >>> np.round(contention_scores(b, "excess"), 3).tolist()
+        [0.0, 0.693, 1.609]
+    """
+    b = np.asarray(bsld, dtype=float)
+    if b.ndim != 2 or not b.shape[0]:
+        raise ProtocolError(f"contention: bsld of shape {b.shape}; expected [heuristic, window]")
+    if rule == "spread":
+        score = np.log(b.max(axis=0) / b.min(axis=0))
+    elif rule == "excess":
+        score = np.log(b.min(axis=0))
+    else:
+        raise ProtocolError(f"contention: rule {rule!r}; expected one of {', '.join(CONTENTION)}")
+    return np.where(np.isfinite(score), score, -np.inf)
+
+
+def most_contended(bsld: np.ndarray, keep: int, rule: str = "spread") -> list[int]:
+    """Indices (ascending, so time order is kept) of the ``keep`` windows of highest
+    :func:`contention_scores`; ties go to the earlier window.
+
+    Examples:
+        >>> most_contended(np.array([[1.0, 2.0, 5.0, 1.5], [1.0, 4.0, 5.0, 1.0]]), 2)
+        [1, 3]
+    """
+    score = contention_scores(bsld, rule)
+    order = np.argsort(-score, kind="stable")
+    return sorted(int(i) for i in order[:max(0, keep)])
 
 
 def best_heuristic(validation_bsld: dict[str, np.ndarray]) -> str:

@@ -135,3 +135,37 @@ def test_user_features_join_the_search_only_when_asked(tmp_path):
     card = (tmp_path / "users" / "card.md").read_text()
     assert "log_user_pred" in card and "Tsafrir" in card
     make_policy(f"learned:{tmp_path / 'users'}")
+
+
+def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
+    from cosim.config import load_scenario
+    from cosim.evaluation import Evaluator, chronological_split, most_contended
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "c", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "c", window_jobs=80, train_windows=4, count=6,
+             processes=1, generations=1, keep=2, train_filter="spread", train_pool=3,
+             echo=lambda *a: None)
+    f = r["train_filter"]
+    assert (f["rule"], f["pool"], f["kept"], r["windows"]["train"]) == ("spread", 12, 4, 4)
+    # The same pool, scored independently: the kept windows are its 4 of widest spread.
+    sc = load_scenario(s, [])
+    w = load_workload(sc)
+    pool = chronological_split(w, size=80, train_count=12, count=6).train
+    with Evaluator(resolve_machine(sc, w), pool) as ev:
+        b = ev.evaluate(CLASSIC)[:, :, 0]
+    assert f["kept_windows"] == most_contended(b, 4, "spread")
+    card = (tmp_path / "c" / "card.md").read_text()
+    assert "training windows filtered by contention: 4 kept of a pool of 12" in card
+    # Validation is untouched by the filter: the same windows as without it.
+    plain = small_tune(s, tmp_path / "plain")
+    assert plain["validation_mean_bsld"]["f1+easy"] == r["validation_mean_bsld"]["f1+easy"]
+    assert plain["train_filter"] is None
+
+
+def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
+    assert main(["tune", "scenarios/lublin256.yaml", "--minutes", "1", "--out", str(tmp_path / "o"),
+                 "--train-pool", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--train-pool" in err and "at least 1" in err
+    assert not (tmp_path / "o").exists()
