@@ -18,10 +18,12 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    EASY backfilling in the same order, starting from the best heuristic's
    point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
-   With ``--train-filter spread`` (or ``excess``) the training windows are
-   the most contended of a pool ``--train-pool`` times larger (contention
-   filtering: windows where every heuristic is near-optimal say nothing to
-   the search). It runs until ``--minutes`` are spent.
+   Contention filtering (``--train-filter``, default ``skip``): windows
+   where every heuristic is within 5 % of the best say nothing to the
+   search, so each such evenly spaced training window is replaced by the
+   window of widest heuristic spread from a pool ``--train-pool`` times
+   larger (``spread``: the most contended windows of the pool, ``none``:
+   no filtering). It runs until ``--minutes`` are spent.
 4. Selection on validation only: the best few searched policies, the
    search distribution's mean and the classic heuristics themselves
    compete, so on validation the result is never worse than the best
@@ -63,6 +65,8 @@ from cosim.evaluation import (
     contention_scores,
     default_processes,
     most_contended,
+    replace_near_optimal,
+    window_starts,
 )
 from cosim.policies.priority import (
     FEATURES,
@@ -80,7 +84,9 @@ _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 #: Fitness of a candidate on the training windows (see ``--fitness``).
 FITNESS = ("ratio", "windows")
 #: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
-TRAIN_FILTER, TRAIN_POOL = "none", 4
+TRAIN_FILTER, TRAIN_POOL = "skip", 4
+#: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
+SKIP_TOLERANCE = 0.05
 
 
 def add_parser(sub) -> None:
@@ -125,11 +131,12 @@ def add_parser(sub) -> None:
                         "validation lies below 1; mean: the lowest validation mean wins")
     t.add_argument("--train-filter", choices=("none",) + CONTENTION, default=TRAIN_FILTER,
                    help="contention filtering of the training windows: cut --train-pool times "
-                        "--train-windows windows from the training span, run the heuristics "
-                        "on them once and keep the --train-windows where ordering matters "
-                        "most; spread: largest worst/best heuristic bsld; excess: largest best "
-                        "heuristic bsld; none: no pool, evenly spaced windows (default: "
-                        f"{TRAIN_FILTER})")
+                        "--train-windows windows from the training span and run the "
+                        "heuristics on them once; skip: the evenly spaced windows, each one "
+                        "where every heuristic is within 5 %% of the best replaced by the "
+                        "pool's window of widest worst/best spread; spread: the windows of "
+                        "widest spread; excess: of largest best-heuristic bsld; none: evenly "
+                        f"spaced windows, no pool (default: {TRAIN_FILTER})")
     t.add_argument("--train-pool", type=int, default=TRAIN_POOL,
                    help=f"pool size as a multiple of --train-windows (default {TRAIN_POOL})")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
@@ -206,8 +213,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # from before the window (recorded completions only: causal by construction).
         workload.features.update(user_history(workload))
     filtered = train_filter != "none"
-    sp = chronological_split(workload, size=window_jobs,
-                             train_count=train_windows * (train_pool if filtered else 1),
+    sp = chronological_split(workload, size=window_jobs, train_count=train_windows,
                              count=count, train=split[0], validation=split[1])
     processes = processes or default_processes()
     filter_info = None
@@ -215,19 +221,31 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # Contention filtering: windows where every heuristic is near-optimal
         # carry no signal for the search (on RICC most 2,048-job windows from an
         # empty machine give bsld ~1 to every policy), so the search trains on
-        # the windows of the pool where the heuristics differ most. Training
-        # span only: validation and test windows stay as they are.
-        with Evaluator(scenario, sp.train, processes) as pool_eval:
+        # windows of a larger pool where the heuristics differ. Training span
+        # only: validation and test windows stay as they are.
+        stop = sp.spans["train"].stop
+        base = window_starts(window_jobs, train_windows, 0, stop)
+        starts = window_starts(window_jobs, train_windows * train_pool, 0, stop)
+        if train_filter == "skip":      # the unfiltered windows are in the pool
+            starts = sorted(set(starts) | set(base))
+        pool = [workload.take(slice(a, a + window_jobs)) for a in starts]
+        with Evaluator(scenario, pool, processes) as pool_eval:
             pool_bsld = pool_eval.evaluate(CLASSIC)[:, :, _BSLD]
-        kept = most_contended(pool_bsld, train_windows, train_filter)
+        if train_filter == "skip":
+            kept = replace_near_optimal(pool_bsld, [starts.index(a) for a in base],
+                                        SKIP_TOLERANCE)
+        else:
+            kept = most_contended(pool_bsld, train_windows, train_filter)
         score = contention_scores(pool_bsld, train_filter)
-        filter_info = {"rule": train_filter, "pool": len(sp.train), "kept": len(kept),
-                       "kept_windows": kept,
+        filter_info = {"rule": train_filter, "pool": len(pool), "kept": len(kept),
+                       "kept_windows": kept, "kept_starts": [starts[i] for i in kept],
+                       "unchanged": sum(starts[i] in base for i in kept),
+                       "near_optimal_in_pool": int(np.sum(score <= np.log1p(SKIP_TOLERANCE))),
                        "score_kept_min": float(score[kept].min()),
                        "score_pool_median": float(np.median(score)),
                        "pool_best_heuristic_bsld": float(pool_bsld.mean(axis=1).min()),
                        "kept_best_heuristic_bsld": float(pool_bsld[:, kept].mean(axis=1).min())}
-        sp.train = [sp.train[i] for i in kept]
+        sp.train = [pool[i] for i in kept]
     echo(f"tune: {len(workload)} jobs on {capacity} units; windows of {window_jobs} jobs: "
          f"{len(sp.train)} train"
          + (f" (the most contended of {filter_info['pool']} by {train_filter})" if filtered
@@ -424,9 +442,14 @@ def model_card(policy: dict, r: dict) -> str:
     if f:
         lines.append(
             f"- training windows filtered by contention: {f['kept']} kept of a pool of "
-            f"{f['pool']} evenly spaced over the training span, those of highest "
-            + ("log(worst / best heuristic mean bsld)" if f["rule"] == "spread"
-               else "log(best heuristic mean bsld)")
+            f"{f['pool']} evenly spaced over the training span, "
+            + ({"spread": "those of highest log(worst / best heuristic mean bsld)",
+                "excess": "those of highest log(best heuristic mean bsld)"}.get(f["rule"])
+               or (f"the evenly spaced windows where the heuristics differ by more than 5 % "
+                   f"({f.get('unchanged', '?')} of them), the others, near-optimal for every "
+                   "heuristic, replaced by the pool's windows of widest worst/best spread "
+                   f"({f.get('near_optimal_in_pool', '?')} of the pool's windows are "
+                   "near-optimal)"))
             + f" (rule `{f['rule']}`; the kept windows score at least {f['score_kept_min']:.3f}, "
             f"the pool's median {f['score_pool_median']:.3f}; the best heuristic's mean bsld "
             f"{f['kept_best_heuristic_bsld']:.2f} on the kept windows, "

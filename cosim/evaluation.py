@@ -52,7 +52,8 @@ from cosim.workloads.loading import resolve_machine
 __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
            "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source",
-           "CONTENTION", "contention_scores", "most_contended"]
+           "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
+           "window_starts"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -125,6 +126,16 @@ def windows(workload: Workload, size: int, count: int, start: int = 0,
     F1's log submit time read them).
     """
     stop = len(workload) if stop is None else stop
+    return [workload.take(slice(s, s + size)) for s in window_starts(size, count, start, stop)]
+
+
+def window_starts(size: int, count: int, start: int, stop: int) -> list[int]:
+    """First rows of the windows :func:`windows` cuts from rows ``[start, stop)``.
+
+    Examples:
+        >>> window_starts(10, 5, 20, 70)
+        [20, 30, 40, 50, 60]
+    """
     if size < 1 or count < 1:
         raise ProtocolError(f"windows: size {size} and count {count} must be at least 1")
     room = stop - start - size
@@ -133,7 +144,7 @@ def windows(workload: Workload, size: int, count: int, start: int = 0,
     count = min(count, room + 1)
     starts = (np.linspace(start, start + room, count).round().astype(int) if count > 1
               else np.array([start]))
-    return [workload.take(slice(int(s), int(s) + size)) for s in starts]
+    return [int(s) for s in starts]
 
 
 def _span(workload: Workload, a: int, b: int) -> Span:
@@ -406,8 +417,8 @@ def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy"
                       float(a.mean()), float(b.mean()))
 
 
-#: Rules for scoring a window's contention from the heuristics' bsld on it.
-CONTENTION = ("spread", "excess")
+#: Rules for filtering training windows by contention (``agents tune --train-filter``).
+CONTENTION = ("skip", "spread", "excess")
 
 
 def contention_scores(bsld: np.ndarray, rule: str = "spread") -> np.ndarray:
@@ -433,7 +444,7 @@ def contention_scores(bsld: np.ndarray, rule: str = "spread") -> np.ndarray:
     b = np.asarray(bsld, dtype=float)
     if b.ndim != 2 or not b.shape[0]:
         raise ProtocolError(f"contention: bsld of shape {b.shape}; expected [heuristic, window]")
-    if rule == "spread":
+    if rule in ("spread", "skip"):
         score = np.log(b.max(axis=0) / b.min(axis=0))
     elif rule == "excess":
         score = np.log(b.min(axis=0))
@@ -453,6 +464,41 @@ def most_contended(bsld: np.ndarray, keep: int, rule: str = "spread") -> list[in
     score = contention_scores(bsld, rule)
     order = np.argsort(-score, kind="stable")
     return sorted(int(i) for i in order[:max(0, keep)])
+
+
+def replace_near_optimal(bsld: np.ndarray, base: Sequence[int], tolerance: float = 0.05
+                         ) -> list[int]:
+    """The windows ``base`` with each near-optimal one replaced by a contended one.
+
+    A window is near-optimal when every heuristic's mean bsld on it is within
+    ``tolerance`` of the best one's (the order cannot change the outcome by
+    more: on RICC most 2,048-job windows give bsld ~1 to every heuristic).
+    Each such window of ``base`` is replaced by the window outside ``base`` of
+    widest spread (:func:`contention_scores`), while contended ones remain;
+    where every window of ``base`` is contended the result is ``base``
+    itself, so the rule changes nothing on a busy trace.
+
+    Args:
+        bsld: ``[heuristic, window]`` mean bsld over a pool of windows.
+        base: indices of the pool's evenly spaced windows (the unfiltered choice).
+        tolerance: relative spread below which a window counts as near-optimal.
+
+    Returns:
+        Indices into the pool, ascending, as many as ``base`` has.
+
+    Examples:
+        >>> b = np.array([[1.0, 1.0, 3.0, 2.0, 1.0], [1.0, 1.5, 1.0, 1.0, 1.01]])
+        >>> replace_near_optimal(b, [0, 1, 4])
+        [1, 2, 3]
+        >>> replace_near_optimal(b, [1, 2])
+        [1, 2]
+    """
+    score = contention_scores(bsld, "spread")
+    limit = math.log1p(tolerance)
+    base = [int(i) for i in base]
+    kept = [i for i in base if score[i] > limit]
+    spare = [int(i) for i in np.argsort(-score, kind="stable") if int(i) not in base]
+    return sorted(kept + spare[:len(base) - len(kept)])
 
 
 def best_heuristic(validation_bsld: dict[str, np.ndarray]) -> str:

@@ -158,9 +158,31 @@ def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
     card = (tmp_path / "c" / "card.md").read_text()
     assert "training windows filtered by contention: 4 kept of a pool of 12" in card
     # Validation is untouched by the filter: the same windows as without it.
-    plain = small_tune(s, tmp_path / "plain")
+    plain = tune(s, [], 10.0, tmp_path / "plain", window_jobs=80, train_windows=4, count=6,
+                 processes=1, generations=1, keep=2, train_filter="none", echo=lambda *a: None)
     assert plain["validation_mean_bsld"]["f1+easy"] == r["validation_mean_bsld"]["f1+easy"]
-    assert plain["train_filter"] is None
+    assert plain["train_filter"] is None and plain["windows"]["train"] == 4
+
+
+def test_skip_replaces_only_the_near_optimal_windows(tmp_path):
+    # The default rule keeps the evenly spaced windows where the heuristics differ
+    # by more than 5 % and replaces only the others with the pool's most contended.
+    from cosim.config import load_scenario
+    from cosim.evaluation import Evaluator, contention_scores, window_starts
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "k", 1.0)
+    r = small_tune(s, tmp_path / "k")
+    f = r["train_filter"]
+    assert f["rule"] == "skip" and f["kept"] == 4 and r["windows"]["train"] == 4
+    sc = load_scenario(s, [])
+    w = load_workload(sc)
+    base = window_starts(80, 4, 0, 500)
+    with Evaluator(resolve_machine(sc, w), [w.take(slice(a, a + 80)) for a in base]) as ev:
+        score = contention_scores(ev.evaluate(CLASSIC)[:, :, 0])
+    contended = [a for a, x in zip(base, score) if x > np.log(1.05)]
+    assert set(contended) <= set(f["kept_starts"]) and f["unchanged"] >= len(contended)
+    assert "training windows filtered by contention: 4 kept" in (tmp_path / "k" / "card.md").read_text()
 
 
 def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
