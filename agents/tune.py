@@ -248,8 +248,10 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         sp.train = [pool[i] for i in kept]
     echo(f"tune: {len(workload)} jobs on {capacity} units; windows of {window_jobs} jobs: "
          f"{len(sp.train)} train"
-         + (f" (the most contended of {filter_info['pool']} by {train_filter})" if filtered
-            else "")
+         + ("" if not filtered else
+            f" ({filter_info['kept'] - filter_info['unchanged']} near-optimal replaced from a "
+            f"pool of {filter_info['pool']})" if train_filter == "skip" else
+            f" (the most contended of {filter_info['pool']} by {train_filter})")
          + f", {len(sp.validation)} validation, {sp.test.count} test; {processes} processes")
 
     with Evaluator(scenario, sp.validation, processes) as val_eval:
