@@ -139,6 +139,9 @@ def add_parser(sub) -> None:
                         f"spaced windows, no pool (default: {TRAIN_FILTER})")
     t.add_argument("--train-pool", type=int, default=TRAIN_POOL,
                    help=f"pool size as a multiple of --train-windows (default {TRAIN_POOL})")
+    t.add_argument("--snapshots", action="store_true",
+                   help="also take to validation the best point so far and the search mean at "
+                        "generations 5, 10, 20, 40, ... (early stopping chosen on validation)")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -162,7 +165,7 @@ def run(ns) -> int:
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
          user_features=ns.user_features, train_filter=ns.train_filter,
-         train_pool=ns.train_pool)
+         train_pool=ns.train_pool, snapshots=ns.snapshots)
     return 0
 
 
@@ -179,6 +182,20 @@ def _fitness(res: np.ndarray, ref: np.ndarray, kind: str) -> np.ndarray:
     else:
         raise ValueError(f"fitness: {kind!r}, expected one of {', '.join(FITNESS)}")
     return np.where(np.isfinite(fit), fit, 1e9)
+
+
+def _checkpoints(upto: int) -> set[int]:
+    """Generations at which ``--snapshots`` keeps candidates: 5, 10, 20, 40, ... up to ``upto``."""
+    out, g = set(), 5
+    while g <= upto:
+        out.add(g)
+        g *= 2
+    return out
+
+
+def _same(a: PriorityWeights, b: PriorityWeights) -> bool:
+    """The same policy under two names."""
+    return replace(a, name="") == replace(b, name="")
 
 
 def _cpu_seconds() -> float:
@@ -198,7 +215,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          keep: int = 5, generations: int | None = None, submit_time: bool = False,
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
          selection: str = "interval", user_features: bool = False,
-         train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL, echo=print) -> dict:
+         train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
+         snapshots: bool = False, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -287,6 +305,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             return PriorityWeights(tuple(float(v) for v in w), capacity, name=name,
                                    backfill_weights=b)
         searched: list[tuple[float, PriorityWeights]] = []
+        snaps: list[PriorityWeights] = []
         max_generations, generations, evaluations, restarts = generations, 0, 0, 0
         deadline = t_start + 60.0 * minutes
         with Evaluator(scenario, sp.train, processes) as train_eval:
@@ -311,6 +330,14 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
+                if snapshots and generations in _checkpoints(generations):
+                    # Early stopping, decided on validation: the best point so far
+                    # and the search mean at doubling checkpoints (a long search
+                    # fits the training windows ever closer and can drift away
+                    # from what holds on validation).
+                    f0, w0 = min(searched, key=lambda fw: fw[0])
+                    snaps.append(replace(w0, name=f"best@g{generations}"))
+                    snaps.append(spec_of(es.result.xfavorite, f"mean@g{generations}"))
                 evaluations += len(xs) * len(sp.train)
                 echo(f"generation {generations}: best train {fitness} {fit.min():.4f} "
                      f"(overall {min(f for f, _ in searched):.4f}), "
@@ -330,6 +357,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             # The search distribution's mean: averaged over many noisy samples, it
             # is often better off the training windows than the luckiest sample.
             cand.append(spec_of(es.result.xfavorite, "cma-mean"))
+        for w in snaps:     # a snapshot already among the candidates is not run twice
+            if not any(_same(w, c) for c in cand):
+                cand.append(w)
         val_cand = val_eval.evaluate(cand)[:, :, _BSLD] if cand else np.zeros((0, 1))
     val_means = {h: float(np.mean(v)) for h, v in val_bsld.items()}
     val_ci: dict[str, list[float]] = {}
@@ -394,7 +424,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          f"CMA-ES on unit-norm weights, sigma0 {sigma}, population "
                          f"max(6, 2 x processes), doubled at each restart, seeded at the best "
                          "heuristic", "classics_included": list(CLASSIC)},
-        "best_heuristic": best, "chosen": chosen_name,
+        "snapshots": [w.name for w in snaps], "best_heuristic": best, "chosen": chosen_name,
         "validation_mean_bsld": val_means, "selection": selection,
         "validation_ratio_ci": val_ci,
         "train_ratio_of_searched": [f for f, _ in top],
@@ -481,7 +511,10 @@ def model_card(policy: dict, r: dict) -> str:
                  else "mean bsld over the best heuristic's"),
               f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
               "searched weights (by training fitness), the search distribution's final mean "
-              f"(cma-mean) and the heuristics {', '.join(r['search_space']['classics_included'])}"
+              f"(cma-mean)"
+              + (f", the snapshots {', '.join(r['snapshots'])} (best so far and search mean "
+                 "at doubling generations)" if r.get("snapshots") else "")
+              + f" and the heuristics {', '.join(r['search_space']['classics_included'])}"
               + ("; a searched policy qualifies only when the 95 % bootstrap interval of its "
                  "validation mean-bsld ratio to the best heuristic lies below 1"
                  if r.get("selection", "mean") == "interval" else

@@ -191,3 +191,20 @@ def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--train-pool" in err and "at least 1" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_snapshots_join_validation_only_when_asked(tmp_path):
+    from agents.tune import _checkpoints
+
+    assert sorted(_checkpoints(45)) == [5, 10, 20, 40] and _checkpoints(4) == set()
+    s = trace(tmp_path, "s", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "s", window_jobs=80, train_windows=4, count=6,
+             processes=1, generations=5, keep=1, snapshots=True, train_filter="none",
+             echo=lambda *a: None)
+    assert r["snapshots"] == ["best@g5", "mean@g5"]
+    # Each snapshot went to validation unless it is the same policy as a candidate.
+    v = r["validation_mean_bsld"]
+    assert "mean@g5" not in v or v["mean@g5"] != v["cma-mean"]
+    assert "best@g5" not in v or v["best@g5"] != v["searched1"]
+    assert "snapshots best@g5, mean@g5" in (tmp_path / "s" / "card.md").read_text()
+    assert small_tune(s, tmp_path / "p")["snapshots"] == []
