@@ -18,7 +18,12 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    EASY backfilling in the same order, starting from the best heuristic's
    point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
-   It runs until ``--minutes`` are spent.
+   Contention filtering (``--train-filter``, default ``skip``): windows
+   where every heuristic is within 5 % of the best say nothing to the
+   search, so each such evenly spaced training window is replaced by the
+   window of widest heuristic spread from a pool ``--train-pool`` times
+   larger (``spread``: the most contended windows of the pool, ``none``:
+   no filtering). It runs until ``--minutes`` are spent.
 4. Selection on validation only: the best few searched policies, the
    search distribution's mean and the classic heuristics themselves
    compete, so on validation the result is never worse than the best
@@ -51,12 +56,17 @@ from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.evaluation import (
     CLASSIC,
+    CONTENTION,
     Evaluator,
     best_heuristic,
     capacity_of,
     chronological_split,
     compare,
+    contention_scores,
     default_processes,
+    most_contended,
+    replace_near_optimal,
+    window_starts,
 )
 from cosim.policies.priority import (
     FEATURES,
@@ -73,6 +83,10 @@ __all__ = ["tune", "add_parser", "run"]
 _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 #: Fitness of a candidate on the training windows (see ``--fitness``).
 FITNESS = ("ratio", "windows")
+#: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
+TRAIN_FILTER, TRAIN_POOL = "skip", 4
+#: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
+SKIP_TOLERANCE = 0.05
 
 
 def add_parser(sub) -> None:
@@ -115,6 +129,19 @@ def add_parser(sub) -> None:
                    help="interval (default): a searched policy replaces the best heuristic only "
                         "when the 95 %% bootstrap interval of its mean bsld ratio to it on "
                         "validation lies below 1; mean: the lowest validation mean wins")
+    t.add_argument("--train-filter", choices=("none",) + CONTENTION, default=TRAIN_FILTER,
+                   help="contention filtering of the training windows: cut --train-pool times "
+                        "--train-windows windows from the training span and run the "
+                        "heuristics on them once; skip: the evenly spaced windows, each one "
+                        "where every heuristic is within 5 %% of the best replaced by the "
+                        "pool's window of widest worst/best spread; spread: the windows of "
+                        "widest spread; excess: of largest best-heuristic bsld; none: evenly "
+                        f"spaced windows, no pool (default: {TRAIN_FILTER})")
+    t.add_argument("--train-pool", type=int, default=TRAIN_POOL,
+                   help=f"pool size as a multiple of --train-windows (default {TRAIN_POOL})")
+    t.add_argument("--snapshots", action="store_true",
+                   help="also take to validation the best point so far and the search mean at "
+                        "generations 5, 10, 20, 40, ... (early stopping chosen on validation)")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -124,7 +151,8 @@ def run(ns) -> int:
     if not ns.minutes > 0 or not math.isfinite(ns.minutes):
         raise InputError("--minutes", repr(ns.minutes), "a positive number of minutes")
     for flag, value in (("--window-jobs", ns.window_jobs), ("--train-windows", ns.train_windows),
-                        ("--windows", ns.windows), ("--keep", ns.keep)):
+                        ("--windows", ns.windows), ("--keep", ns.keep),
+                        ("--train-pool", ns.train_pool)):
         if value < 1:
             raise InputError(flag, repr(value), "at least 1")
     if ns.generations is not None and ns.generations < 1:
@@ -136,7 +164,8 @@ def run(ns) -> int:
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
-         user_features=ns.user_features)
+         user_features=ns.user_features, train_filter=ns.train_filter,
+         train_pool=ns.train_pool, snapshots=ns.snapshots)
     return 0
 
 
@@ -155,6 +184,20 @@ def _fitness(res: np.ndarray, ref: np.ndarray, kind: str) -> np.ndarray:
     return np.where(np.isfinite(fit), fit, 1e9)
 
 
+def _checkpoints(upto: int) -> set[int]:
+    """Generations at which ``--snapshots`` keeps candidates: 5, 10, 20, 40, ... up to ``upto``."""
+    out, g = set(), 5
+    while g <= upto:
+        out.add(g)
+        g *= 2
+    return out
+
+
+def _same(a: PriorityWeights, b: PriorityWeights) -> bool:
+    """The same policy under two names."""
+    return replace(a, name="") == replace(b, name="")
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and its finished children (the workers, once joined)."""
     t = os.times()
@@ -171,7 +214,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
          keep: int = 5, generations: int | None = None, submit_time: bool = False,
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
-         selection: str = "interval", user_features: bool = False, echo=print) -> dict:
+         selection: str = "interval", user_features: bool = False,
+         train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
+         snapshots: bool = False, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -185,12 +230,47 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # Once, on the whole trace, so a window's first jobs see the user's history
         # from before the window (recorded completions only: causal by construction).
         workload.features.update(user_history(workload))
-    sp = chronological_split(workload, size=window_jobs, train_count=train_windows, count=count,
-                             train=split[0], validation=split[1])
+    filtered = train_filter != "none"
+    sp = chronological_split(workload, size=window_jobs, train_count=train_windows,
+                             count=count, train=split[0], validation=split[1])
     processes = processes or default_processes()
+    filter_info = None
+    if filtered:
+        # Contention filtering: windows where every heuristic is near-optimal
+        # carry no signal for the search (on RICC most 2,048-job windows from an
+        # empty machine give bsld ~1 to every policy), so the search trains on
+        # windows of a larger pool where the heuristics differ. Training span
+        # only: validation and test windows stay as they are.
+        stop = sp.spans["train"].stop
+        base = window_starts(window_jobs, train_windows, 0, stop)
+        starts = window_starts(window_jobs, train_windows * train_pool, 0, stop)
+        if train_filter == "skip":      # the unfiltered windows are in the pool
+            starts = sorted(set(starts) | set(base))
+        pool = [workload.take(slice(a, a + window_jobs)) for a in starts]
+        with Evaluator(scenario, pool, processes) as pool_eval:
+            pool_bsld = pool_eval.evaluate(CLASSIC)[:, :, _BSLD]
+        if train_filter == "skip":
+            kept = replace_near_optimal(pool_bsld, [starts.index(a) for a in base],
+                                        SKIP_TOLERANCE)
+        else:
+            kept = most_contended(pool_bsld, train_windows, train_filter)
+        score = contention_scores(pool_bsld, train_filter)
+        filter_info = {"rule": train_filter, "pool": len(pool), "kept": len(kept),
+                       "kept_windows": kept, "kept_starts": [starts[i] for i in kept],
+                       "unchanged": sum(starts[i] in base for i in kept),
+                       "near_optimal_in_pool": int(np.sum(score <= np.log1p(SKIP_TOLERANCE))),
+                       "score_kept_min": float(score[kept].min()),
+                       "score_pool_median": float(np.median(score)),
+                       "pool_best_heuristic_bsld": float(pool_bsld.mean(axis=1).min()),
+                       "kept_best_heuristic_bsld": float(pool_bsld[:, kept].mean(axis=1).min())}
+        sp.train = [pool[i] for i in kept]
     echo(f"tune: {len(workload)} jobs on {capacity} units; windows of {window_jobs} jobs: "
-         f"{len(sp.train)} train, {len(sp.validation)} validation, {sp.test.count} test; "
-         f"{processes} processes")
+         f"{len(sp.train)} train"
+         + ("" if not filtered else
+            f" ({filter_info['kept'] - filter_info['unchanged']} near-optimal replaced from a "
+            f"pool of {filter_info['pool']})" if train_filter == "skip" else
+            f" (the most contended of {filter_info['pool']} by {train_filter})")
+         + f", {len(sp.validation)} validation, {sp.test.count} test; {processes} processes")
 
     with Evaluator(scenario, sp.validation, processes) as val_eval:
         val_classic = val_eval.evaluate(CLASSIC)
@@ -225,6 +305,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             return PriorityWeights(tuple(float(v) for v in w), capacity, name=name,
                                    backfill_weights=b)
         searched: list[tuple[float, PriorityWeights]] = []
+        snaps: list[PriorityWeights] = []
         max_generations, generations, evaluations, restarts = generations, 0, 0, 0
         deadline = t_start + 60.0 * minutes
         with Evaluator(scenario, sp.train, processes) as train_eval:
@@ -249,6 +330,14 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
+                if snapshots and generations in _checkpoints(generations):
+                    # Early stopping, decided on validation: the best point so far
+                    # and the search mean at doubling checkpoints (a long search
+                    # fits the training windows ever closer and can drift away
+                    # from what holds on validation).
+                    f0, w0 = min(searched, key=lambda fw: fw[0])
+                    snaps.append(replace(w0, name=f"best@g{generations}"))
+                    snaps.append(spec_of(es.result.xfavorite, f"mean@g{generations}"))
                 evaluations += len(xs) * len(sp.train)
                 echo(f"generation {generations}: best train {fitness} {fit.min():.4f} "
                      f"(overall {min(f for f, _ in searched):.4f}), "
@@ -268,6 +357,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             # The search distribution's mean: averaged over many noisy samples, it
             # is often better off the training windows than the luckiest sample.
             cand.append(spec_of(es.result.xfavorite, "cma-mean"))
+        for w in snaps:     # a snapshot already among the candidates is not run twice
+            if not any(_same(w, c) for c in cand):
+                cand.append(w)
         val_cand = val_eval.evaluate(cand)[:, :, _BSLD] if cand else np.zeros((0, 1))
     val_means = {h: float(np.mean(v)) for h, v in val_bsld.items()}
     val_ci: dict[str, list[float]] = {}
@@ -311,7 +403,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                       "last_submit": s.last_submit} for k, s in sp.spans.items()},
         "windows": {"train": len(sp.train), "validation": len(sp.validation),
                     "test": len(test_windows)},
-        "note": sp.note,
+        "note": sp.note, "train_filter": filter_info,
         "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
                    "generations": generations, "restarts": restarts,
                    "window_evaluations": evaluations, "cpu_seconds": round(_cpu_seconds(), 1),
@@ -332,7 +424,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          f"CMA-ES on unit-norm weights, sigma0 {sigma}, population "
                          f"max(6, 2 x processes), doubled at each restart, seeded at the best "
                          "heuristic", "classics_included": list(CLASSIC)},
-        "best_heuristic": best, "chosen": chosen_name,
+        "snapshots": [w.name for w in snaps], "best_heuristic": best, "chosen": chosen_name,
         "validation_mean_bsld": val_means, "selection": selection,
         "validation_ratio_ci": val_ci,
         "train_ratio_of_searched": [f for f, _ in top],
@@ -378,6 +470,23 @@ def model_card(policy: dict, r: dict) -> str:
     for k, s in r["spans"].items():
         lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
                      f"..{s['last_submit']:.0f} s), {r['windows'][k]} windows")
+    f = r.get("train_filter")
+    if f:
+        lines.append(
+            f"- training windows filtered by contention: {f['kept']} kept of a pool of "
+            f"{f['pool']} evenly spaced over the training span, "
+            + ({"spread": "those of highest log(worst / best heuristic mean bsld)",
+                "excess": "those of highest log(best heuristic mean bsld)"}.get(f["rule"])
+               or (f"the evenly spaced windows where the heuristics differ by more than 5 % "
+                   f"({f.get('unchanged', '?')} of them), the others, near-optimal for every "
+                   "heuristic, replaced by the pool's windows of widest worst/best spread "
+                   f"({f.get('near_optimal_in_pool', '?')} of the pool's windows are "
+                   "near-optimal)"))
+            + f" (rule `{f['rule']}`; the kept windows score at least {f['score_kept_min']:.3f}, "
+            f"the pool's median {f['score_pool_median']:.3f}; the best heuristic's mean bsld "
+            f"{f['kept_best_heuristic_bsld']:.2f} on the kept windows, "
+            f"{f['pool_best_heuristic_bsld']:.2f} on the pool); validation and test windows "
+            "are not filtered")
     if r["note"]:
         lines.append(f"- note: {r['note']}")
     b = r["budget"]
@@ -402,7 +511,10 @@ def model_card(policy: dict, r: dict) -> str:
                  else "mean bsld over the best heuristic's"),
               f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
               "searched weights (by training fitness), the search distribution's final mean "
-              f"(cma-mean) and the heuristics {', '.join(r['search_space']['classics_included'])}"
+              f"(cma-mean)"
+              + (f", the snapshots {', '.join(r['snapshots'])} (best so far and search mean "
+                 "at doubling generations)" if r.get("snapshots") else "")
+              + f" and the heuristics {', '.join(r['search_space']['classics_included'])}"
               + ("; a searched policy qualifies only when the 95 % bootstrap interval of its "
                  "validation mean-bsld ratio to the best heuristic lies below 1"
                  if r.get("selection", "mean") == "interval" else

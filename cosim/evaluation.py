@@ -41,17 +41,19 @@ import numpy as np
 import simpy
 
 from cosim.config import Scenario
-from cosim.errors import CosimError
+from cosim.errors import CosimError, ScenarioError
 from cosim.job import Outcome
 from cosim.model import build
-from cosim.policies.names import make_policy
+from cosim.policies.names import PolicySpec, make_policy, parse_policy
 from cosim.policies.priority import PriorityWeights, make_priority_policy
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import resolve_machine
 
 __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
-           "compare", "best_heuristic", "bootstrap_interval", "capacity_of"]
+           "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source",
+           "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
+           "window_starts"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -124,6 +126,16 @@ def windows(workload: Workload, size: int, count: int, start: int = 0,
     F1's log submit time read them).
     """
     stop = len(workload) if stop is None else stop
+    return [workload.take(slice(s, s + size)) for s in window_starts(size, count, start, stop)]
+
+
+def window_starts(size: int, count: int, start: int, stop: int) -> list[int]:
+    """First rows of the windows :func:`windows` cuts from rows ``[start, stop)``.
+
+    Examples:
+        >>> window_starts(10, 5, 20, 70)
+        [20, 30, 40, 50, 60]
+    """
     if size < 1 or count < 1:
         raise ProtocolError(f"windows: size {size} and count {count} must be at least 1")
     room = stop - start - size
@@ -132,7 +144,7 @@ def windows(workload: Workload, size: int, count: int, start: int = 0,
     count = min(count, room + 1)
     starts = (np.linspace(start, start + room, count).round().astype(int) if count > 1
               else np.array([start]))
-    return [workload.take(slice(int(s), int(s) + size)) for s in starts]
+    return [int(s) for s in starts]
 
 
 def _span(workload: Workload, a: int, b: int) -> Span:
@@ -208,6 +220,39 @@ def capacity_of(scenario: Scenario) -> int:
     return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
+def checked_source(source, scenario: Scenario, *, where: str = "policy"):
+    """``source`` as the evaluator will run it: a :class:`PriorityWeights` or a parsed name.
+
+    The evaluator simulates with the workload's requested times as the
+    scheduler's beliefs (no prediction hub: that lives in :mod:`cosim.compose`,
+    which this layer may not import). A name asking for predictions
+    (``f1+easy@history``, or any name when the scenario's
+    ``predictor.runtime`` is not ``estimate``) would silently be evaluated
+    as the plain heuristic, so it is refused instead.
+
+    Raises:
+        ScenarioError: a name that does not parse, asks for a predictor, or is
+            a trained agent (``rl:DIR``).
+    """
+    if isinstance(source, PriorityWeights):
+        return source
+    spec = source if isinstance(source, PolicySpec) else parse_policy(source, where=where)
+    accepted = ("a heuristic, selector or learned:DIR without @PREDICTOR (or with @estimate): "
+                "windows are evaluated on the requested times; use 'python -m cosim run' for "
+                "predictions")
+    if spec.predictor not in (None, "estimate"):
+        raise ScenarioError(where, repr(spec.name), accepted)
+    if spec.predictor is None and scenario.predictor.runtime != "estimate":
+        raise ScenarioError(where, f"{spec.name!r} with predictor.runtime "
+                                   f"{scenario.predictor.runtime!r}",
+                            accepted + " (--set predictor.runtime=estimate)")
+    if spec.kind == "agent":
+        raise ScenarioError(where, repr(spec.name), "a heuristic, selector or learned:DIR "
+                                                    "(a trained agent, rl:DIR, runs through "
+                                                    "'python -m cosim run')")
+    return spec
+
+
 def _policy(source):
     if isinstance(source, PriorityWeights):
         return make_priority_policy(source)
@@ -215,9 +260,14 @@ def _policy(source):
 
 
 def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
-    """Simulate ``source`` on ``window`` from an empty machine; bsld and waits."""
+    """Simulate ``source`` on ``window`` from an empty machine; bsld and waits.
+
+    Raises:
+        ScenarioError: ``source`` asks for predictions (see :func:`checked_source`).
+    """
     env = simpy.Environment()
-    sim = build(env, scenario, _policy(source), workload=window, record=False)
+    policy = _policy(checked_source(source, scenario))
+    sim = build(env, scenario, policy, workload=window, record=False)
     env.run(until=sim.finished)
     tau = scenario.metrics.tau
     bs, waits = [], []
@@ -266,7 +316,14 @@ class Evaluator:
                                              initargs=(scenario, self.windows))
 
     def evaluate(self, sources: Sequence) -> np.ndarray:
-        """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``."""
+        """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``.
+
+        Raises:
+            ScenarioError: a source asks for predictions (:func:`checked_source`),
+                before any window runs.
+        """
+        for s in sources:
+            checked_source(s, self.scenario)
         tasks = [(s, k) for s in sources for k in range(len(self.windows))]
         if self._pool is None:
             results = [run_window(self.scenario, s, self.windows[k]) for s, k in tasks]
@@ -358,6 +415,90 @@ def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy"
     return Comparison(policy, reference_name, n, float(a.mean() / b.mean()), mean_ci,
                       float(np.median(ratio)), median_ci, int(np.sum(a < b)), int(np.sum(a > b)),
                       float(a.mean()), float(b.mean()))
+
+
+#: Rules for filtering training windows by contention (``agents tune --train-filter``).
+CONTENTION = ("skip", "spread", "excess")
+
+
+def contention_scores(bsld: np.ndarray, rule: str = "spread") -> np.ndarray:
+    """How much a window leaves to gain, from the heuristics' mean bsld on it.
+
+    Args:
+        bsld: ``[heuristic, window]`` mean bsld (every value at least 1).
+        rule: ``spread``: log of the worst heuristic's bsld over the best's
+            (the order matters here: 0 where every heuristic does the same);
+            ``excess``: log of the best heuristic's bsld (0 where it is
+            already optimal, bsld 1 for every job).
+
+    A window where every heuristic is near-optimal scores near 0 under both.
+    Non-finite values (a window no job of which finished) score -inf.
+
+    Examples:
+        >>> b = np.array([[1.0, 2.0, 5.0], [1.0, 4.0, 5.0]])
+        >>> np.round(contention_scores(b, "spread"), 3).tolist()
+        [0.0, 0.693, 0.0]
+        >>> np.round(contention_scores(b, "excess"), 3).tolist()
+        [0.0, 0.693, 1.609]
+    """
+    b = np.asarray(bsld, dtype=float)
+    if b.ndim != 2 or not b.shape[0]:
+        raise ProtocolError(f"contention: bsld of shape {b.shape}; expected [heuristic, window]")
+    if rule in ("spread", "skip"):
+        score = np.log(b.max(axis=0) / b.min(axis=0))
+    elif rule == "excess":
+        score = np.log(b.min(axis=0))
+    else:
+        raise ProtocolError(f"contention: rule {rule!r}; expected one of {', '.join(CONTENTION)}")
+    return np.where(np.isfinite(score), score, -np.inf)
+
+
+def most_contended(bsld: np.ndarray, keep: int, rule: str = "spread") -> list[int]:
+    """Indices (ascending, so time order is kept) of the ``keep`` windows of highest
+    :func:`contention_scores`; ties go to the earlier window.
+
+    Examples:
+        >>> most_contended(np.array([[1.0, 2.0, 5.0, 1.5], [1.0, 4.0, 5.0, 1.0]]), 2)
+        [1, 3]
+    """
+    score = contention_scores(bsld, rule)
+    order = np.argsort(-score, kind="stable")
+    return sorted(int(i) for i in order[:max(0, keep)])
+
+
+def replace_near_optimal(bsld: np.ndarray, base: Sequence[int], tolerance: float = 0.05
+                         ) -> list[int]:
+    """The windows ``base`` with each near-optimal one replaced by a contended one.
+
+    A window is near-optimal when every heuristic's mean bsld on it is within
+    ``tolerance`` of the best one's (the order cannot change the outcome by
+    more: on RICC most 2,048-job windows give bsld ~1 to every heuristic).
+    Each such window of ``base`` is replaced by the window outside ``base`` of
+    widest spread (:func:`contention_scores`), while contended ones remain;
+    where every window of ``base`` is contended the result is ``base``
+    itself, so the rule changes nothing on a busy trace.
+
+    Args:
+        bsld: ``[heuristic, window]`` mean bsld over a pool of windows.
+        base: indices of the pool's evenly spaced windows (the unfiltered choice).
+        tolerance: relative spread below which a window counts as near-optimal.
+
+    Returns:
+        Indices into the pool, ascending, as many as ``base`` has.
+
+    Examples:
+        >>> b = np.array([[1.0, 1.0, 3.0, 2.0, 1.0], [1.0, 1.5, 1.0, 1.0, 1.01]])
+        >>> replace_near_optimal(b, [0, 1, 4])
+        [1, 2, 3]
+        >>> replace_near_optimal(b, [1, 2])
+        [1, 2]
+    """
+    score = contention_scores(bsld, "spread")
+    limit = math.log1p(tolerance)
+    base = [int(i) for i in base]
+    kept = [i for i in base if score[i] > limit]
+    spare = [int(i) for i in np.argsort(-score, kind="stable") if int(i) not in base]
+    return sorted(kept + spare[:len(base) - len(kept)])
 
 
 def best_heuristic(validation_bsld: dict[str, np.ndarray]) -> str:

@@ -135,3 +135,76 @@ def test_user_features_join_the_search_only_when_asked(tmp_path):
     card = (tmp_path / "users" / "card.md").read_text()
     assert "log_user_pred" in card and "Tsafrir" in card
     make_policy(f"learned:{tmp_path / 'users'}")
+
+
+def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
+    from cosim.config import load_scenario
+    from cosim.evaluation import Evaluator, chronological_split, most_contended
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "c", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "c", window_jobs=80, train_windows=4, count=6,
+             processes=1, generations=1, keep=2, train_filter="spread", train_pool=3,
+             echo=lambda *a: None)
+    f = r["train_filter"]
+    assert (f["rule"], f["pool"], f["kept"], r["windows"]["train"]) == ("spread", 12, 4, 4)
+    # The same pool, scored independently: the kept windows are its 4 of widest spread.
+    sc = load_scenario(s, [])
+    w = load_workload(sc)
+    pool = chronological_split(w, size=80, train_count=12, count=6).train
+    with Evaluator(resolve_machine(sc, w), pool) as ev:
+        b = ev.evaluate(CLASSIC)[:, :, 0]
+    assert f["kept_windows"] == most_contended(b, 4, "spread")
+    card = (tmp_path / "c" / "card.md").read_text()
+    assert "training windows filtered by contention: 4 kept of a pool of 12" in card
+    # Validation is untouched by the filter: the same windows as without it.
+    plain = tune(s, [], 10.0, tmp_path / "plain", window_jobs=80, train_windows=4, count=6,
+                 processes=1, generations=1, keep=2, train_filter="none", echo=lambda *a: None)
+    assert plain["validation_mean_bsld"]["f1+easy"] == r["validation_mean_bsld"]["f1+easy"]
+    assert plain["train_filter"] is None and plain["windows"]["train"] == 4
+
+
+def test_skip_replaces_only_the_near_optimal_windows(tmp_path):
+    # The default rule keeps the evenly spaced windows where the heuristics differ
+    # by more than 5 % and replaces only the others with the pool's most contended.
+    from cosim.config import load_scenario
+    from cosim.evaluation import Evaluator, contention_scores, window_starts
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "k", 1.0)
+    r = small_tune(s, tmp_path / "k")
+    f = r["train_filter"]
+    assert f["rule"] == "skip" and f["kept"] == 4 and r["windows"]["train"] == 4
+    sc = load_scenario(s, [])
+    w = load_workload(sc)
+    base = window_starts(80, 4, 0, 500)
+    with Evaluator(resolve_machine(sc, w), [w.take(slice(a, a + 80)) for a in base]) as ev:
+        score = contention_scores(ev.evaluate(CLASSIC)[:, :, 0])
+    contended = [a for a, x in zip(base, score) if x > np.log(1.05)]
+    assert set(contended) <= set(f["kept_starts"]) and f["unchanged"] >= len(contended)
+    assert "training windows filtered by contention: 4 kept" in (tmp_path / "k" / "card.md").read_text()
+
+
+def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
+    assert main(["tune", "scenarios/lublin256.yaml", "--minutes", "1", "--out", str(tmp_path / "o"),
+                 "--train-pool", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--train-pool" in err and "at least 1" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_snapshots_join_validation_only_when_asked(tmp_path):
+    from agents.tune import _checkpoints
+
+    assert sorted(_checkpoints(45)) == [5, 10, 20, 40] and _checkpoints(4) == set()
+    s = trace(tmp_path, "s", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "s", window_jobs=80, train_windows=4, count=6,
+             processes=1, generations=5, keep=1, snapshots=True, train_filter="none",
+             echo=lambda *a: None)
+    assert r["snapshots"] == ["best@g5", "mean@g5"]
+    # Each snapshot went to validation unless it is the same policy as a candidate.
+    v = r["validation_mean_bsld"]
+    assert "mean@g5" not in v or v["mean@g5"] != v["cma-mean"]
+    assert "best@g5" not in v or v["best@g5"] != v["searched1"]
+    assert "snapshots best@g5, mean@g5" in (tmp_path / "s" / "card.md").read_text()
+    assert small_tune(s, tmp_path / "p")["snapshots"] == []
