@@ -268,7 +268,7 @@ def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
     env = simpy.Environment()
     policy = _policy(checked_source(source, scenario))
     sim = build(env, scenario, policy, workload=window, record=False)
-    env.run(until=sim.finished)
+    sim.run()      # full collections put off while it runs (cosim.kernel.run)
     tau = scenario.metrics.tau
     bs, waits = [], []
     for j in sim.scheduler.jobs:
