@@ -103,7 +103,7 @@ class BackfillActions(AgentPolicy):
         self.extra_mem = 0.0
         self.cand_slots = _EMPTY
         self.n_legal = 0
-        self._now = 0.0
+        self._time = 0.0
         self._order = _EMPTY    # the pass's candidates still legal, in the base's order
         self.asks = self.stops = self.departures = self.backfills = 0
 
@@ -131,7 +131,7 @@ class BackfillActions(AgentPolicy):
         now = float(view.now)
         self.head = self.reserved = head
         self.shadow, self.extra, self.extra_mem = view.shadow(head.procs, head.mem)
-        self._now = now
+        self._time = now
         slots = q.slots()
         order = slots[slots != head.queue_slot]
         self._order = order
@@ -175,7 +175,7 @@ class BackfillActions(AgentPolicy):
             return order
         procs = q.procs[order]                  # a started job's slot holds DEAD_PROCS
         ok = procs <= cl.free
-        short = self._now + q.estimate[order] <= self.shadow
+        short = self._time + q.estimate[order] <= self.shadow
         if cl.free_mem == math.inf:
             ok &= short | (procs <= self.extra)
         else:
@@ -217,7 +217,7 @@ class BackfillActions(AgentPolicy):
         mask[m:n] = 0
         can_stop = bool(view.ends()) or view.arrivals_pending()
         if can_stop and self.guard_wait is not None:
-            can_stop = bool(np.all(self._now - q.submit[shown] < self.guard_wait))
+            can_stop = bool(np.all(self._time - q.submit[shown] < self.guard_wait))
         mask[n] = 1 if can_stop else 0
         return True
 
