@@ -31,6 +31,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +88,35 @@ class _RandomSkips:
         return int(mask[1] and self.rng.random() < self.p)
 
 
-def probe(scenario, windows, base: str, p: float, tries: int) -> None:
-    """Is there room for skips? Random skipping with probability ``p``, ``tries`` seeds per window.
+@dataclass(frozen=True)
+class Correction:
+    """What differs between the learned corrections this harness compares with their base
+    (``inspect`` here, ``backfill`` in ``benchmarks/backfiller.py``): the rest is shared."""
+
+    actions: str                  # the action model a checkpoint must have
+    label: str                    # its row name
+    random_agent: Callable        # (base, p, seed) -> a stand-in agent for --probe
+    probe_what: str               # what the stand-in does, for the probe's line
+    counts: Callable              # policies of a set -> (key, plain data) of its choices
+    describe: Callable            # that data -> one line
+    default_base: str = "f1+easy"
+    default_estimates: str = "exact"
+
+
+def _skip_rate(policies) -> tuple[str, float]:
+    skips = sum(getattr(p, "skips", 0) for p in policies)
+    accepts = sum(getattr(p, "accepts", 0) for p in policies)
+    return "skip_rate", skips / max(1, skips + accepts)
+
+
+INSPECT = Correction("inspect", "inspector", _RandomSkips, "random skips", _skip_rate,
+                     lambda r: f"inspector skip rate {r:.3%} of its proposals")
+
+
+def probe(scenario, windows, base: str, p: float, tries: int,
+          correction: Correction = INSPECT) -> None:
+    """Is there room? The correction's random stand-in with probability ``p``, ``tries``
+    seeds per window.
 
     Prints the mean ratio to the base over all tries and the best try per
     window (an optimistic bound: it selects on the windows themselves).
@@ -95,17 +124,19 @@ def probe(scenario, windows, base: str, p: float, tries: int) -> None:
     with Evaluator(scenario, windows) as ev:
         ref = ev.evaluate([base])[0, :, 0]
         scenario = ev.scenario
-    ratios = np.array([[run_agent(scenario, _RandomSkips(base, p, 1000 * k + i), w)[0] / ref[i]
+    make = correction.random_agent
+    ratios = np.array([[run_agent(scenario, make(base, p, 1000 * k + i), w)[0] / ref[i]
                         for k in range(tries)] for i, w in enumerate(windows)])
     best = ratios.min(axis=1)
-    print(f"-- probe: random skips p={p} over {base}, {tries} tries x {len(windows)} windows: "
-          f"mean per-window ratio {ratios.mean():.3f}, tries better than the base "
-          f"{np.mean(ratios < 1):.1%}; best try per window: mean {best.mean():.3f}, "
-          f"windows improved {np.mean(best < 1):.0%}")
+    print(f"-- probe: {correction.probe_what} p={p} over {base}, {tries} tries x "
+          f"{len(windows)} windows: mean per-window ratio {ratios.mean():.3f}, tries better "
+          f"than the base {np.mean(ratios < 1):.1%}; best try per window: mean "
+          f"{best.mean():.3f}, windows improved {np.mean(best < 1):.0%}")
 
 
-def run_agent(scenario, agent, window) -> tuple[float, float, float, int, int]:
-    """The inspector on one window: mean bsld, mean wait, max wait, skips, accepts.
+def run_agent(scenario, agent, window) -> tuple[float, float, float, object]:
+    """The agent on one window: mean bsld, mean wait, max wait, and its policy (whose
+    counters say what it chose).
 
     The metrics are those of :func:`cosim.evaluation.run_window`.
     """
@@ -114,19 +145,19 @@ def run_agent(scenario, agent, window) -> tuple[float, float, float, int, int]:
     policy = acting_policy(agent.env_config or {}, scenario, window, agent.act, name="agent")
     env = simpy.Environment()
     sim = build(env, scenario, policy, workload=window, record=False)
-    env.run(until=sim.finished)
+    sim.run()
     tau = scenario.metrics.tau
     bs, waits = [], []
     for j in sim.scheduler.jobs:
         if j.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
             bs.append(max(1.0, (j.end - j.submit) / max(tau, j.end - j.start)))
             waits.append(j.start - j.submit)
-    return (float(np.mean(bs)), float(np.mean(waits)), float(np.max(waits)),
-            getattr(policy, "skips", 0), getattr(policy, "accepts", 0))
+    return float(np.mean(bs)), float(np.mean(waits)), float(np.max(waits)), policy
 
 
-def measure(scenario, windows, agent, base: str, names) -> dict:
-    """Heuristics and the agent on ``windows``: per-window bsld, and the agent's skip rate."""
+def measure(scenario, windows, agent, names, correction: Correction = INSPECT) -> dict:
+    """Heuristics and the agent on ``windows``: per-window bsld and max wait, and what the
+    agent chose."""
     with Evaluator(scenario, windows) as ev:
         values = ev.evaluate(list(names))
         scenario = ev.scenario
@@ -134,56 +165,63 @@ def measure(scenario, windows, agent, base: str, names) -> dict:
            "max_wait": {n: values[i, :, 2] for i, n in enumerate(names)}}
     if agent is not None:
         rows = [run_agent(scenario, agent, w) for w in windows]
-        out["bsld"]["inspector"] = np.array([r[0] for r in rows])
-        out["max_wait"]["inspector"] = np.array([r[2] for r in rows])
-        skips, accepts = sum(r[3] for r in rows), sum(r[4] for r in rows)
-        out["skip_rate"] = skips / max(1, skips + accepts)
+        out["bsld"][correction.label] = np.array([r[0] for r in rows])
+        out["max_wait"][correction.label] = np.array([r[2] for r in rows])
+        key, value = correction.counts([r[3] for r in rows])
+        out["choices"] = (key, value)
     return out
 
 
-def report(label: str, m: dict, base: str, best: str, agent) -> dict:
+def report(label: str, m: dict, base: str, best: str, agent,
+           correction: Correction = INSPECT) -> dict:
     """Print one set's figures; returns them as plain data."""
     print(f"-- {label}")
     for name, v in sorted(m["bsld"].items(), key=lambda kv: float(np.mean(kv[1]))):
-        print(f"   {name:<12} mean bsld {np.mean(v):8.2f}   max wait {np.max(m['max_wait'][name]):9.0f} s")
+        print(f"   {name:<12} mean bsld {np.mean(v):8.2f}   max wait "
+              f"{np.max(m['max_wait'][name]):9.0f} s")
     data = {"mean_bsld": {k: float(np.mean(v)) for k, v in m["bsld"].items()}}
     if agent is not None:
         for ref in dict.fromkeys((base, best)):
-            c = compare(m["bsld"]["inspector"], m["bsld"][ref], policy="inspector",
+            c = compare(m["bsld"][correction.label], m["bsld"][ref], policy=correction.label,
                         reference_name=ref)
             print("   " + c.summary())
             data[f"vs {ref}"] = c.as_dict()
-        print(f"   inspector skip rate {m['skip_rate']:.3%} of its proposals")
-        data["skip_rate"] = m["skip_rate"]
+        key, value = m["choices"]
+        print("   " + correction.describe(value))
+        data[key] = value
     return data
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default=None, help="a trained inspector (agents train "
-                    "--actions inspect); without it, only the heuristics")
-    ap.add_argument("--estimates", choices=("exact", "tsafrir"), default="exact")
+def main(argv=None, correction: Correction = INSPECT) -> int:
+    """The command line of this benchmark and of ``benchmarks/backfiller.py``."""
+    what = correction.label
+    ap = argparse.ArgumentParser(description=(sys.modules["__main__"].__doc__ or __doc__)
+                                 .splitlines()[0])
+    ap.add_argument("--checkpoint", default=None, help=f"a trained {what} (agents train "
+                    f"--actions {correction.actions}); without it, only the heuristics")
+    ap.add_argument("--estimates", choices=("exact", "tsafrir"),
+                    default=correction.default_estimates)
     ap.add_argument("--size", type=int, default=256, help="jobs per window")
     ap.add_argument("--windows", type=int, default=100, help="validation and test windows each")
     ap.add_argument("--test", action="store_true",
-                    help="read the test windows once, if validation says the inspector helps")
+                    help=f"read the test windows once, if validation says the {what} helps")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--probe", type=float, default=None, metavar="P",
-                    help="instead: skip at random with probability P over --base "
+                    help=f"instead: {correction.probe_what} with probability P over --base "
                          "(is there room?), on the first --windows validation windows")
     ap.add_argument("--base", default="saf+easy", help="--probe's base policy")
     ap.add_argument("--tries", type=int, default=8, help="--probe's seeds per window")
     ns = ap.parse_args(argv)
     t0 = time.perf_counter()
-    agent, base = None, "f1+easy"
+    agent, base = None, correction.default_base
     if ns.checkpoint:
         from agents.rl_policy import load_rl_policy
 
         agent = load_rl_policy(ns.checkpoint)
         cfg = agent.env_config or {}
-        if cfg.get("actions") != "inspect":
-            print(f"error: {ns.checkpoint}: expected an inspect agent, got actions="
-                  f"{cfg.get('actions')!r}", file=sys.stderr)
+        if cfg.get("actions") != correction.actions:
+            print(f"error: {ns.checkpoint}: expected an agent with actions="
+                  f"{correction.actions!r}, got actions={cfg.get('actions')!r}", file=sys.stderr)
             return 2
         base = cfg.get("base_policy") or "sjf+easy"
     split = seeded_split(lublin_maker(ns.estimates), size=ns.size, train_count=1,
@@ -191,26 +229,26 @@ def main(argv=None) -> int:
     scenario = scenario_from_dict({"cluster": {"nodes": 256}, "metrics": {"tau": 10},
                                    "workload": {"kind": "lublin", "jobs": 1}})
     if ns.probe is not None:
-        probe(scenario, split.validation, ns.base, ns.probe, ns.tries)
+        probe(scenario, split.validation, ns.base, ns.probe, ns.tries, correction)
         return 0
     names = list(dict.fromkeys([*CLASSIC, base]))
-    val = measure(scenario, split.validation, agent, base, names)
+    val = measure(scenario, split.validation, agent, names, correction)
     best = best_heuristic({n: val["bsld"][n] for n in CLASSIC})
     print(f"Lublin-Feitelson, 256 cores, {ns.estimates} estimates, {len(split.validation)} "
           f"windows of {ns.size} jobs; {split.note}; offered load (validation) "
           f"{offered_load(split.validation, 256):.2f}; base {base}; best heuristic on "
           f"validation {best}")
     figures = {"estimates": ns.estimates, "base": base, "best": best,
-               "validation": report("validation", val, base, best, agent)}
+               "validation": report("validation", val, base, best, agent, correction)}
     if agent is not None and ns.test:
-        helps = figures["validation"][f"vs {base}"]["mean_ratio_ci"][1] < 1.0
-        if not helps:
-            print("-- test: not read (validation does not say the inspector helps: the upper "
+        if not figures["validation"][f"vs {base}"]["mean_ratio_ci"][1] < 1.0:
+            print(f"-- test: not read (validation does not say the {what} helps: the upper "
                   "end of its mean-ratio interval against its base is not below 1)")
         else:
             test_windows = split.test.read()
-            figures["test"] = report("test", measure(scenario, test_windows, agent, base,
-                                                     [base, best]), base, best, agent)
+            figures["test"] = report("test", measure(scenario, test_windows, agent,
+                                                     [base, best], correction),
+                                     base, best, agent, correction)
     figures["seconds"] = round(time.perf_counter() - t0, 1)
     print(f"({figures['seconds']} s)")
     if ns.json:

@@ -458,24 +458,13 @@ class Scheduler:
                 self._event("reject", job.id)
             self._done(job)
             return
-        # _enqueue, inlined: once per job
-        job.state = _QUEUED
-        job.enqueued_at = clock(self.env)
-        static_key = self._static_key
-        self.queue.add(job, static_key(job) if static_key is not None else 0.0)
-        self.queued_area += job.procs * job.estimate
-        self.view.new_jobs.append(job)
-        for call in self._on_queued:
-            call(job)
-        if not self._woken:
-            self._wake_unless_idle(job)
+        self._enqueue(job)
         if self.record:   # _event, inlined: once per job
             self._event_row((clock(self.env), "submit", job.id, -1, self.queue.count,
                              len(self.ends), cl.up_units - cl.free, cl.up_units,
                              self.queued_area, 0))
 
     def _enqueue(self, job: Job) -> None:
-        # (inlined in submit: keep the two alike)
         job.state = _QUEUED
         job.enqueued_at = clock(self.env)
         static_key = self._static_key

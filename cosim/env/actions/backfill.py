@@ -186,17 +186,6 @@ class BackfillActions(AgentPolicy):
         self._order = order
         return order
 
-    def _ask(self, view: SchedulerView) -> Iterator[simpy.Event]:
-        """One choice, from the environment (a posted event) or in process (``act``)."""
-        if self._act is None:
-            request = self.request = view.env.event()
-            self.on_post(request)
-            yield request            # answered by :meth:`answer`
-            return self.action
-        action = self.validate(int(self._act(self._observe(view, self), self.mask)))
-        self.last_kind = self.kind_of(action)
-        return action
-
     def refresh(self, view: SchedulerView) -> bool:
         """Window = the first N legal candidates; whether any is left (the mask then has them)."""
         q, cl = view.queue, view.cluster

@@ -142,6 +142,18 @@ class AgentPolicy:
             if stop:
                 return
 
+    def _ask(self, view: SchedulerView) -> Iterator[simpy.Event]:
+        """One choice, from the environment (a posted event) or in process (``act``), for
+        models that ask in the middle of their own pass (``inspect``, ``backfill``)."""
+        if self._act is None:
+            request = self.request = view.env.event()
+            self.on_post(request)
+            yield request            # answered by :meth:`answer`
+            return self.action
+        action = self.validate(int(self._act(self._observe(view, self), self.mask)))
+        self.last_kind = self.kind_of(action)
+        return action
+
     def answer(self, action: int) -> str:
         """Answer the pending request with ``action``; returns its kind (see :meth:`kind_of`)."""
         action = self.action = self.validate(int(action))
