@@ -29,7 +29,9 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    compete, so on validation the result is never worse than the best
    heuristic. A searched policy must also beat the best heuristic on
    validation with its 95 % paired bootstrap interval below 1
-   (``--selection interval``): small validation gains did not survive the
+   (``--selection interval``; where validation windows overlap, the
+   bootstrap resamples blocks of windows that share jobs, so the interval
+   reflects the span's independent evidence): small validation gains did not survive the
    test span (a 1.8 % gain on validation became +11.6 % on test on an
    unseen Lublin trace), so the heuristic stays unless the evidence is clear.
 5. The test windows are read once, after selection: the chosen policy and
@@ -66,6 +68,7 @@ from cosim.evaluation import (
     default_processes,
     most_contended,
     replace_near_optimal,
+    window_at,
     window_starts,
 )
 from cosim.policies.priority import (
@@ -142,6 +145,10 @@ def add_parser(sub) -> None:
     t.add_argument("--snapshots", action="store_true",
                    help="also take to validation the best point so far and the search mean at "
                         "generations 5, 10, 20, 40, ... (early stopping chosen on validation)")
+    t.add_argument("--warmup", type=int, default=0, metavar="JOBS",
+                   help="jobs simulated before each window (train, validation and test; from "
+                        "the window's own span) and not measured, so windows start on a busy "
+                        "machine as on a running cluster (default 0: from an empty machine)")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -155,6 +162,8 @@ def run(ns) -> int:
                         ("--train-pool", ns.train_pool)):
         if value < 1:
             raise InputError(flag, repr(value), "at least 1")
+    if ns.warmup < 0:
+        raise InputError("--warmup", repr(ns.warmup), "0 or more jobs")
     if ns.generations is not None and ns.generations < 1:
         raise InputError("--generations", repr(ns.generations), "at least 1")
     if not 0 < ns.sigma <= 2 or not math.isfinite(ns.sigma):
@@ -165,7 +174,7 @@ def run(ns) -> int:
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
          user_features=ns.user_features, train_filter=ns.train_filter,
-         train_pool=ns.train_pool, snapshots=ns.snapshots)
+         train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup)
     return 0
 
 
@@ -216,7 +225,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
          selection: str = "interval", user_features: bool = False,
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
-         snapshots: bool = False, echo=print) -> dict:
+         snapshots: bool = False, warmup: int = 0, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -232,7 +241,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         workload.features.update(user_history(workload))
     filtered = train_filter != "none"
     sp = chronological_split(workload, size=window_jobs, train_count=train_windows,
-                             count=count, train=split[0], validation=split[1])
+                             count=count, train=split[0], validation=split[1], warmup=warmup)
     processes = processes or default_processes()
     filter_info = None
     if filtered:
@@ -246,7 +255,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         starts = window_starts(window_jobs, train_windows * train_pool, 0, stop)
         if train_filter == "skip":      # the unfiltered windows are in the pool
             starts = sorted(set(starts) | set(base))
-        pool = [workload.take(slice(a, a + window_jobs)) for a in starts]
+        pool = [window_at(workload, a, window_jobs, 0, warmup) for a in starts]
         with Evaluator(scenario, pool, processes) as pool_eval:
             pool_bsld = pool_eval.evaluate(CLASSIC)[:, :, _BSLD]
         if train_filter == "skip":
@@ -365,7 +374,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     val_ci: dict[str, list[float]] = {}
     for c, v in zip(cand, val_cand):
         val_means[c.name] = float(np.mean(v))
-        val_ci[c.name] = list(compare(v, val_bsld[best], seed=seed).mean_ratio_ci)
+        val_ci[c.name] = list(compare(v, val_bsld[best], seed=seed,
+                                      block=sp.blocks.get("validation", 1)).mean_ratio_ci)
     eligible = [k for k in val_means
                 if k in CLASSIC or selection == "mean" or val_ci[k][1] < 1.0]
     chosen_name = min(eligible, key=lambda k: (val_means[k], k not in CLASSIC))
@@ -381,7 +391,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     col = {(s.name if isinstance(s, PriorityWeights) else s): i for i, s in enumerate(sources)}
     ti = col[chosen_name]
     vs = {h: compare(test[ti, :, _BSLD], test[col[h], :, _BSLD], policy=chosen_name,
-                     reference_name=h, seed=seed).as_dict() for h in CLASSIC}
+                     reference_name=h, seed=seed, block=sp.blocks.get("test", 1)).as_dict()
+          for h in CLASSIC}
     fcfs = col["fcfs+easy"]
     maxwait = {"ratio_of_max": float(test[ti, :, _MAXWAIT].max() / test[fcfs, :, _MAXWAIT].max()),
                "mean_window_ratio": float(np.mean(test[ti, :, _MAXWAIT]
@@ -398,12 +409,12 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                      "estimates": f"{scenario.workload.estimates.model} (estimate = run time "
                                   f"for {100 * float(np.mean(workload.req_time == workload.run)):.0f} % "
                                   "of jobs)"},
-        "split": list(split), "window_jobs": window_jobs,
+        "split": list(split), "window_jobs": window_jobs, "warmup_jobs": warmup,
         "spans": {k: {"start": s.start, "stop": s.stop, "first_submit": s.first_submit,
                       "last_submit": s.last_submit} for k, s in sp.spans.items()},
         "windows": {"train": len(sp.train), "validation": len(sp.validation),
                     "test": len(test_windows)},
-        "note": sp.note, "train_filter": filter_info,
+        "note": sp.note, "bootstrap_blocks": sp.blocks, "train_filter": filter_info,
         "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
                    "generations": generations, "restarts": restarts,
                    "window_evaluations": evaluations, "cpu_seconds": round(_cpu_seconds(), 1),
@@ -427,6 +438,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "snapshots": [w.name for w in snaps], "best_heuristic": best, "chosen": chosen_name,
         "validation_mean_bsld": val_means, "selection": selection,
         "validation_ratio_ci": val_ci,
+        # every searched candidate that went to validation, as it would run
+        "candidates": {c.name: c.as_dict() for c in cand},
         "train_ratio_of_searched": [f for f, _ in top],
         "test": {"mean_bsld": {s: float(test[i, :, _BSLD].mean()) for s, i in col.items()},
                  "max_wait": {s: float(test[i, :, _MAXWAIT].max()) for s, i in col.items()},
@@ -465,8 +478,11 @@ def model_card(policy: dict, r: dict) -> str:
              f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
              f"- {r['workload']['jobs']} jobs on {r['workload']['capacity']} units; "
              f"estimates: {r['workload']['estimates'] or 'as the workload gives them'}",
-             f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine; "
-             f"the same windows for every policy (paired)"]
+             f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine"
+             + (f" after up to {r['warmup_jobs']} warm-up jobs (the jobs just before it in its "
+                "span, scheduled by the same policy and not measured)"
+                if r.get("warmup_jobs") else "")
+             + "; the same windows for every policy (paired)"]
     for k, s in r["spans"].items():
         lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
                      f"..{s['last_submit']:.0f} s), {r['windows'][k]} windows")
@@ -529,7 +545,9 @@ def model_card(policy: dict, r: dict) -> str:
                      f"{' (chosen)' if name == chosen else ''} | {v:.2f}{iv} |")
     lines += ["", "## Test (read once, after selection)", "",
               f"{chosen} against each heuristic on the same {r['windows']['test']} windows; 95 % "
-              "bootstrap intervals over windows.", "",
+              "bootstrap intervals over windows"
+              + (f" (resampled in blocks of {blk} consecutive windows: windows that share jobs)"
+                 if (blk := r.get("bootstrap_blocks", {}).get("test", 1)) > 1 else "") + ".", "",
               "| heuristic | its mean bsld | ratio of means | median ratio | wins | losses |",
               "|---|---|---|---|---|---|"]
     for h, c in t["against"].items():

@@ -10,16 +10,21 @@ One place for how a policy is compared with the heuristics it must beat:
    jobs, from an empty machine); a comparison is per window.
    :func:`windows` cuts ``count`` windows of ``size`` consecutive jobs from
    a span, evenly spaced: non-overlapping when the span is long enough,
-   overlapping otherwise (100 windows of 256 jobs from 3,000 jobs overlap;
-   their intervals are then narrower than independent windows would give,
-   which :meth:`Comparison.summary` says).
+   overlapping otherwise (100 windows of 256 jobs from 3,000 jobs overlap).
+   Overlapping windows share jobs, so they are not independent draws: the
+   split records, per span, how many consecutive windows share a job with
+   one window (:attr:`Split.blocks`), and :func:`compare` resamples blocks
+   of that many consecutive windows (a moving-block bootstrap; Kuensch,
+   Annals of Statistics 1989), so the interval is as wide as the span's
+   independent evidence rather than its window count.
 3. **The best heuristic** is the best of :data:`CLASSIC` (FCFS, SJF, SAF, F1,
    WFP3, UNICEF, each with EASY) by mean bounded slowdown on **validation**
    (:func:`best_heuristic`), and is reported on test.
 4. **Ratios.** :func:`compare` gives, against a reference on the same
    windows: the ratio of mean bsld (policy / reference), the median of the
    per-window ratios, wins and losses, each with a 95 % bootstrap interval
-   over windows (seeded, so a report is reproducible).
+   over windows, or over blocks of windows that overlap (seeded, so a report
+   is reproducible).
 5. **The test set is read once**, after every selection:
    :class:`SealedWindows` hands its windows out a single time and refuses a
    second read (:class:`ProtocolError`), so a selection loop cannot peek.
@@ -53,7 +58,7 @@ __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "window
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
            "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source",
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
-           "window_starts"]
+           "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -115,18 +120,44 @@ class Split:
     test: SealedWindows
     spans: dict[str, Span] = field(default_factory=dict)
     note: str = ""
+    #: per span, the bootstrap block length (:func:`overlap_block`): 1 for windows side by side
+    blocks: dict[str, int] = field(default_factory=dict)
+
+
+#: A window's per-job feature: False for the warm-up jobs, simulated but not measured.
+MEASURED = "evaluation_measured"
 
 
 def windows(workload: Workload, size: int, count: int, start: int = 0,
-            stop: int | None = None) -> list[Workload]:
+            stop: int | None = None, warmup: int = 0) -> list[Workload]:
     """``count`` windows of ``size`` consecutive jobs of rows ``[start, stop)``, evenly spaced.
 
     Fewer when the span holds fewer than ``size`` jobs (none) or than
     ``count`` distinct starting rows. Submit times are kept (features such as
-    F1's log submit time read them).
+    F1's log submit time read them). ``warmup``: see :func:`window_at`.
     """
     stop = len(workload) if stop is None else stop
-    return [workload.take(slice(s, s + size)) for s in window_starts(size, count, start, stop)]
+    return [window_at(workload, s, size, start, warmup)
+            for s in window_starts(size, count, start, stop)]
+
+
+def window_at(workload: Workload, first: int, size: int, span_start: int = 0,
+              warmup: int = 0) -> Workload:
+    """Rows ``[first, first + size)``, after up to ``warmup`` jobs of warm-up.
+
+    The warm-up jobs are the ones submitted just before the window, from
+    the same span only (rows ``>= span_start``): the policy under test
+    schedules them too, so the window's jobs meet a machine that is already
+    busy and a queue that is already long, as on a running cluster, but they
+    are not measured (:data:`MEASURED`; :func:`run_window`). Windows cut from
+    an empty machine see no backlog at first and drain at the end: on a
+    lightly loaded trace most of them give bsld ~1 to every policy.
+    """
+    a = max(span_start, first - max(0, int(warmup)))
+    w = workload.take(slice(a, first + size))
+    if a < first:
+        w.features[MEASURED] = np.arange(len(w)) >= first - a
+    return w
 
 
 def window_starts(size: int, count: int, start: int, stop: int) -> list[int]:
@@ -147,13 +178,34 @@ def window_starts(size: int, count: int, start: int, stop: int) -> list[int]:
     return [int(s) for s in starts]
 
 
+def overlap_block(size: int, count: int, start: int, stop: int) -> int:
+    """How many consecutive windows of :func:`window_starts` share a job with one window.
+
+    The block length for :func:`compare`'s bootstrap: 1 when the windows lie
+    side by side, ``ceil(size / stride)`` when they overlap (windows further
+    apart than that share no job).
+
+    Examples:
+        >>> overlap_block(256, 100, 5000, 7000)     # stride 17.6: 15 windows share a job
+        15
+        >>> overlap_block(10, 5, 20, 70)
+        1
+    """
+    starts = np.asarray(window_starts(size, count, start, stop))
+    # the smallest k with starts[i + k] - starts[i] >= size for every i
+    for k in range(1, len(starts)):
+        if int((starts[k:] - starts[:-k]).min()) >= size:
+            return k
+    return max(1, len(starts))
+
+
 def _span(workload: Workload, a: int, b: int) -> Span:
     return Span(a, b, float(workload.submit[a]), float(workload.submit[b - 1]))
 
 
 def chronological_split(workload: Workload, *, size: int, train_count: int,
-                        count: int = 100, train: float = 0.5, validation: float = 0.7
-                        ) -> Split:
+                        count: int = 100, train: float = 0.5, validation: float = 0.7,
+                        warmup: int = 0) -> Split:
     """Cut a trace in time order: train on ``[0, train)``, validate on
     ``[train, validation)``, test on ``[validation, 1]`` (fractions of its jobs).
 
@@ -163,6 +215,8 @@ def chronological_split(workload: Workload, *, size: int, train_count: int,
         train_count: training windows.
         count: validation and test windows each (fewer if a span is short).
         train, validation: the two cut points, as fractions of the jobs.
+        warmup: jobs simulated before each window and not measured, from its
+            own span (:func:`window_at`).
 
     Raises:
         ProtocolError: a span too short for one window.
@@ -174,19 +228,23 @@ def chronological_split(workload: Workload, *, size: int, train_count: int,
     a, b = int(n * train), int(n * validation)
     spans = {"train": _span(workload, 0, a), "validation": _span(workload, a, b),
              "test": _span(workload, b, n)}
-    parts = {"train": windows(workload, size, train_count, 0, a),
-             "validation": windows(workload, size, count, a, b),
-             "test": windows(workload, size, count, b, n)}
+    parts = {"train": windows(workload, size, train_count, 0, a, warmup),
+             "validation": windows(workload, size, count, a, b, warmup),
+             "test": windows(workload, size, count, b, n, warmup)}
     short = [k for k, v in parts.items() if not v]
     if short:
         raise ProtocolError(f"split: the {', '.join(short)} span holds fewer than {size} jobs "
                             f"(the workload has {n}); use smaller windows or a longer trace")
     overlap = [k for k in ("validation", "test")
                if len(parts[k]) * size > spans[k].stop - spans[k].start]
+    blocks = {k: overlap_block(size, count, spans[k].start, spans[k].stop)
+              for k in ("validation", "test")}
     note = (f"{' and '.join(overlap)} windows overlap (more windows than the span holds "
-            "side by side): intervals are narrower than for independent windows") if overlap else ""
+            "side by side): intervals resample blocks of "
+            + " and ".join(f"{blocks[k]} consecutive {k} windows" for k in overlap)
+            + " (windows that share jobs)") if overlap else ""
     return Split(parts["train"], parts["validation"], SealedWindows(parts["test"], spans["test"]),
-                 spans, note)
+                 spans, note, blocks)
 
 
 def seeded_split(make_workload, *, size: int, train_count: int, count: int = 100,
@@ -262,6 +320,9 @@ def _policy(source):
 def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
     """Simulate ``source`` on ``window`` from an empty machine; bsld and waits.
 
+    Of the window's measured jobs only, where it has warm-up jobs
+    (:func:`window_at`).
+
     Raises:
         ScenarioError: ``source`` asks for predictions (see :func:`checked_source`).
     """
@@ -271,7 +332,10 @@ def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
     sim.run()      # full collections put off while it runs (cosim.kernel.run)
     tau = scenario.metrics.tau
     bs, waits = [], []
+    measured = window.features.get(MEASURED)
     for j in sim.scheduler.jobs:
+        if measured is not None and not measured[j.index]:
+            continue
         if j.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
             run = j.end - j.start
             bs.append(max(1.0, (j.end - j.submit) / max(tau, run)))
@@ -355,11 +419,23 @@ def default_processes() -> int:
 
 
 # -- comparison ------------------------------------------------------------------------
+def block_indices(rng: np.random.Generator, n: int, block: int) -> np.ndarray:
+    """One moving-block bootstrap draw of ``n`` indices: blocks of ``block`` consecutive
+    indices from uniform starts in ``[0, n - block]``, cut to ``n`` (``block`` 1: the
+    plain bootstrap's ``rng.integers(0, n, n)``)."""
+    if block <= 1:
+        return rng.integers(0, n, n)
+    block = min(block, n)
+    starts = rng.integers(0, n - block + 1, -(-n // block))
+    return (starts[:, None] + np.arange(block)[None, :]).ravel()[:n]
+
+
 def bootstrap_interval(stat, n: int, *, resamples: int = 2000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of ``stat(index)`` over ``resamples`` bootstrap index draws."""
+                       level: float = 0.95, block: int = 1) -> tuple[float, float]:
+    """Percentile interval of ``stat(index)`` over ``resamples`` bootstrap index draws
+    (blocks of ``block`` consecutive indices when the items overlap; :func:`block_indices`)."""
     rng = np.random.default_rng(seed)
-    values = np.array([stat(rng.integers(0, n, n)) for _ in range(resamples)])
+    values = np.array([stat(block_indices(rng, n, block)) for _ in range(resamples)])
     lo, hi = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
@@ -394,9 +470,13 @@ class Comparison:
 
 
 def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy",
-            reference_name: str = "reference", seed: int = 0, resamples: int = 2000
-            ) -> Comparison:
+            reference_name: str = "reference", seed: int = 0, resamples: int = 2000,
+            block: int = 1) -> Comparison:
     """Paired comparison of per-window values (same windows, same order).
+
+    ``block``: windows in time order that overlap are resampled in blocks of
+    that many consecutive windows (:attr:`Split.blocks`); 1 for independent
+    windows.
 
     Examples:
         >>> c = compare(np.array([1.0, 2.0, 4.0]), np.array([2.0, 2.0, 2.0]))
@@ -408,10 +488,12 @@ def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy"
         raise ProtocolError(f"compare: {a.shape} and {b.shape}; expected the same windows")
     ratio = a / b
     n = len(a)
+    if block < 1:
+        raise ProtocolError(f"compare: block {block}; expected at least 1")
     mean_ci = bootstrap_interval(lambda i: a[i].mean() / b[i].mean(), n, seed=seed,
-                                 resamples=resamples)
+                                 resamples=resamples, block=block)
     median_ci = bootstrap_interval(lambda i: np.median(ratio[i]), n, seed=seed + 1,
-                                   resamples=resamples)
+                                   resamples=resamples, block=block)
     return Comparison(policy, reference_name, n, float(a.mean() / b.mean()), mean_ci,
                       float(np.median(ratio)), median_ci, int(np.sum(a < b)), int(np.sum(a > b)),
                       float(a.mean()), float(b.mean()))

@@ -104,3 +104,77 @@ def test_lublin_sized_split_shares_no_job_between_sets():
     assert not ids["train"] & ids["test"]
     assert max(ids["train"]) <= 5000 and min(ids["validation"]) == 5001
     assert max(ids["validation"]) == 7000 and min(ids["test"]) == 7001
+
+
+def test_overlap_block_counts_the_windows_that_share_a_job():
+    from cosim.evaluation import overlap_block, window_starts
+    assert overlap_block(10, 5, 20, 70) == 1              # side by side: 20, 30, ..., 60
+    # starts 0, 4, 8, 12, 16, 20: a window of 10 shares jobs with the next two
+    assert window_starts(10, 6, 0, 30) == [0, 4, 8, 12, 16, 20]
+    assert overlap_block(10, 6, 0, 30) == 3
+    assert overlap_block(10, 1, 0, 30) == 1
+    # the tuner's Lublin default: 100 windows of 256 in 2,000 and 3,000 jobs
+    assert overlap_block(256, 100, 5000, 7000) == 15
+    assert overlap_block(256, 100, 7000, 10000) == 10
+
+
+def test_split_records_its_bootstrap_blocks():
+    n = 10_000
+    w = Workload.from_columns(submit=np.arange(n) * 60.0, run=[5] * n, procs=[1] * n)
+    s = chronological_split(w, size=256, train_count=32, count=100)
+    assert s.blocks == {"validation": 15, "test": 10}
+    assert "blocks of 15 consecutive validation windows" in s.note
+    side = chronological_split(w, size=20, train_count=8, count=100)   # 100 x 20 fit in 2,000
+    assert side.blocks == {"validation": 1, "test": 1} and side.note == ""
+
+
+def test_block_bootstrap_draws_runs_of_consecutive_windows():
+    from cosim.evaluation import block_indices
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    assert np.array_equal(block_indices(a, 50, 1), b.integers(0, 50, 50))   # the plain draw
+    idx = block_indices(np.random.default_rng(1), 50, 7)
+    assert len(idx) == 50 and idx.min() >= 0 and idx.max() < 50
+    runs = idx[:49].reshape(7, 7)          # the first 7 whole blocks
+    assert (np.diff(runs, axis=1) == 1).all()
+
+
+def test_overlapping_windows_give_wider_intervals():
+    # Ten independent values, each repeated over 10 consecutive windows (as
+    # heavily overlapping windows repeat one burst): the plain bootstrap sees
+    # 100 draws, the block bootstrap about 10.
+    rng = np.random.default_rng(0)
+    a = np.repeat(rng.lognormal(0.0, 0.5, 10), 10)
+    b = np.ones(100)
+    plain = compare(a, b).mean_ratio_ci
+    block = compare(a, b, block=10).mean_ratio_ci
+    assert (block[1] - block[0]) > 2 * (plain[1] - plain[0])
+    assert block[0] <= compare(a, b).mean_ratio <= block[1]
+    with pytest.raises(ProtocolError, match="block 0"):
+        compare(a, b, block=0)
+
+
+def test_warm_windows_measure_only_the_window_on_a_busy_machine():
+    # One core, FCFS+EASY. Job 0 (100 s) runs first; jobs 1 and 2 (10 s each,
+    # submitted at 0 and 10) then wait 100 s each; job 3 (5 s, at 20) waits 100 s.
+    from cosim.evaluation import MEASURED, window_at
+    sc = load_scenario("scenarios/lublin256.yaml", ["cluster.nodes=1", "cluster.cores_per_node=1"])
+    w = Workload.from_columns(submit=[0.0, 0.0, 10.0, 20.0], run=[100, 10, 10, 5],
+                              procs=[1, 1, 1, 1])
+    cold = w.take(slice(1, 3))                      # from an empty machine: no waits
+    warm = window_at(w, 1, 2, span_start=0, warmup=1)
+    assert len(warm) == 3 and warm.features[MEASURED].tolist() == [False, True, True]
+    no_room = window_at(w, 1, 2, span_start=1, warmup=1)    # the span starts at the window
+    assert len(no_room) == 2 and MEASURED not in no_room.features
+    late = window_at(w, 2, 2, span_start=0, warmup=5)       # only 2 jobs before it
+    with Evaluator(sc, [cold, warm, no_room, late]) as ev:
+        r = ev.evaluate(["fcfs+easy"])[0]
+    # [mean bsld, mean wait, max wait]; tau 10 s: a 10 s job that waited 100 s has bsld 11
+    assert r.tolist() == [[1.0, 0.0, 0.0], [11.0, 100.0, 100.0], [1.0, 0.0, 0.0],
+                          [(11.0 + 10.5) / 2, 100.0, 100.0]]
+    s = chronological_split(Workload.from_columns(submit=np.arange(1000.0), run=[5] * 1000,
+                                                  procs=[1] * 1000),
+                            size=50, train_count=4, count=4, warmup=30)
+    first_val, first_test = s.validation[0], s.test.read()[0]
+    assert float(first_val.submit[0]) == 500.0 and MEASURED not in first_val.features
+    assert len(s.validation[1]) == 80 and s.validation[1].features[MEASURED].sum() == 50
+    assert float(first_test.submit[0]) == 700.0     # never from the validation span

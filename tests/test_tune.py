@@ -208,3 +208,20 @@ def test_snapshots_join_validation_only_when_asked(tmp_path):
     assert "best@g5" not in v or v["best@g5"] != v["searched1"]
     assert "snapshots best@g5, mean@g5" in (tmp_path / "s" / "card.md").read_text()
     assert small_tune(s, tmp_path / "p")["snapshots"] == []
+
+
+def test_warm_windows_change_only_what_is_measured_and_are_carded(tmp_path, capsys):
+    s = trace(tmp_path, "w", 1.0)
+    cold = small_tune(s, tmp_path / "cold")
+    warm = tune(s, [], 10.0, tmp_path / "warm", window_jobs=80, train_windows=4, count=6,
+                processes=1, generations=2, keep=2, warmup=40, echo=lambda *a: None)
+    assert cold["warmup_jobs"] == 0 and warm["warmup_jobs"] == 40
+    # the same windows, now measured after 40 jobs of the same policy: other figures
+    assert warm["validation_mean_bsld"] != cold["validation_mean_bsld"]
+    # 6 windows of 80 side by side in 200 validation jobs would not fit: they overlap
+    assert cold["bootstrap_blocks"]["validation"] > 1
+    assert "after up to 40 warm-up jobs" in (tmp_path / "warm" / "card.md").read_text()
+    assert main(["tune", s, "--minutes", "1", "--out", str(tmp_path / "o"), "--warmup", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --warmup: expected 0 or more jobs, got -1"
+    assert not (tmp_path / "o").exists()
