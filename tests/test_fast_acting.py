@@ -201,3 +201,30 @@ def test_greedy_rows_folds_biases_and_decides_as_torch(hidden):
                     z = np.tanh(z @ w) if w.ndim == 2 else z @ w
                 np.testing.assert_allclose(z, ref, rtol=1e-5, atol=1e-4)
     assert answered > 150     # most answered in numpy (near-ties go to torch)
+
+
+@pytest.mark.parametrize("agent", ["lublin256-select", "lublin256"])
+def test_acting_agents_run_callback_passes_with_the_same_schedule(monkeypatch, agent):
+    # An agent acting in process never waits on an event, so its passes run as
+    # callbacks like a heuristic's; the schedule is the process pass's.
+    from cosim.actors.scheduler import Scheduler
+    from cosim.env.actions.base import AgentPolicy
+
+    path = ROOT / "agents" / "pretrained" / agent
+    policy = load_rl_policy(path)
+    jobs = lublin(300, procs=256, seed=778)
+    env = make_env(policy.env_config, teacher=None, episode_jobs=300)
+    env.reset(seed=0, options={"jobs": jobs})
+    assert env.unwrapped._agent.yields_events is True    # the env's agent answers from outside
+    seen = []
+    pass_ = Scheduler._pass
+    monkeypatch.setattr(Scheduler, "_pass", lambda self, e: (seen.append(1), pass_(self, e)))
+    runs = {}
+    for mode in ("callback", "process"):
+        if mode == "process":
+            monkeypatch.setattr(AgentPolicy, "yields_events", property(lambda self: True))
+        seen.clear()
+        run = run_policy(env.scenario, f"rl:{path}", None, workload=jobs)
+        assert (len(seen) > 0) == (mode == "callback")
+        runs[mode] = {k: v for k, v in run.items() if k not in ("wall_seconds", "jobs_per_second")}
+    assert runs["callback"] == runs["process"]

@@ -119,6 +119,16 @@ class AgentPolicy:
         self._choose = choose
         return self
 
+    @property
+    def yields_events(self) -> bool:
+        """Whether a pass may wait on an event: only while the agent answers from outside.
+
+        Acting in process (:meth:`acting`), every choice is made inside the
+        pass, so the scheduler can run passes as callbacks, as it does for
+        the heuristics (:class:`cosim.actors.scheduler.Scheduler`).
+        """
+        return self._act is None
+
     # -- the scheduler's side ------------------------------------------------------
     def decide(self, view: SchedulerView) -> Iterator[Decision | simpy.Event]:
         """Automatic decisions, then one agent choice after another (see the class docstring)."""
