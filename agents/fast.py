@@ -109,6 +109,7 @@ class NumpyActor:
         self.conv = conv
         self._tanh = kind in ("mlp", "kernel")
         self._rows = None   # greedy_rows' layers (see _rows_net)
+        self._vector = None  # greedy_vector's layers (see _vector_net)
 
     @classmethod
     def from_network(cls, spec: Mapping[str, Any], state: Mapping[str, Any]) -> NumpyActor | None:
@@ -222,16 +223,80 @@ class NumpyActor:
             w[0, :n_out] += b1           # column 0 of a legal row is 1
             w[0, n_out] = _SATURATE
             ws = [w]
-            for wl, bl in rest:          # input: the previous layer and its 1 (last column)
-                n_in, n_out = wl.shape
-                w = np.zeros((n_in + 1, n_out + 1), dtype=np.float32)
-                w[:n_in, :n_out] = wl
-                w[n_in, :n_out] = bl
-                w[n_in, n_out] = _SATURATE
-                ws.append(w)
+            # input: the previous layer and its 1 (last column)
+            ws.extend(_fold_last(wl, bl) for wl, bl in rest)
             ws.append(np.append(head_w, head_b).astype(np.float32))   # the 1 meets the bias
             self._rows = ws
         return self._rows
+
+    def greedy_vector(self, row: list[float], legal: list[int]) -> int | None:
+        """:meth:`greedy` of an ``mlp`` network on one observation given as a list.
+
+        ``row`` is the flat observation as Python floats (what
+        :meth:`cosim.env.observations.CompactEncoder.row` builds, before its
+        copy into an array) and ``legal`` the mask as a list. Same answer as
+        :meth:`greedy`, None included: the biases ride on a 1 appended to the
+        input (:meth:`_vector_net`) and the legal logits are compared in
+        Python, which on a two- or few-action head costs less than numpy's
+        masked argmax.
+        """
+        net = self._vector_net()
+        x = np.array([*row, 1.0], dtype=np.float32)
+        for w in net[:-1]:
+            x = np.dot(x, w)
+            np.tanh(x, out=x)
+        return _pick_legal(np.dot(x, net[-1]).tolist(), legal)
+
+    def _vector_net(self) -> list[np.ndarray]:
+        """The ``mlp`` layers for :meth:`greedy_vector`, each bias folded into its weight.
+
+        The input ends with a 1, so ``x @ w + b`` is ``x' @ w'`` with ``b``
+        as ``w'``'s last row; each hidden layer gets one more output that
+        saturates to exactly 1 (as in :meth:`_rows_net`) to carry the next
+        bias. The margin covers the different rounding of the folded sums.
+        """
+        if self._vector is None:
+            ws = [_fold_last(w, b) for w, b in self.layers]
+            head_w, head_b = self.head
+            ws.append(np.vstack([head_w, head_b[None, :]]).astype(np.float32))
+            self._vector = ws
+        return self._vector
+
+
+def _fold_last(w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A hidden layer whose input ends with a 1: ``b`` as the last row, and one more
+    output that only that 1 feeds, large enough that its ``tanh`` is exactly 1."""
+    n_in, n_out = w.shape
+    f = np.zeros((n_in + 1, n_out + 1), dtype=np.float32)
+    f[:n_in, :n_out] = w
+    f[n_in, :n_out] = b
+    f[n_in, n_out] = _SATURATE
+    return f
+
+
+def _pick_legal(z: list[float], legal: list[int]) -> int | None:
+    """:func:`_pick` over the legal entries of ``z`` (Python floats): the index of the
+    largest if it leads the second legal one by more than the margin; the only legal
+    index whatever its value; None for no legal index or a non-finite logit."""
+    best = second = -math.inf
+    k = None
+    n = 0
+    for i, v in enumerate(z):
+        if legal[i]:
+            n += 1
+            if k is None or v > best:
+                if k is not None:
+                    second = best
+                best, k = v, i
+            elif v > second:
+                second = v
+    if n <= 1:
+        return k
+    if not math.isfinite(sum(z)):   # NaN compares false above: let torch answer
+        return None
+    if second == -math.inf or best - second > MARGIN * (1.0 + abs(best)):
+        return k
+    return None
 
 
 def _pick(z: np.ndarray, offset: float) -> int | None:

@@ -30,6 +30,7 @@ from agents.distributions import MaskedCategorical
 from agents.fast import NumpyActor, acting_backend
 from agents.networks import network_from_spec, policy_logits
 from cosim.env.acting import acting_config
+from cosim.env.observations import CompactEncoder
 from cosim.errors import InputError
 
 __all__ = ["RLPolicy", "load_rl_policy", "acting_policy_of"]
@@ -128,19 +129,38 @@ class RLPolicy:
         return int(self.act_batch(np.asarray(obs)[None],
                                   None if mask is None else np.asarray(mask)[None])[0])
 
-    def chooser(self, encoder) -> Callable | None:
+    def chooser(self, encoder, actions: str = "select") -> Callable | None:
         """A shortcut ``choose(view, agent)`` for acting in process, or None.
 
-        For a ``kernel`` network acting through numpy beside an encoder that
-        gives the legal rows alone (:meth:`cosim.env.observations.KernelEncoder.legal_rows`):
-        the greedy legal action computed without the rest of the
-        observation, or None when the legal actions are not a head window's
-        first rows or the best is too close to call (then :meth:`act`
-        answers, torch for near-ties). Used by :func:`cosim.env.acting.acting_policy`.
+        The shortcut returns :meth:`act`'s answer, or None when its numpy
+        path declines (a near-tie: then :meth:`act` answers, torch for the
+        tie). Two kinds, used by :func:`cosim.env.acting.acting_policy`:
+
+        - a ``kernel`` network under ``actions="select"`` beside an encoder
+          that gives the legal rows alone
+          (:meth:`cosim.env.observations.KernelEncoder.legal_rows`): the
+          legal actions are a head window's first rows, scored without the
+          rest of the observation (:meth:`NumpyActor.greedy_rows`);
+        - an ``mlp`` network beside the ``compact`` encoder, any action
+          model: the observation's list of floats goes to the network
+          without the array and mask handling of :meth:`act`
+          (:meth:`NumpyActor.greedy_vector`).
         """
         fast = self.fast
+        if fast is None:
+            return None
+        if fast.kind == "mlp" and type(encoder) is CompactEncoder:
+            if tuple(encoder.space.shape) != self._shape:
+                return None     # act raises its shape error
+            row, greedy_vector = encoder.row, fast.greedy_vector
+
+            def choose_vector(view, agent) -> int | None:
+                agent.window_now(view)
+                return greedy_vector(row(view, agent), agent.mask.tolist())
+
+            return choose_vector
         legal_rows = getattr(encoder, "legal_rows", None)
-        if fast is None or fast.kind != "kernel" or legal_rows is None:
+        if fast.kind != "kernel" or actions != "select" or legal_rows is None:
             return None
         if tuple(encoder.space.shape[1:]) != self._shape[1:]:
             return None     # act raises its shape error

@@ -31,7 +31,8 @@ class JobQueue:
     Attributes:
         jobs: job per slot (``None`` for dead slots).
         procs, mem, estimate, submit, key: numpy columns by slot; a dead slot
-            in ``[lo, hi)`` holds :data:`DEAD_PROCS` in ``procs``.
+            in ``[lo, hi)`` holds :data:`DEAD_PROCS` in ``procs`` and ``inf`` in
+            ``key`` (so that neither a fit test nor the key's argmin picks it).
         alive: whether the slot holds a queued job.
         lo, hi: slots ``[lo, hi)`` may be alive; all others are dead.
     """
@@ -104,6 +105,7 @@ class JobQueue:
         s = job.queue_slot
         self.alive[s] = False
         self.procs[s] = DEAD_PROCS
+        self.key[s] = np.inf
         self.jobs[s] = None
         procs = job.procs
         same = self._by_size[procs]
@@ -156,9 +158,8 @@ class JobQueue:
         """Slot of the alive job with the smallest key (earliest slot on ties), or -1."""
         if not self.count:
             return -1
-        lo, hi = self.lo, self.hi
-        keys = np.where(self.alive[lo:hi], self.key[lo:hi], np.inf)
-        return lo + int(np.argmin(keys))
+        # Dead slots hold an infinite key (see remove): no mask needed.
+        return self.lo + int(self.key[self.lo:self.hi].argmin())
 
     def fitting(self, free: int, free_mem: float) -> np.ndarray:
         """Alive slots whose job fits ``free`` units and ``free_mem`` now."""

@@ -228,3 +228,35 @@ def test_acting_agents_run_callback_passes_with_the_same_schedule(monkeypatch, a
         assert (len(seen) > 0) == (mode == "callback")
         runs[mode] = {k: v for k, v in run.items() if k not in ("wall_seconds", "jobs_per_second")}
     assert runs["callback"] == runs["process"]
+
+
+@pytest.mark.parametrize("hidden", [None, [8], [16, 8]])
+def test_greedy_vector_folds_biases_and_decides_as_torch(hidden):
+    # greedy_vector takes the observation as a list with the mask as a list (the
+    # compact encoder's row) and answers as torch's masked argmax, or None.
+    spec = {**SPECS["mlp"], "hidden": hidden}
+    torch.manual_seed(6)
+    net = network_from_spec(spec).eval()
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if "bias" in name:
+                p.add_(0.5)
+            if "policy_head" in name:
+                p.mul_(300.0)
+    actor = NumpyActor.from_network(spec, net.state_dict())
+    obs, masks = _samples("mlp", 400, seed=3)
+    want = _torch_greedy(net, obs, masks)
+    answered = 0
+    for o, m, w in zip(obs, masks, want):
+        got = actor.greedy_vector(o.tolist(), m.tolist())
+        assert got == actor.greedy(o, m)       # the array path's answer, None included
+        if got is not None:
+            answered += 1
+            assert got == int(w)
+    assert answered > 360
+    # One legal action is the answer whatever the logits; none legal: no answer.
+    only = [0] * 9
+    only[4] = 1
+    assert actor.greedy_vector(obs[0].tolist(), only) == 4
+    assert actor.greedy_vector(obs[0].tolist(), [0] * 9) is None
+

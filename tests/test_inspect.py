@@ -19,6 +19,7 @@ from cosim.policies import make_policy
 from cosim.policies.priority import PriorityWeights, heuristic_weights
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import load_workload
+from cosim.workloads.lublin import lublin
 
 
 def small(cores):
@@ -280,3 +281,29 @@ def test_a_user_history_base_is_bound_under_inspect_and_kill(tmp_path):
     assert starts != alone("fcfs+easy")     # the user term orders this queue
     kill = make_model("kill", None, kill_slots=2, base=make_policy(base))
     assert hasattr(kill, "attach_model")
+
+
+@pytest.mark.parametrize("skip_rate", [0.0, 0.3])
+def test_passes_the_base_would_spend_idle_are_skipped_with_the_same_schedule(skip_rate):
+    # The inspect model offers its base's pass_is_idle (none while a skip has cut
+    # the last pass short): the scheduler skips those passes, and the schedule is
+    # the one every pass would give, for an agent that accepts everything and for
+    # one that skips at random.
+    jobs = lublin(600, procs=64, seed=31)
+    scenario = small(64)
+    runs = {}
+    for offered in (True, False):
+        draw = np.random.default_rng(4).random
+        policy = acting_policy({"actions": "inspect", "base_policy": "saf+easy"}, scenario,
+                               jobs, lambda obs, mask, draw=draw: int(draw() < skip_rate))
+        if not offered:
+            del policy.pass_is_idle
+        env = simpy.Environment()
+        sim = build(env, scenario, policy, workload=jobs)
+        env.run(until=sim.finished)
+        starts = [j.start for j in sorted(sim.scheduler.jobs, key=lambda j: j.id)]
+        runs[offered] = (starts, sim.scheduler.counters.passes, policy.skips)
+    assert runs[True][0] == runs[False][0]
+    assert runs[True][2] == runs[False][2]
+    assert (runs[True][2] > 50) == (skip_rate > 0)
+    assert runs[True][1] < runs[False][1]

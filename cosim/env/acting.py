@@ -118,11 +118,11 @@ def acting_policy(config: EnvSpec | Mapping[str, Any], scenario: Scenario, workl
             ``base_policy`` heuristic, else ``sjf+easy``).
         hub: ``actions="kill"``: the run's prediction hub the agent reads.
 
-    For ``actions="select"``, when ``act`` is the bound ``act`` of an object
-    with a ``chooser(encoder)`` method (a trained agent,
-    :meth:`agents.rl_policy.RLPolicy.chooser`), the chooser it returns is
-    asked first and ``act`` only when it declines (same decisions, without
-    building most observations).
+    When ``act`` is the bound ``act`` of an object with a
+    ``chooser(encoder, actions)`` method (a trained agent,
+    :meth:`agents.rl_policy.RLPolicy.chooser`), the chooser it returns, if
+    any, is asked first and ``act`` only when it declines (same decisions,
+    without building the observation array, or for ``select`` most of it).
 
     Raises:
         ScenarioError: an option the action model or observation cannot take.
@@ -137,13 +137,7 @@ def acting_policy(config: EnvSpec | Mapping[str, Any], scenario: Scenario, workl
 
 
 def _chooser(act, spec: EnvSpec, enc):
-    """A trained agent's shortcut past the observation (``RLPolicy.chooser``), where it has one.
-
-    Only for ``select``: its legal actions are always the first rows of a
-    head window, which is what the fused path computes.
-    """
+    """A trained agent's shortcut past the observation (``RLPolicy.chooser``), where it has one."""
     owner = getattr(act, "__self__", None)
     make = getattr(owner, "chooser", None)
-    if spec.actions != "select" or make is None:
-        return None
-    return make(enc)
+    return None if make is None else make(enc, spec.actions)

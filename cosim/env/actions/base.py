@@ -141,13 +141,7 @@ class AgentPolicy:
                 yield request            # answered by :meth:`answer`; nothing to apply
                 action = self.action
             else:
-                choose = self._choose
-                action = None if choose is None else choose(view, self)
-                if action is None:
-                    self._window_now(view)
-                    action = self._act(self._observe(view, self), self.mask)
-                action = self.validate(int(action))
-                self.last_kind = self.kind_of(action)
+                action = self._in_process(view)
             stop = yield from self.perform(action, view)
             if stop:
                 return
@@ -160,7 +154,16 @@ class AgentPolicy:
             self.on_post(request)
             yield request            # answered by :meth:`answer`
             return self.action
-        action = self.validate(int(self._act(self._observe(view, self), self.mask)))
+        return self._in_process(view)
+
+    def _in_process(self, view: SchedulerView) -> int:
+        """The in-process agent's legal action: the ``choose`` shortcut's, else ``act``'s."""
+        choose = self._choose
+        action = None if choose is None else choose(view, self)
+        if action is None:
+            self.window_now(view)
+            action = self._act(self._observe(view, self), self.mask)
+        action = self.validate(int(action))
         self.last_kind = self.kind_of(action)
         return action
 
@@ -231,7 +234,7 @@ class AgentPolicy:
         """:meth:`_fill_head` for acting in process with a ``choose`` shortcut: how many.
 
         On a long queue only :attr:`slots` is recorded and the window's list
-        is filled when something reads it (:meth:`_window_now`, before an
+        is filled when something reads it (:meth:`window_now`, before an
         observation is built): the shortcut and :meth:`_job_at` need only
         the slots, and a list of up to ``n`` jobs per decision is a cost.
         """
@@ -245,8 +248,9 @@ class AgentPolicy:
         self._window_stale = True
         return len(slots)
 
-    def _window_now(self, view: SchedulerView) -> None:
-        """Fill the window's list from :attr:`slots` if :meth:`_head_slots` left it stale."""
+    def window_now(self, view: SchedulerView) -> None:
+        """Fill the window's list from :attr:`slots` if :meth:`_head_slots` left it stale
+        (call before reading :attr:`window` in a ``choose`` shortcut)."""
         if self._window_stale:
             self._window_stale = False
             qjobs = view.queue.jobs

@@ -74,6 +74,12 @@ class InspectActions(AgentPolicy):
         attach = getattr(base, "attach_model", None)
         if attach is not None:
             self.attach_model = attach
+        # A pass the base would spend deciding nothing proposes nothing to
+        # inspect: the scheduler may skip it too, unless a skip cut the last
+        # pass short (the base's memory of it is stale).
+        base_idle = getattr(base, "pass_is_idle", None)
+        if base_idle is not None:
+            self.pass_is_idle = lambda view: not self._full_pass and base_idle(view)
         self.proposal: Decision | None = None
         self.consecutive = 0          # skips in a row so far
         self.skips = 0                # skips in the run
