@@ -215,19 +215,20 @@ class CompactEncoder(Encoder):
         ends = view.ends()
         free = view.cluster.free
         lmt = self._log_max_time
-        n_ends = len(ends)
+        horizon = self.cfg.horizon
         h = 0.0
-        for k in range(self.cfg.horizon):
-            if k < n_ends:
-                t, _, job = ends[k]
-                free += job.procs
-                dt = t - now
-                h = log1p(dt) / lmt if dt > 0 else 0.0
-                if h > 1.0:
-                    h = 1.0
-            # Past the last completion the last state repeats (thesis, ch. 4).
+        for t, _, job in ends[:horizon]:
+            free += job.procs
+            dt = t - now
+            h = log1p(dt) / lmt if dt > 0 else 0.0
+            if h > 1.0:
+                h = 1.0
             f = free / cap
             extend((h, f if f < 1.0 else 1.0))
+        if len(ends) < horizon:
+            # Past the last completion the last state repeats (thesis, ch. 4).
+            f = free / cap
+            extend((h, f if f < 1.0 else 1.0) * (horizon - len(ends)))
         for job in agent.kill_jobs:
             extend(self._run_features(job, now))
         return row
