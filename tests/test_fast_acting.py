@@ -260,3 +260,38 @@ def test_greedy_vector_folds_biases_and_decides_as_torch(hidden):
     assert actor.greedy_vector(obs[0].tolist(), only) == 4
     assert actor.greedy_vector(obs[0].tolist(), [0] * 9) is None
 
+
+
+def test_an_mlp_inspector_decides_alike_through_its_shortcut_and_torch():
+    # An inspect agent whose skips matter (a random network with a spread head):
+    # acting through the compact row shortcut (RLPolicy.chooser, greedy_vector)
+    # gives torch's schedule, skip for skip.
+    import simpy
+
+    from cosim.config import scenario_from_dict
+    from cosim.env.acting import acting_policy
+    from cosim.model import build
+
+    spec = {"kind": "mlp", "obs_shape": [29], "n_actions": 2, "hidden": None}
+    torch.manual_seed(11)
+    net = network_from_spec(spec).eval()
+    with torch.no_grad():
+        net.policy_head.weight.mul_(50.0)
+    meta = {"network": spec, "algo": "ppo"}
+    jobs = lublin(500, procs=64, seed=12)
+    scenario = scenario_from_dict({"cluster": {"nodes": 64},
+                                   "workload": {"kind": "swf", "path": "unused"}})
+    config = {"actions": "inspect", "base_policy": "saf+easy", "horizon": 8}
+    runs = {}
+    for backend, fast in (("numpy", NumpyActor.from_network(spec, net.state_dict())),
+                          ("torch", None)):
+        agent = RLPolicy(net, meta, fast)
+        policy = acting_policy(config, scenario, jobs, agent.act)
+        assert (policy._choose is not None) == (backend == "numpy")
+        env = simpy.Environment()
+        sim = build(env, scenario, policy, workload=jobs)
+        env.run(until=sim.finished)
+        runs[backend] = ([j.start for j in sorted(sim.scheduler.jobs, key=lambda j: j.id)],
+                         policy.skips)
+    assert runs["numpy"] == runs["torch"]
+    assert 20 < runs["numpy"][1]
