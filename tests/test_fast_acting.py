@@ -170,20 +170,25 @@ def test_policy_logits_are_the_forward_pass_s(kind):
         assert torch.equal(policy_logits(net, obs), net(obs)[0])
 
 
+def _biased_net(spec: dict, seed: int):
+    """A network of ``spec`` with biases that matter and a spread head, and its numpy actor."""
+    torch.manual_seed(seed)
+    net = network_from_spec(spec).eval()
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if "bias" in name:
+                p.add_(0.5)
+            if "score_head" in name or "policy_head" in name:
+                p.mul_(300.0)
+    return net, NumpyActor.from_network(spec, net.state_dict())
+
+
 @pytest.mark.parametrize("hidden", [None, [8], [16, 8, 4]])
 def test_greedy_rows_folds_biases_and_decides_as_torch(hidden):
     # greedy_rows scores legal job rows (is_job = 1) with the biases folded into the
     # weights; its answers are torch's argmax over those rows, for any depth.
     spec = {**SPECS["kernel"], "hidden": hidden}
-    torch.manual_seed(5)
-    net = network_from_spec(spec).eval()
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if "bias" in name:
-                p.add_(0.5)       # biases that matter
-            if "score_head" in name:
-                p.mul_(300.0)
-    actor = NumpyActor.from_network(spec, net.state_dict())
+    net, actor = _biased_net(spec, 5)
     rng = np.random.default_rng(2)
     answered = 0
     for n in (1, 2, 5, 16, 40):
@@ -235,15 +240,7 @@ def test_greedy_vector_folds_biases_and_decides_as_torch(hidden):
     # greedy_vector takes the observation as a list with the mask as a list (the
     # compact encoder's row) and answers as torch's masked argmax, or None.
     spec = {**SPECS["mlp"], "hidden": hidden}
-    torch.manual_seed(6)
-    net = network_from_spec(spec).eval()
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if "bias" in name:
-                p.add_(0.5)
-            if "policy_head" in name:
-                p.mul_(300.0)
-    actor = NumpyActor.from_network(spec, net.state_dict())
+    net, actor = _biased_net(spec, 6)
     obs, masks = _samples("mlp", 400, seed=3)
     want = _torch_greedy(net, obs, masks)
     answered = 0
