@@ -149,6 +149,11 @@ def add_parser(sub) -> None:
                    help="jobs simulated before each window (train, validation and test; from "
                         "the window's own span) and not measured, so windows start on a busy "
                         "machine as on a running cluster (default 0: from an empty machine)")
+    t.add_argument("--train-batch", type=int, default=0, metavar="K",
+                   help="each generation scores its candidates on K training windows drawn "
+                        "afresh (the same K for every candidate of the generation), so the "
+                        "search cannot fit a fixed few windows (default 0: all, every "
+                        "generation)")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -164,6 +169,8 @@ def run(ns) -> int:
             raise InputError(flag, repr(value), "at least 1")
     if ns.warmup < 0:
         raise InputError("--warmup", repr(ns.warmup), "0 or more jobs")
+    if ns.train_batch < 0:
+        raise InputError("--train-batch", repr(ns.train_batch), "0 (all) or more windows")
     if ns.generations is not None and ns.generations < 1:
         raise InputError("--generations", repr(ns.generations), "at least 1")
     if not 0 < ns.sigma <= 2 or not math.isfinite(ns.sigma):
@@ -174,7 +181,8 @@ def run(ns) -> int:
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
          user_features=ns.user_features, train_filter=ns.train_filter,
-         train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup)
+         train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup,
+         train_batch=ns.train_batch)
     return 0
 
 
@@ -225,7 +233,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
          selection: str = "interval", user_features: bool = False,
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
-         snapshots: bool = False, warmup: int = 0, echo=print) -> dict:
+         snapshots: bool = False, warmup: int = 0, train_batch: int = 0,
+         echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -319,6 +328,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         deadline = t_start + 60.0 * minutes
         with Evaluator(scenario, sp.train, processes) as train_eval:
             ref = train_eval.evaluate([best])[0, :, _BSLD]
+            n_train = len(sp.train)
+            batch = train_batch if 0 < train_batch < n_train else n_train
+            draw = np.random.default_rng(seed + 2)
             popsize = max(6, 2 * processes)
             es = cma.CMAEvolutionStrategy(x0, sigma, {"seed": seed + 1, "verbose": -9,
                                                       "popsize": popsize})
@@ -334,8 +346,12 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                                                    "popsize": popsize})
                 xs = es.ask()
                 specs = [spec_of(x) for x in xs]
-                res = train_eval.evaluate(specs)[:, :, _BSLD]
-                fit = _fitness(res, ref, fitness)
+                # Paired within the generation; a fresh draw each generation is
+                # minibatch noise that a fit to a fixed few windows cannot survive.
+                idx = (np.arange(n_train) if batch == n_train
+                       else np.sort(draw.choice(n_train, batch, replace=False)))
+                res = train_eval.evaluate(specs, only=idx)[:, :, _BSLD]
+                fit = _fitness(res, ref[idx], fitness)
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
@@ -347,7 +363,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                     f0, w0 = min(searched, key=lambda fw: fw[0])
                     snaps.append(replace(w0, name=f"best@g{generations}"))
                     snaps.append(spec_of(es.result.xfavorite, f"mean@g{generations}"))
-                evaluations += len(xs) * len(sp.train)
+                evaluations += len(xs) * batch
                 echo(f"generation {generations}: best train {fitness} {fit.min():.4f} "
                      f"(overall {min(f for f, _ in searched):.4f}), "
                      f"{time.perf_counter() - t_start:.0f} s")
@@ -422,6 +438,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "search_space": {"features": [FEATURES[i] for i in searched_features],
                          "backfill": "easy", "backfill_order": backfill_order,
                          "fitness": fitness,
+                         "train_batch": (f"{batch} of {n_train} training windows, drawn "
+                                         "afresh each generation" if generations and
+                                         batch < n_train else None),
                          "user_history": (
                              "log_user_pred: log10 of the mean run time of the user's last two "
                              "jobs completed before the job's submit (as recorded: submit + "
@@ -524,7 +543,9 @@ def model_card(policy: dict, r: dict) -> str:
               f"- {r['search_space']['method']}; fitness on the training windows: "
               + ("the mean of per-window ratios of mean bsld to the best heuristic's"
                  if r['search_space'].get('fitness') == "windows"
-                 else "mean bsld over the best heuristic's"),
+                 else "mean bsld over the best heuristic's")
+              + (f" ({r['search_space']['train_batch']})"
+                 if r['search_space'].get('train_batch') else ""),
               f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
               "searched weights (by training fitness), the search distribution's final mean "
               f"(cma-mean)"

@@ -379,8 +379,10 @@ class Evaluator:
             self._pool = ProcessPoolExecutor(self.processes, initializer=_init_worker,
                                              initargs=(scenario, self.windows))
 
-    def evaluate(self, sources: Sequence) -> np.ndarray:
+    def evaluate(self, sources: Sequence, only: Sequence[int] | None = None) -> np.ndarray:
         """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``.
+
+        ``only``: indices of the windows to run (default all), in the order given.
 
         Raises:
             ScenarioError: a source asks for predictions (:func:`checked_source`),
@@ -388,14 +390,15 @@ class Evaluator:
         """
         for s in sources:
             checked_source(s, self.scenario)
-        tasks = [(s, k) for s in sources for k in range(len(self.windows))]
+        ks = range(len(self.windows)) if only is None else [int(k) for k in only]
+        tasks = [(s, k) for s in sources for k in ks]
         if self._pool is None:
             results = [run_window(self.scenario, s, self.windows[k]) for s, k in tasks]
         else:
             chunk = max(1, len(tasks) // (4 * self.processes))
             results = list(self._pool.map(_work, tasks, chunksize=chunk))
         out = np.array([[r.bsld_mean, r.wait_mean, r.wait_max] for r in results], dtype=float)
-        return out.reshape(len(sources), len(self.windows), 3)
+        return out.reshape(len(sources), len(ks), 3)
 
     def close(self) -> None:
         """End the worker processes."""

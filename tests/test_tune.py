@@ -225,3 +225,40 @@ def test_warm_windows_change_only_what_is_measured_and_are_carded(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err == "error: --warmup: expected 0 or more jobs, got -1"
     assert not (tmp_path / "o").exists()
+
+
+def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, capsys):
+    from cosim.config import load_scenario
+    from cosim.evaluation import Evaluator, window_at
+    from cosim.workloads.loading import load_workload
+
+    s = trace(tmp_path, "b", 1.0)
+
+    def run(out, batch):
+        return tune(s, [], 10.0, tmp_path / out, window_jobs=80, train_windows=4, count=6,
+                    processes=1, generations=3, keep=2, train_filter="none",
+                    train_batch=batch, echo=lambda *a: None)
+
+    full, every, half = run("full", 0), run("every", 4), run("half", 2)
+    # a batch of all the windows is the plain search, generation by generation
+    assert every["train_ratio_of_searched"] == full["train_ratio_of_searched"]
+    assert every["search_space"]["train_batch"] is None
+    # 3 generations of 6 candidates, each on 2 windows, not 4
+    assert half["budget"]["window_evaluations"] == 3 * 6 * 2
+    assert full["budget"]["window_evaluations"] == 3 * 6 * 4
+    assert half["train_ratio_of_searched"] != full["train_ratio_of_searched"]
+    assert "2 of 4 training windows, drawn afresh each generation" in (
+        tmp_path / "half" / "card.md").read_text()
+    # the evaluator runs the windows asked for, in the order asked
+    sc = load_scenario(s, [])
+    wl = load_workload(sc)
+    wins = [window_at(wl, a, 80, 0, 0) for a in (0, 100, 200)]
+    with Evaluator(sc, wins, 1) as ev:
+        allw = ev.evaluate(["sjf+easy", "fcfs+easy"])
+        some = ev.evaluate(["sjf+easy", "fcfs+easy"], only=[2, 0])
+    assert some.shape == (2, 2, 3) and np.array_equal(some, allw[:, [2, 0]])
+    assert main(["tune", s, "--minutes", "1", "--out", str(tmp_path / "o"),
+                 "--train-batch", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --train-batch: expected 0 (all) or more windows, got -1"
+    assert not (tmp_path / "o").exists()
