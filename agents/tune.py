@@ -23,7 +23,10 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    search, so each such evenly spaced training window is replaced by the
    window of widest heuristic spread from a pool ``--train-pool`` times
    larger (``spread``: the most contended windows of the pool, ``none``:
-   no filtering). It runs until ``--minutes`` are spent.
+   no filtering). ``--train-batch K`` scores each generation on K of the
+   training windows drawn afresh (paired within the generation), a
+   minibatch against fitting a fixed few windows. It runs until
+   ``--minutes`` are spent.
 4. Selection on validation only: the best few searched policies, the
    search distribution's mean and the classic heuristics themselves
    compete, so on validation the result is never worse than the best
