@@ -88,11 +88,16 @@ __all__ = ["tune", "add_parser", "run"]
 
 _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 #: Fitness of a candidate on the training windows (see ``--fitness``).
-FITNESS = ("ratio", "windows")
+FITNESS = ("ratio", "windows", "folds")
+#: ``--fitness folds``: chronological folds of the training windows (``--folds``).
+FOLDS = 4
 #: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
 TRAIN_FILTER, TRAIN_POOL = "skip", 4
 #: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
 SKIP_TOLERANCE = 0.05
+#: ``--slack searched``: relaxed EASY's slack is this times the search coordinate's
+#: positive part (seeded at 0, textbook EASY; CMA-ES's first steps reach 1-3).
+SLACK_SCALE = 5.0
 
 
 def add_parser(sub) -> None:
@@ -130,7 +135,14 @@ def add_parser(sub) -> None:
     t.add_argument("--fitness", choices=FITNESS, default="ratio",
                    help="ratio (default): the candidate's mean bsld over the best heuristic's "
                         "on the training windows; windows: the mean of per-window ratios "
-                        "(each window weighs the same, heavy windows less)")
+                        "(each window weighs the same, heavy windows less); folds: the worst, "
+                        "over --folds chronological blocks of the training windows, of the "
+                        "candidate's mean bsld over the best heuristic's in that block (a "
+                        "policy must hold in every period of the past, whichever heuristic "
+                        "leads there)")
+    t.add_argument("--folds", type=int, default=FOLDS,
+                   help=f"chronological blocks of training windows for --fitness folds "
+                        f"(default {FOLDS})")
     t.add_argument("--selection", choices=("interval", "mean"), default="interval",
                    help="interval (default): a searched policy replaces the best heuristic only "
                         "when the 95 %% bootstrap interval of its mean bsld ratio to it on "
@@ -157,6 +169,11 @@ def add_parser(sub) -> None:
                         "afresh (the same K for every candidate of the generation), so the "
                         "search cannot fit a fixed few windows (default 0: all, every "
                         "generation)")
+    t.add_argument("--slack", choices=("searched", "off"), default="searched",
+                   help="searched (default): also search relaxed EASY's slack, the head "
+                        "promised its shadow time plus slack x its estimate, so backfilling "
+                        "may delay it by that much (Ward, Mahood and West, JSSPP 2002; "
+                        "seeded at 0, textbook EASY); off: textbook EASY only")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -167,7 +184,7 @@ def run(ns) -> int:
         raise InputError("--minutes", repr(ns.minutes), "a positive number of minutes")
     for flag, value in (("--window-jobs", ns.window_jobs), ("--train-windows", ns.train_windows),
                         ("--windows", ns.windows), ("--keep", ns.keep),
-                        ("--train-pool", ns.train_pool)):
+                        ("--train-pool", ns.train_pool), ("--folds", ns.folds)):
         if value < 1:
             raise InputError(flag, repr(value), "at least 1")
     if ns.warmup < 0:
@@ -185,20 +202,28 @@ def run(ns) -> int:
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
          user_features=ns.user_features, train_filter=ns.train_filter,
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup,
-         train_batch=ns.train_batch)
+         train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack)
     return 0
 
 
-def _fitness(res: np.ndarray, ref: np.ndarray, kind: str) -> np.ndarray:
+def _fitness(res: np.ndarray, ref: np.ndarray, kind: str,
+             fold_of: np.ndarray | None = None) -> np.ndarray:
     """Fitness of each candidate (rows of ``res``: per-window mean bsld) against the
     reference's per-window values ``ref``; lower is better, non-finite is 1e9.
 
-    ``ratio``: ratio of means; ``windows``: mean of the per-window ratios.
+    ``ratio``: ratio of means; ``windows``: mean of the per-window ratios;
+    ``folds``: ``ref`` is ``[heuristic, window]`` and ``fold_of`` gives each
+    window's fold; per fold, the ratio of the candidate's mean to the mean of
+    the heuristic best on that fold, and the worst fold counts.
     """
     if kind == "ratio":
         fit = res.mean(axis=1) / ref.mean()
     elif kind == "windows":
         fit = (res / ref[None, :]).mean(axis=1)
+    elif kind == "folds":
+        ref = np.atleast_2d(ref)
+        fit = np.max([res[:, m].mean(axis=1) / ref[:, m].mean(axis=1).min()
+                      for m in (fold_of == f for f in np.unique(fold_of))], axis=0)
     else:
         raise ValueError(f"fitness: {kind!r}, expected one of {', '.join(FITNESS)}")
     return np.where(np.isfinite(fit), fit, 1e9)
@@ -237,7 +262,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          selection: str = "interval", user_features: bool = False,
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
          snapshots: bool = False, warmup: int = 0, train_batch: int = 0,
-         echo=print) -> dict:
+         folds: int = FOLDS, slack: str = "searched", echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -314,6 +339,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         two = backfill_order == "searched"
         if two:     # seeded at the same order for both: the best heuristic's own schedule
             x0 = np.concatenate([x0, x0])
+        relaxed = slack == "searched"
+        if relaxed:     # seeded at slack 0: textbook EASY
+            x0 = np.concatenate([x0, [0.0]])
 
         def spec_of(x, name: str = "priority") -> PriorityWeights:
             w = np.zeros(len(FEATURES))
@@ -321,17 +349,39 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             b = None
             if two:
                 b = np.zeros(len(FEATURES))
-                b[searched_features] = _unit(np.asarray(x[k:]))
+                b[searched_features] = _unit(np.asarray(x[k:2 * k]))
                 b = tuple(float(v) for v in b)
             return PriorityWeights(tuple(float(v) for v in w), capacity, name=name,
-                                   backfill_weights=b)
+                                   backfill_weights=b,
+                                   slack=SLACK_SCALE * max(0.0, float(x[-1])) if relaxed else 0.0)
         searched: list[tuple[float, PriorityWeights]] = []
         snaps: list[PriorityWeights] = []
         max_generations, generations, evaluations, restarts = generations, 0, 0, 0
         deadline = t_start + 60.0 * minutes
         with Evaluator(scenario, sp.train, processes) as train_eval:
-            ref = train_eval.evaluate([best])[0, :, _BSLD]
             n_train = len(sp.train)
+            fold_info = None
+            if fitness == "folds":
+                # Every heuristic on the training windows, cut in time order into
+                # folds: the past's periods each have their own best heuristic (on
+                # Lublin the best changes from span to span), and the candidate is
+                # scored on the period where it does worst against that one.
+                ref_all = train_eval.evaluate(CLASSIC)[:, :, _BSLD]
+                ref = ref_all[CLASSIC.index(best)]
+                fold_of = np.zeros(n_train, dtype=int)
+                for f, part in enumerate(np.array_split(np.arange(n_train), folds)):
+                    fold_of[part] = f
+                fold_info = [{"windows": int(np.sum(fold_of == f)),
+                              "best_heuristic": CLASSIC[int(np.argmin(
+                                  ref_all[:, fold_of == f].mean(axis=1)))],
+                              "ratio_of_best": float(ref[fold_of == f].mean()
+                                                     / ref_all[:, fold_of == f].mean(axis=1).min())}
+                             for f in np.unique(fold_of)]
+                echo("training folds (best heuristic, the validation best's ratio to it): "
+                     + ", ".join(f"{d['best_heuristic']} {d['ratio_of_best']:.3f}"
+                                 for d in fold_info))
+            else:
+                ref = train_eval.evaluate([best])[0, :, _BSLD]
             batch = train_batch if 0 < train_batch < n_train else n_train
             draw = np.random.default_rng(seed + 2)
             popsize = max(6, 2 * processes)
@@ -354,7 +404,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 idx = (np.arange(n_train) if batch == n_train
                        else np.sort(draw.choice(n_train, batch, replace=False)))
                 res = train_eval.evaluate(specs, only=idx)[:, :, _BSLD]
-                fit = _fitness(res, ref[idx], fitness)
+                fit = (_fitness(res, ref_all[:, idx], fitness, fold_of[idx])
+                       if fitness == "folds" else _fitness(res, ref[idx], fitness))
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
@@ -417,10 +468,25 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                "mean_window_ratio": float(np.mean(test[ti, :, _MAXWAIT]
                                                   / np.maximum(test[fcfs, :, _MAXWAIT], 1.0)))}
     headline = vs[best]
+    # Room in hindsight, against the best heuristic on validation: the heuristic
+    # best on the test span itself, and the per-window oracle over the heuristics
+    # (each window scheduled by whichever heuristic does best on it). Neither
+    # can be chosen beforehand; they bound what choosing among them could give.
+    ref_mean = float(test[col[best], :, _BSLD].mean())
+    heur_test = np.array([test[col[h], :, _BSLD] for h in CLASSIC])
+    hind = CLASSIC[int(np.argmin(heur_test.mean(axis=1)))]
+    hindsight = {"best_heuristic": hind,
+                 "best_heuristic_ratio": float(heur_test.mean(axis=1).min() / ref_mean),
+                 "per_window_oracle_ratio": float(heur_test.min(axis=0).mean() / ref_mean),
+                 "validation_per_window_oracle_ratio": float(
+                     np.array([val_bsld[h] for h in CLASSIC]).min(axis=0).mean()
+                     / np.mean(val_bsld[best]))}
     echo(f"test: {chosen_name} vs {best}: mean bsld ratio {headline['mean_ratio']:.3f} "
          f"[{headline['mean_ratio_ci'][0]:.3f}, {headline['mean_ratio_ci'][1]:.3f}], median "
          f"{headline['median_ratio']:.3f}, wins {headline['wins']}, losses {headline['losses']}; "
          f"max wait {maxwait['ratio_of_max']:.2f}x FCFS+EASY's")
+    echo(f"room in hindsight: {hind} on the test span {hindsight['best_heuristic_ratio']:.3f}, "
+         f"the per-window best heuristic {hindsight['per_window_oracle_ratio']:.3f} of {best}")
 
     results = {
         "scenario": str(scenario_path), "overrides": list(overrides),
@@ -440,7 +506,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                    "processes": processes, "cpus": os.cpu_count()},
         "search_space": {"features": [FEATURES[i] for i in searched_features],
                          "backfill": "easy", "backfill_order": backfill_order,
+                         "slack": slack,
                          "fitness": fitness,
+                         "folds": fold_info,
                          "train_batch": (f"{batch} of {n_train} training windows, drawn "
                                          "afresh each generation" if generations and
                                          batch < n_train else None),
@@ -465,7 +533,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "train_ratio_of_searched": [f for f, _ in top],
         "test": {"mean_bsld": {s: float(test[i, :, _BSLD].mean()) for s, i in col.items()},
                  "max_wait": {s: float(test[i, :, _MAXWAIT].max()) for s, i in col.items()},
-                 "against": vs, "max_wait_vs_fcfs_easy": maxwait,
+                 "against": vs, "max_wait_vs_fcfs_easy": maxwait, "hindsight": hindsight,
                  # per window, for "by how much, and where": the chosen policy's and
                  # the best heuristic's mean bsld (test windows in time order)
                  "per_window_bsld": {s: [round(float(v), 4) for v in test[col[s], :, _BSLD]]
@@ -539,13 +607,23 @@ def model_card(policy: dict, r: dict) -> str:
               + ("EASY backfill candidates tried in the order of a second, searched weight "
                  "vector over the same features" if r['search_space'].get('backfill_order')
                  == "searched" else "EASY backfilling in the same order")
+              + (f"; relaxed EASY's slack searched (the head promised its shadow time plus "
+                 f"slack x its estimate; slack = {SLACK_SCALE:g} x max(0, a search coordinate) "
+                 "seeded at 0, textbook EASY)" if r['search_space'].get('slack') == "searched"
+                 else "")
               + " (`cosim/policies/priority.py`)",
               *([f"- user-history features: {r['search_space']['user_history']}; they order "
                  "the queue only (EASY's reservations and the kill limit use the request)"]
                 if r['search_space'].get('user_history') else []),
               f"- {r['search_space']['method']}; fitness on the training windows: "
               + ("the mean of per-window ratios of mean bsld to the best heuristic's"
-                 if r['search_space'].get('fitness') == "windows"
+                 if r['search_space'].get('fitness') == "windows" else
+                 f"the worst, over {len(r['search_space']['folds'])} chronological folds of "
+                 "the training windows, of mean bsld over the mean bsld of the heuristic best "
+                 "on that fold (the folds' best: "
+                 + ", ".join(f"{d['best_heuristic']}, where {best} is {d['ratio_of_best']:.3f}x"
+                             for d in r['search_space']['folds']) + ")"
+                 if r['search_space'].get('fitness') == "folds"
                  else "mean bsld over the best heuristic's")
               + (f" ({r['search_space']['train_batch']})"
                  if r['search_space'].get('train_batch') else ""),
@@ -584,4 +662,11 @@ def model_card(policy: dict, r: dict) -> str:
     lines += ["", f"{chosen}: mean bsld {t['mean_bsld'][chosen]:.2f}; max wait over the test "
               f"windows {t['max_wait'][chosen]:.0f} s, {mw['ratio_of_max']:.2f}x FCFS+EASY's "
               f"(per-window mean ratio {mw['mean_window_ratio']:.2f}).", ""]
+    h = t.get("hindsight")
+    if h:
+        lines += [f"Room in hindsight (not choosable beforehand), as ratios to {best}'s mean "
+                  f"bsld: the best heuristic on the test span, {h['best_heuristic']}, "
+                  f"{h['best_heuristic_ratio']:.3f}; each test window scheduled by whichever "
+                  f"heuristic does best on it, {h['per_window_oracle_ratio']:.3f} (on "
+                  f"validation {h['validation_per_window_oracle_ratio']:.3f}).", ""]
     return "\n".join(lines)

@@ -244,6 +244,11 @@ def test_random_choices_on_lublin_depart_and_stay_valid(lublin_trace):
 
 
 # -- bad input ----------------------------------------------------------------------------------
+def _relaxed_saf():
+    from cosim.policies.priority import PriorityWeights, heuristic_weights, make_priority_policy
+    return make_priority_policy(PriorityWeights(heuristic_weights("saf", 16), 16, slack=2.0))
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"window": -1}, "window: expected a number of candidate slots >= 1 for actions='backfill'"),
     ({"kill_slots": 2}, "kill_slots: expected 0 for actions='backfill'"),
@@ -251,6 +256,8 @@ def test_random_choices_on_lublin_depart_and_stay_valid(lublin_trace):
     ({"base": make_policy("saf+conservative")},
      "base_policy: expected a policy with EASY backfilling under actions='backfill'"),
     ({"max_skips": 2}, "max_skips: expected nothing for actions='backfill'"),
+    ({"base": _relaxed_saf()}, "base_policy: expected textbook EASY under actions='backfill' "
+                               r"\(this learned policy relaxes EASY with slack 2"),
 ])
 def test_bad_options_say_what_is_expected(kw, message):
     args = {"window": None, "base": make_policy("saf+easy"), **kw}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -283,3 +284,80 @@ def test_user_features_round_trip_through_learned_dir(tmp_path):
     old["features"], old["weights"] = old["features"][:7], old["weights"][:7]
     (tmp_path / "policy.json").write_text(json.dumps(old))
     assert starts(make_policy(f"learned:{tmp_path}"), w) == starts(make_policy("saf+easy"), w)
+
+
+# -- relaxed EASY (Ward, Mahood and West, JSSPP 2002) -------------------------------------
+def test_relaxed_easy_by_hand():
+    # R (8 of 10 cores) runs until 100; H (10 cores, 50 s) queues at 1 and is the head
+    # (largest first), its shadow time 100 with no extra cores. X (2 cores, 120 s)
+    # arrives at 2 and would end at 122. EASY: X waits for H (H at 100, X at 150).
+    # Slack 1 promises H 100 + 1 x 50 = 150: X ends by then and starts at 2, H at 122.
+    # Slack 0.2 promises 110: X would end after it and waits, as under EASY.
+    job = dict(submit=[0, 1, 2], run=[100, 50, 120], procs=[8, 10, 2])
+    largest = tuple(-x for x in _unit_weights("log_procs"))
+    assert tiny_starts(PriorityWeights(largest, 10), **job) == {1: 0, 2: 100, 3: 150}
+    assert tiny_starts(PriorityWeights(largest, 10, slack=1.0), **job) == {1: 0, 2: 122, 3: 2}
+    assert tiny_starts(PriorityWeights(largest, 10, slack=0.2), **job) == {1: 0, 2: 100, 3: 150}
+
+
+def test_relaxed_easy_with_no_slack_is_easy_and_round_trips(tmp_path, lublin):
+    w = heuristic_weights("saf", 256)
+    assert starts(make_priority_policy(PriorityWeights(w, 256, slack=0.0)), lublin) == \
+        starts(make_policy("saf+easy"), lublin)
+    spec = PriorityWeights(w, 256, slack=2.5, backfill_weights=heuristic_weights("sjf", 256))
+    assert spec.as_dict()["slack"] == 2.5 and "slack" not in PriorityWeights(w, 256).as_dict()
+    (tmp_path / "policy.json").write_text(json.dumps(spec.as_dict()))
+    relaxed = starts(make_policy(f"learned:{tmp_path}"), lublin)
+    assert relaxed == starts(make_priority_policy(spec), lublin)
+    assert relaxed != starts(make_priority_policy(PriorityWeights(
+        w, 256, backfill_weights=heuristic_weights("sjf", 256))), lublin)
+    for bad in (dict(slack=-1.0), dict(slack=math.inf), dict(slack=1.0, backfill="greedy")):
+        with pytest.raises(ValueError, match="slack"):
+            PriorityWeights(w, 256, **bad)
+    (tmp_path / "policy.json").write_text(json.dumps(dict(spec.as_dict(), slack=-2)))
+    with pytest.raises(InputError, match="slack"):
+        make_policy(f"learned:{tmp_path}")
+
+
+@st.composite
+def relaxed_cases(draw):
+    cores = draw(st.integers(1, 12))
+    n = draw(st.integers(1, 18))
+    submit = sorted(draw(st.lists(st.integers(0, 60), min_size=n, max_size=n)))
+    run = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))
+    procs = draw(st.lists(st.integers(1, cores), min_size=n, max_size=n))
+    over = draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))
+    exact = draw(st.booleans())
+    req = [max(1, r + (0 if exact else d)) for r, d in zip(run, over)]
+    order = draw(st.sampled_from(["fcfs", "saf", "sjf"]))
+    slack = draw(st.floats(0.0, 4.0))
+    return cores, submit, run, procs, req, order, slack
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=relaxed_cases())
+def test_relaxed_easy_keeps_every_promise(case):
+    # Every job that backfills around the head ends by the head's relaxed promise
+    # or uses extra cores, so the head starts by it: no promise is broken, and
+    # under FCFS (the head only changes when it starts) every job starts by the
+    # first promise it was given. No oversubscription; every job runs once.
+    from cosim.config import scenario_from_dict
+    from cosim.workloads.base import Workload
+    cores, submit, run, procs, req, order, slack = case
+    w = Workload.from_columns(submit=submit, run=run, procs=procs, req_time=req)
+    sc = scenario_from_dict({"cluster": {"nodes": 1, "cores_per_node": cores},
+                             "workload": {"kind": "swf", "path": "unused"}})
+    spec = PriorityWeights(heuristic_weights(order, cores), cores, slack=slack)
+    env = simpy.Environment()
+    sim = build(env, sc, make_priority_policy(spec), workload=w)
+    env.run(until=sim.finished)
+    jobs = sim.scheduler.jobs
+    assert sim.scheduler.counters.reservations_broken == 0
+    assert all(j.outcome == "completed" and j.end == pytest.approx(j.start + j.run)
+               for j in jobs)
+    for t in {j.start for j in jobs}:
+        assert sum(j.procs for j in jobs if j.start <= t < j.end) <= cores
+    if order == "fcfs":
+        for j in jobs:
+            if j.reservation == j.reservation:
+                assert j.start <= j.reservation + 1e-9

@@ -62,6 +62,10 @@ def test_selection_never_reads_the_test_span(tmp_path):
     for part in ("## Data", "## Budget", "## Search space", "## Validation", "## Test"):
         assert part in card
     assert all(h in card for h in CLASSIC)
+    # room in hindsight: the per-window best heuristic bounds the span's best one
+    h = a["test"]["hindsight"]
+    assert h["per_window_oracle_ratio"] <= h["best_heuristic_ratio"] <= 1.0
+    assert h["best_heuristic"] in CLASSIC and "Room in hindsight" in card
 
 
 def test_bad_budget_is_one_clear_line(tmp_path, capsys):
@@ -79,6 +83,20 @@ def test_fitness_by_hand():
                     [np.nan, 1.0]])
     assert _fitness(res, ref, "ratio").tolist() == [7.0 / 11.0, 1.0, 1e9]
     assert _fitness(res, ref, "windows").tolist() == [1.25, 1.0, 1e9]
+    # folds: windows 0-1 are fold 0, windows 2-3 fold 1; per fold the reference is
+    # the heuristic best on that fold (row 1 on fold 0, row 0 on fold 1), and the
+    # worst fold counts
+    heur = np.array([[4.0, 4.0, 1.0, 1.0],
+                     [2.0, 2.0, 3.0, 3.0]])
+    cand = np.array([[2.0, 2.0, 1.0, 1.0],      # the best heuristic of each fold: 1
+                     [4.0, 4.0, 1.0, 1.0],      # row 0 itself: 2x on fold 0
+                     [1.0, 1.0, 1.5, 1.5],      # 0.5x on fold 0, 1.5x on fold 1
+                     [1.0, 3.0, 1.0, 1.0]])     # the same mean on fold 0 as row 0: 1
+    folds = np.array([0, 0, 1, 1])
+    assert _fitness(cand, heur, "folds", folds).tolist() == [1.0, 2.0, 1.5, 1.0]
+    # one fold: the ratio to the best heuristic of all the windows
+    assert _fitness(cand, heur, "folds", np.zeros(4, dtype=int)).tolist() == [
+        6.0 / 10.0, 10.0 / 10.0, 5.0 / 10.0, 6.0 / 10.0]
 
 
 def test_searched_backfill_order_is_written_and_runs(tmp_path):
@@ -261,4 +279,46 @@ def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, cap
                  "--train-batch", "-1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: --train-batch: expected 0 (all) or more windows, got -1"
+    assert not (tmp_path / "o").exists()
+
+
+def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
+    from agents.tune import _fitness
+    from cosim.config import load_scenario
+    from cosim.evaluation import Evaluator, chronological_split
+    from cosim.policies.priority import PriorityWeights
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "f", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "out", window_jobs=80, train_windows=4, count=6,
+             processes=1, generations=2, keep=2, fitness="folds", folds=2,
+             train_filter="none", echo=lambda *a: None)
+    # the folds, recomputed: windows 0-1 and 2-3 of the training span, each with
+    # its own best heuristic
+    sc = load_scenario(s, [])
+    wl = load_workload(sc)
+    sc = resolve_machine(sc, wl)
+    train = chronological_split(wl, size=80, train_count=4, count=6).train
+    best = r["best_heuristic"]
+    with Evaluator(sc, train, 1) as ev:
+        heur = ev.evaluate(CLASSIC)[:, :, 0]
+        c = r["candidates"]["searched1"]
+        w = PriorityWeights(tuple(c["weights"]), c["capacity"],
+                            backfill_weights=tuple(c["backfill_weights"]))
+        searched = ev.evaluate([w])[:, :, 0]
+    folds = r["search_space"]["folds"]
+    assert [d["windows"] for d in folds] == [2, 2]
+    for f, d in enumerate(folds):
+        part = heur[:, 2 * f:2 * f + 2].mean(axis=1)
+        assert d["best_heuristic"] == CLASSIC[int(np.argmin(part))]
+        assert d["ratio_of_best"] == part[CLASSIC.index(best)] / part.min()
+    # the search's fitness is the worst fold's ratio
+    fit = _fitness(searched, heur, "folds", np.array([0, 0, 1, 1]))
+    assert r["train_ratio_of_searched"][0] == fit[0]
+    card = (tmp_path / "out" / "card.md").read_text()
+    assert "the worst, over 2 chronological folds of the training windows" in card
+    make_policy(f"learned:{tmp_path / 'out'}")
+    assert main(["tune", s, "--minutes", "1", "--out", str(tmp_path / "o"),
+                 "--fitness", "folds", "--folds", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --folds: expected at least 1, got 0"
     assert not (tmp_path / "o").exists()

@@ -174,17 +174,27 @@ class QueuePolicy:
     #: yields a SimPy event to wait on (a subclass that does sets it True).
     yields_events = False
 
-    def __init__(self, heuristic, backfill: str, rng: np.random.Generator | None = None):
+    def __init__(self, heuristic, backfill: str, rng: np.random.Generator | None = None,
+                 slack: float = 0.0):
         self.heuristic = heuristic
         self.backfill = backfill
         self.name = f"{heuristic.name}+{backfill}"
+        if not (slack >= 0.0 and math.isfinite(slack)) or (slack and backfill != "easy"):
+            raise ValueError(f"slack: {slack!r}; expected a finite number >= 0, and only with "
+                             "easy backfilling")
+        # Relaxed EASY (Ward, Mahood and West, JSSPP 2002): the head is promised
+        # its shadow time plus ``slack`` times its own estimate, and backfilling
+        # may use that room; see _relaxed.
+        self.slack = float(slack)
+        if self.slack:
+            self.narrow_passes = False
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.static_key = heuristic.static
         self._dynamic = heuristic.dynamic
         self._decide = {"none": self._strict, "greedy": self._greedy, "easy": self._easy,
                         "conservative": self._conservative}[backfill]
         # EASY memory of the previous pass, for arrival-only passes.
-        self._is_easy = backfill == "easy" and self._dynamic is None
+        self._is_easy = backfill == "easy" and self._dynamic is None and not self.slack
         self._easy_head: Job | None = None
         self._easy_state = (math.inf, 0, 0.0)
         # Free units when the last EASY pass ended with every queued job
@@ -369,6 +379,8 @@ class QueuePolicy:
                     break
                 yield _new(Decision, (START, head, _READY, "fits at head", _NAN, True))
             shadow, extra, extra_mem = view.shadow(head.procs, head.mem)
+            if self.slack:
+                shadow = self._relaxed(head, shadow)
             self._easy_head = head
             if head.promised != shadow:   # the scheduler keeps promises; tell it only changes
                 yield reserve(head, shadow, "EASY head reservation")
@@ -407,6 +419,23 @@ class QueuePolicy:
         self._easy_state = (shadow, extra, extra_mem)
         if checked_all:
             self._easy_free = cl.free
+
+    def _relaxed(self, head: Job, shadow: float) -> float:
+        """Relaxed EASY's promise to the head: its shadow time plus ``slack`` times
+        its estimate, never later than a promise it already holds.
+
+        Backfilling then admits jobs that end by this time (or use the extra
+        units, counted at the true shadow time). Each such job ends by the
+        promise and the extra units stay extra, so the head starts by its
+        promise: the promise is kept, and it only moves earlier while the same
+        job is head. Its bounded slowdown grows by at most ``slack`` (exact
+        estimates).
+        """
+        bound = shadow + self.slack * head.estimate
+        held = head.promised
+        if held == held and shadow <= held < bound:
+            return held
+        return bound
 
     @staticmethod
     def _give_way(view: SchedulerView, prev: Job, head: Job) -> Iterator[Decision]:

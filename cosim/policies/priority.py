@@ -96,6 +96,9 @@ class PriorityWeights:
         backfill_weights: EASY only: one float per feature ordering the
             backfill candidates (smaller first); None backfills in the
             ``weights`` order.
+        slack: EASY only: relaxed EASY, the head promised its shadow time plus
+            ``slack`` times its estimate (0: textbook EASY; see
+            :meth:`cosim.policies.backfill.QueuePolicy._relaxed`).
     """
 
     weights: tuple[float, ...]
@@ -103,6 +106,7 @@ class PriorityWeights:
     backfill: str = "easy"
     name: str = "priority"
     backfill_weights: tuple[float, ...] | None = None
+    slack: float = 0.0
 
     def __post_init__(self):
         if len(self.weights) != len(FEATURES):
@@ -112,6 +116,10 @@ class PriorityWeights:
             raise ValueError(f"weights: {list(self.weights)} has a non-finite value")
         if self.backfill not in BACKFILLS:
             raise ValueError(f"backfill: {self.backfill!r}, expected one of {', '.join(BACKFILLS)}")
+        if not (self.slack >= 0.0 and math.isfinite(self.slack)) or (
+                self.slack and self.backfill != "easy"):
+            raise ValueError(f"slack: {self.slack!r}; expected a finite number >= 0, and only "
+                             "with easy backfilling")
         bw = self.backfill_weights
         if bw is not None:
             if self.backfill != "easy":
@@ -141,6 +149,8 @@ class PriorityWeights:
              "backfill": self.backfill}
         if self.backfill_weights is not None:
             d["backfill_weights"] = [float(w) for w in self.backfill_weights]
+        if self.slack:
+            d["slack"] = float(self.slack)
         return d
 
 
@@ -336,8 +346,8 @@ class TwoOrderEasy(QueuePolicy):
     narrow_passes = False
     arrival_passes = False
 
-    def __init__(self, heuristic: Heuristic, backfill_key):
-        super().__init__(heuristic, "easy")
+    def __init__(self, heuristic: Heuristic, backfill_key, slack: float = 0.0):
+        super().__init__(heuristic, "easy", slack=slack)
         self._bkey = backfill_key
 
     def _by_backfill_key(self, q, slots: np.ndarray, now: float, cl) -> np.ndarray:
@@ -377,9 +387,9 @@ def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
         h = Heuristic(spec.name, doc, static=_static_key(weights, spec.capacity, users))
     if spec.backfill_weights is not None:
         bw = tuple(float(x) for x in spec.backfill_weights)
-        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity, users))
+        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity, users), slack=spec.slack)
     else:
-        policy = QueuePolicy(h, spec.backfill)
+        policy = QueuePolicy(h, spec.backfill, slack=spec.slack)
     policy.name = f"{spec.name}+{spec.backfill}"
     if spec.uses_user_features:
         # The model binds the policy to the workload it runs (cosim.model.build).
@@ -428,10 +438,12 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
         bw = data.get("backfill_weights")
         spec = PriorityWeights(vec(data["weights"]), int(data["capacity"]),
                                str(data.get("backfill", "easy")), name=f"learned:{folder}",
-                               backfill_weights=None if bw is None else vec(bw))
+                               backfill_weights=None if bw is None else vec(bw),
+                               slack=float(data.get("slack", 0.0)))
     except (KeyError, TypeError, ValueError) as exc:
         n = len(features)
         raise InputError(str(path), "a bad field", f"weights ({n} numbers), capacity, backfill, "
-                         f"backfill_weights ({n} numbers, easy only): "
+                         f"backfill_weights ({n} numbers, easy only), slack (>= 0, easy "
+                         f"only): "
                          f"{exc}") from None
     return make_priority_policy(spec)

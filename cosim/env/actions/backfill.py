@@ -241,6 +241,12 @@ def make_backfill_model(window, kill_slots, base, on_post=None, guard_wait=None)
         raise ScenarioError("base_policy", repr(getattr(base, "name", base)),
                             "a policy with EASY backfilling under actions='backfill' "
                             "(e.g. saf+easy, f1+easy or learned:DIR tuned with easy)")
+    if getattr(base, "slack", 0.0):
+        # The candidates are EASY's legal set at the true shadow time; a relaxed
+        # base would promise another time, so slot 0 would not be its schedule.
+        raise ScenarioError("base_policy", repr(getattr(base, "name", base)),
+                            "textbook EASY under actions='backfill' (this learned policy "
+                            f"relaxes EASY with slack {base.slack:g}; tune with --slack off)")
     return BackfillActions(ActionMap(n, 0, 0, has_wait=True), base, on_post, guard_wait)
 
 
