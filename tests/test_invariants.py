@@ -13,7 +13,8 @@ from cosim.model import build
 from cosim.policies import BACKFILLS, HEURISTICS, SELECTORS, make_policy
 from cosim.workloads.base import Workload
 
-ALL_POLICIES = [f"{h}+{b}" for h in HEURISTICS for b in BACKFILLS] + list(SELECTORS)
+ALL_POLICIES = ([f"{h}+{b}" for h in HEURISTICS for b in BACKFILLS] + list(SELECTORS)
+                + ["fcfs+relaxed", "saf+relaxed=3", "sjf+relaxed=0.5", "wfp3+relaxed=2"])
 
 
 @st.composite

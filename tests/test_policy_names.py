@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
     ("rl:runs/ppo", "agent", "rl:runs/ppo", None, False),
     ("rl:runs/ppo@rnn+kill", "agent", "rl:runs/ppo", "rnn", True),
     ("rl:runs/a@b", "agent", "rl:runs/a@b", None, False),   # '@' inside a path
+    ("saf+relaxed", "queue", "saf+relaxed=1", None, False),
+    ("SJF+Relaxed=2.50@xgboost", "queue", "sjf+relaxed=2.5", "xgboost", False),
 ])
 def test_names_parse_into_one_structured_spec(name, kind, order, predictor, kill):
     spec = parse_policy(name)
@@ -40,6 +42,10 @@ def test_names_parse_into_one_structured_spec(name, kind, order, predictor, kill
     ("sjf+lazy", "a backfilling variant among none, greedy, easy, conservative"),
     ("knapsack+easy", "knapsack alone"),
     ("sjf+easy@oracle", "PREDICTOR one of estimate, history, xgboost, rnn"),
+    ("saf+relaxed=-1", "+relaxed or +relaxed=SLACK with SLACK a number >= 0"),
+    ("saf+relaxed=inf", "+relaxed or +relaxed=SLACK with SLACK a number >= 0"),
+    ("saf+relaxed=", "+relaxed or +relaxed=SLACK with SLACK a number >= 0"),
+    ("saf+relaxing", "easy, conservative, or relaxed[=SLACK]"),
     ("sjf+easy@xgboost+kill", "+kill only with @rnn"),
     ("sjf+easy@rnn+murder", "PREDICTOR one of"),
     ("rl:", "rl:DIR with DIR a checkpoint folder"),
@@ -101,6 +107,31 @@ def test_policies_command_documents_the_whole_grammar():
                           text=True, cwd=ROOT, check=True)
     out = proc.stdout
     assert "HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]]" in out and "rl:DIR" in out
-    for token in ["fcfs", "knapsack", "+easy", "+conservative", "+kill",
+    for token in ["fcfs", "knapsack", "+easy", "+conservative", "+kill", "+relaxed[=SLACK]",
                   *(f"@{p}" for p in PREDICTORS)]:
         assert f"  {token} " in out, token
+
+
+def test_relaxed_names_build_relaxed_easy():
+    import simpy
+
+    from cosim.model import build
+    from cosim.policies.priority import PriorityWeights, heuristic_weights, make_priority_policy
+    from cosim.workloads.loading import load_workload
+
+    sc = load_scenario(str(ROOT / "scenarios/lublin256.yaml"), ["workload.jobs=600"])
+    jobs = load_workload(sc)
+
+    def starts(policy):
+        env = simpy.Environment()
+        sim = build(env, sc, policy, workload=jobs, record=False)
+        env.run(until=sim.finished)
+        return [j.start for j in sim.scheduler.jobs]
+    p = make_policy("saf+relaxed=2")
+    assert (p.name, p.backfill, p.slack) == ("saf+relaxed=2", "easy", 2.0)
+    assert make_policy("saf+relaxed").slack == 1.0
+    assert starts(make_policy("saf+relaxed=0")) == starts(make_policy("saf+easy"))
+    relaxed = starts(p)
+    assert relaxed == starts(make_priority_policy(PriorityWeights(heuristic_weights("saf", 256),
+                                                                  256, slack=2.0)))
+    assert relaxed != starts(make_policy("saf+easy"))

@@ -133,13 +133,36 @@ def test_a_searched_policy_needs_a_clear_validation_win(tmp_path):
         r = tune(s, [], 10.0, tmp_path / rule, window_jobs=80, train_windows=4, count=6,
                  processes=1, generations=2, keep=2, selection=rule, echo=lambda *a: None)
         v, ci, chosen = r["validation_mean_bsld"], r["validation_ratio_ci"], r["chosen"]
-        assert set(ci) == set(v) - set(CLASSIC)
+        rp, best = r["validation_replay"], r["best_heuristic"]
+        assert set(ci) == set(v) - set(CLASSIC) and set(rp) == set(v)
         if rule == "mean":
             assert v[chosen] == min(v.values())
         elif chosen not in CLASSIC:
-            assert ci[chosen][1] < 1.0
+            assert ci[chosen][1] < 1.0 and rp[chosen] <= rp[best]
         else:
-            assert all(ci[k][1] >= 1.0 or v[k] > v[chosen] for k in ci)
+            assert all(ci[k][1] >= 1.0 or v[k] > v[chosen] or rp[k] > rp[best] for k in ci)
+
+
+def test_spans_replayed_whole_are_one_run_of_every_job(tmp_path):
+    # The validation and test spans, each run through once from an empty machine:
+    # the figures equal one window of the whole span, every job measured.
+    from cosim.config import load_scenario
+    from cosim.evaluation import run_window, window_at
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "r", 1.0)
+    r = small_tune(s, tmp_path / "out")
+    sc = load_scenario(s, [])
+    wl = load_workload(sc)
+    sc = resolve_machine(sc, wl)
+    for key, replay in (("validation", r["validation_replay"]), ("test", r["test"]["replay"])):
+        span = r["spans"][key]
+        whole = window_at(wl, span["start"], span["stop"] - span["start"])
+        for name in ("fcfs+easy", "saf+easy"):
+            assert replay[name] == run_window(sc, name, whole).bsld_mean
+    assert r["chosen"] in r["test"]["replay"]
+    card = (tmp_path / "out" / "card.md").read_text()
+    assert "the span replayed whole" in card and "The test span replayed whole" in card
 
 
 def test_user_features_join_the_search_only_when_asked(tmp_path):
@@ -322,3 +345,29 @@ def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
                  "--fitness", "folds", "--folds", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --folds: expected at least 1, got 0"
     assert not (tmp_path / "o").exists()
+
+
+def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
+    from cosim.evaluation import Evaluator
+    from cosim.policies.priority import PriorityWeights
+
+    tried = []
+    evaluate = Evaluator.evaluate
+
+    def recording(self, sources, only=None):    # the real evaluation, sources noted
+        tried.extend(s.slack for s in sources if isinstance(s, PriorityWeights))
+        return evaluate(self, sources, only)
+    monkeypatch.setattr(Evaluator, "evaluate", recording)
+    s = trace(tmp_path, "s", 1.0)
+    plain = small_tune(s, tmp_path / "plain")
+    assert plain["search_space"]["slack"] == "off" and tried and not any(tried)
+    assert not any("slack" in c for c in plain["candidates"].values())
+    tried.clear()
+    relaxed = tune(s, [], 10.0, tmp_path / "relaxed", window_jobs=80, train_windows=4,
+                   count=6, processes=1, generations=3, keep=6, slack="searched",
+                   echo=lambda *a: None)
+    assert relaxed["search_space"]["slack"] == "searched"
+    # seeded at slack 0: the first generations sample both sides of it
+    assert any(x > 0 for x in tried) and 0.0 in tried and min(tried) >= 0
+    assert "relaxed EASY's slack searched" in (tmp_path / "relaxed" / "card.md").read_text()
+    make_policy(f"learned:{tmp_path / 'relaxed'}")

@@ -12,6 +12,13 @@
   would not admit it around the reservation, the old head's promise is withdrawn
   (``reservations_withdrawn``), as the ``select`` agent's identical choice
   withdraws it; only a promise still held and not kept counts as broken.
+- relaxed EASY (``QueuePolicy(..., "easy", slack=s)``, Ward, Mahood and West,
+  JSSPP 2002): the head is promised its shadow time plus ``s`` times its own
+  estimate, and a job may backfill if it ends by that promise or uses the
+  extra cores. The promise is kept (it only moves earlier while the job is
+  head), so the head's bounded slowdown grows by at most ``s`` with exact
+  estimates, and short jobs get through bursts behind a wide head. ``s = 0``
+  is textbook EASY. Tuned policies search it (``python -m agents tune``).
 - ``conservative``: every queued job holds a reservation in an availability
   profile; a job may start early only where it delays no reservation.
   Reservations persist between passes. When something does not go as

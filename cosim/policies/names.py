@@ -4,9 +4,12 @@
 
     POLICY    = ORDER [ "@" PREDICTOR [ "+kill" [ "=" DIR ] ] ]
     ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR | "learned:" DIR
+    BACKFILL  = none | greedy | easy | conservative | relaxed [ "=" SLACK ]
     PREDICTOR = estimate | history | xgboost | rnn
 
-Examples: ``fcfs+easy``, ``f1`` (its default backfilling), ``sjf+easy@xgboost``
+Examples: ``fcfs+easy``, ``f1`` (its default backfilling), ``saf+relaxed=2``
+(relaxed EASY: the head promised its shadow time plus twice its estimate;
+``+relaxed`` alone is slack 1), ``sjf+easy@xgboost``
 (order by XGBoost's pre-run predictions), ``fcfs+easy@rnn+kill`` (remaining-time
 predictions from progress logs and RLSchert's kill rule), ``sjf+easy@rnn+kill=DIR``
 (kills decided by a trained kill agent instead of the rule), ``knapsack``,
@@ -33,6 +36,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -65,6 +69,10 @@ SELECTORS: dict[str, str] = {
 
 _AGENT = "rl:"
 _LEARNED = "learned:"
+#: ``+relaxed`` without ``=SLACK``: the head may wait one more of its own estimates
+#: (its bounded slowdown grows by at most 1 with exact estimates).
+RELAXED_SLACK = 1.0
+_RELAXED = "relaxed"
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ class PolicySpec:
             (the heuristic's default when the name has none).
         selector: for ``selector``: its name.
         checkpoint: for ``agent`` and ``learned``: the folder.
+        slack: for ``+relaxed[=SLACK]``: relaxed EASY's slack (``backfill`` is
+            then ``relaxed=SLACK``; see :class:`cosim.policies.backfill.QueuePolicy`).
         predictor: ``@PREDICTOR``, or None when the name has none (the
             scenario's default applies; see :meth:`resolved`).
         kill: ``+kill`` was given (needs ``@rnn``).
@@ -95,6 +105,7 @@ class PolicySpec:
     predictor: str | None = None
     kill: bool = False
     kill_agent: str = ""
+    slack: float = 0.0
 
     @property
     def order(self) -> str:
@@ -161,8 +172,20 @@ def _parse_order(order: str, name: str, where: str) -> dict:
         raise _fail(where, name, f"one of {', '.join(HEURISTICS)} (optionally +BACKFILL and "
                                  f"@PREDICTOR[+kill]), or {', '.join(SELECTORS)}, or rl:DIR "
                                  "(see 'python -m cosim policies')")
+    if backfill.startswith(_RELAXED):
+        word, eq, value = backfill.partition("=")
+        try:
+            slack = float(value) if eq else RELAXED_SLACK
+        except ValueError:
+            slack = math.nan
+        if word != _RELAXED or not (slack >= 0.0 and math.isfinite(slack)):
+            raise _fail(where, name, "+relaxed or +relaxed=SLACK with SLACK a number >= 0 "
+                                     "(the head may wait SLACK times its estimate more)")
+        return {"kind": "queue", "heuristic": base, "backfill": f"{_RELAXED}={slack:g}",
+                "slack": slack}
     if plus and backfill not in BACKFILLS:
-        raise _fail(where, name, f"a backfilling variant among {', '.join(BACKFILLS)}")
+        raise _fail(where, name, f"a backfilling variant among {', '.join(BACKFILLS)}, "
+                                 "or relaxed[=SLACK]")
     return {"kind": "queue", "heuristic": base,
             "backfill": backfill or HEURISTICS[base].default_backfill}
 
@@ -233,6 +256,10 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
         from cosim.policies.priority import load_learned
 
         return load_learned(spec.checkpoint, where=where)
+    if spec.backfill.startswith(_RELAXED):
+        policy = QueuePolicy(HEURISTICS[spec.heuristic], "easy", rng=rng, slack=spec.slack)
+        policy.name = spec.order
+        return policy
     return QueuePolicy(HEURISTICS[spec.heuristic], spec.backfill, rng=rng)
 
 
@@ -242,6 +269,10 @@ def policy_names() -> list[tuple[str, str]]:
             for h in HEURISTICS.values()]
     rows += list(SELECTORS.items())
     rows += [(f"+{b}", doc) for b, doc in BACKFILLS.items()]
+    rows += [(f"+{_RELAXED}[=SLACK]",
+              "relaxed EASY (Ward, Mahood and West 2002): the head is promised its shadow time "
+              f"plus SLACK x its estimate (default {RELAXED_SLACK:g}); jobs that end by then "
+              "or use the extra cores backfill; 0 is easy")]
     rows += [(f"@{p}", doc) for p, doc in PREDICTORS.items()]
     rows += [("+kill", "after @rnn: RLSchert's rule kills and requeues a running job whose "
                        "in-run prediction says it is long although its pre-run one said short"),

@@ -46,9 +46,14 @@ follow ``weights``): "who backfills first" is a choice the classic heuristics
 tie to their queue order, and the search may untie it. Such a policy
 recomputes both keys at every pass (:class:`TwoOrderEasy`).
 
+``slack`` relaxes EASY (:class:`cosim.policies.backfill.QueuePolicy`): the head
+is promised its shadow time plus ``slack`` times its estimate, and backfilling
+may use that room (0: textbook EASY).
+
 A tuned policy folder (``python -m agents tune``) holds ``policy.json``:
 ``{"kind": "priority", "weights": [...], "features": [...], "backfill": "easy"}``
-(plus ``"backfill_weights": [...]`` when the backfill order was searched)
+(plus ``"backfill_weights": [...]`` when the backfill order was searched and
+``"slack": s`` when EASY is relaxed)
 or, when a classic heuristic won on validation, ``{"kind": "heuristic",
 "name": "saf+easy"}``. :func:`load_learned` reads it; ``learned:DIR`` in the
 policy-name grammar runs it.
