@@ -1,0 +1,157 @@
+"""The model card and output folder of ``python -m agents tune`` (:mod:`agents.tune`).
+
+``card.md`` says what a tuned policy is and what it was selected and tested
+on: data and spans, the training-window filter, budget, search space,
+validation and test figures against every heuristic, the spans run through
+whole and the room in hindsight. The folder is written file by file through
+temporary names, ``policy.json`` last, so a folder with ``policy.json`` is
+complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from cosim.policies.priority import POLICY_FILE
+
+__all__ = ["model_card", "write_folder"]
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_folder(out: Path, policy: dict, results: dict) -> None:
+    """Write ``results.json``, ``card.md`` and, last, ``policy.json`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+    _atomic(out / "card.md", model_card(policy, results))
+    _atomic(out / POLICY_FILE, json.dumps(policy, indent=2) + "\n")   # last: marks it complete
+
+
+def model_card(policy: dict, r: dict) -> str:
+    """The model card (markdown) of a tuned policy."""
+    t = r["test"]
+    best, chosen = r["best_heuristic"], r["chosen"]
+    lines = [f"# Tuned policy: {chosen}", "",
+             "## Data", "",
+             f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
+             f"- {r['workload']['jobs']} jobs on {r['workload']['capacity']} units; "
+             f"estimates: {r['workload']['estimates'] or 'as the workload gives them'}",
+             f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine"
+             + (f" after up to {r['warmup_jobs']} warm-up jobs (the jobs just before it in its "
+                "span, scheduled by the same policy and not measured)"
+                if r.get("warmup_jobs") else "")
+             + "; the same windows for every policy (paired)"]
+    for k, s in r["spans"].items():
+        lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
+                     f"..{s['last_submit']:.0f} s), {r['windows'][k]} windows")
+    f = r.get("train_filter")
+    if f:
+        lines.append(
+            f"- training windows filtered by contention: {f['kept']} kept of a pool of "
+            f"{f['pool']} evenly spaced over the training span, "
+            + ({"spread": "those of highest log(worst / best heuristic mean bsld)",
+                "excess": "those of highest log(best heuristic mean bsld)"}.get(f["rule"])
+               or (f"the evenly spaced windows where the heuristics differ by more than 5 % "
+                   f"({f.get('unchanged', '?')} of them), the others, near-optimal for every "
+                   "heuristic, replaced by the pool's windows of widest worst/best spread "
+                   f"({f.get('near_optimal_in_pool', '?')} of the pool's windows are "
+                   "near-optimal)"))
+            + f" (rule `{f['rule']}`; the kept windows score at least {f['score_kept_min']:.3f}, "
+            f"the pool's median {f['score_pool_median']:.3f}; the best heuristic's mean bsld "
+            f"{f['kept_best_heuristic_bsld']:.2f} on the kept windows, "
+            f"{f['pool_best_heuristic_bsld']:.2f} on the pool); validation and test windows "
+            "are not filtered")
+    if r["note"]:
+        lines.append(f"- note: {r['note']}")
+    b = r["budget"]
+    lines += ["", "## Budget", "",
+              f"- {b['minutes']} minutes of search ({b['search_seconds']} s measured), "
+              f"{b['generations']} CMA-ES generations ({b.get('restarts', 0)} restarts), "
+              f"{b['window_evaluations']} (policy, window) evaluations, {b['processes']} worker "
+              f"processes on a machine with {b['cpus']} CPUs, {b.get('cpu_seconds', '?')} CPU "
+              "seconds in all (this process and its workers)",
+              "", "## Search space", "",
+              f"- key = weights . ({', '.join(r['search_space']['features'])}), smaller first, "
+              + ("EASY backfill candidates tried in the order of a second, searched weight "
+                 "vector over the same features" if r['search_space'].get('backfill_order')
+                 == "searched" else "EASY backfilling in the same order")
+              + (f"; relaxed EASY's slack searched (the head promised its shadow time plus "
+                 f"slack x its estimate; slack = {r['search_space'].get('slack_scale', 5):g} x "
+                 "max(0, a search coordinate) "
+                 "seeded at 0, textbook EASY)" if r['search_space'].get('slack') == "searched"
+                 else "")
+              + " (`cosim/policies/priority.py`)",
+              *([f"- user-history features: {r['search_space']['user_history']}; they order "
+                 "the queue only (EASY's reservations and the kill limit use the request)"]
+                if r['search_space'].get('user_history') else []),
+              f"- {r['search_space']['method']}; fitness on the training windows: "
+              + ("the mean of per-window ratios of mean bsld to the best heuristic's"
+                 if r['search_space'].get('fitness') == "windows" else
+                 f"the worst, over {len(r['search_space']['folds'])} chronological folds of "
+                 "the training windows, of mean bsld over the mean bsld of the heuristic best "
+                 "on that fold (the folds' best: "
+                 + ", ".join(f"{d['best_heuristic']}, where {best} is {d['ratio_of_best']:.3f}x"
+                             for d in r['search_space']['folds']) + ")"
+                 if r['search_space'].get('fitness') == "folds"
+                 else "mean bsld over the best heuristic's")
+              + (f" ({r['search_space']['train_batch']})"
+                 if r['search_space'].get('train_batch') else ""),
+              f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
+              "searched weights (by training fitness), the search distribution's final mean "
+              f"(cma-mean)"
+              + (f", the snapshots {', '.join(r['snapshots'])} (best so far and search mean "
+                 "at doubling generations)" if r.get("snapshots") else "")
+              + f" and the heuristics {', '.join(r['search_space']['classics_included'])}"
+              + ("; a searched policy qualifies only when the 95 % bootstrap interval of its "
+                 "validation mean-bsld ratio to the best heuristic lies below 1"
+                 + (" and, run through the whole validation span at once, it does no worse "
+                    "than the best heuristic" if r.get("validation_replay") else "")
+                 if r.get("selection", "mean") == "interval" else
+                 "; the lowest validation mean wins"),
+              f"- result: `{json.dumps(policy)}`",
+              "", "## Validation (selection)", ""]
+    ci = r.get("validation_ratio_ci", {})
+    replay = r.get("validation_replay") or {}
+    lines += ["| policy | mean bsld over the windows | the span replayed whole |", "|---|---|---|"]
+    for name, v in sorted(r["validation_mean_bsld"].items(), key=lambda kv: kv[1]):
+        iv = (f" (ratio to {best} [{ci[name][0]:.3f}, {ci[name][1]:.3f}])" if name in ci
+              else "")
+        rp = f"{replay[name]:.2f}" if name in replay else "--"
+        lines.append(f"| {name}{' (best heuristic)' if name == best else ''}"
+                     f"{' (chosen)' if name == chosen else ''} | {v:.2f}{iv} | {rp} |")
+    lines += ["", "## Test (read once, after selection)", "",
+              f"{chosen} against each heuristic on the same {r['windows']['test']} windows; 95 % "
+              "bootstrap intervals over windows"
+              + (f" (resampled in blocks of {blk} consecutive windows: windows that share jobs)"
+                 if (blk := r.get("bootstrap_blocks", {}).get("test", 1)) > 1 else "") + ".", "",
+              "| heuristic | its mean bsld | ratio of means | median ratio | wins | losses |",
+              "|---|---|---|---|---|---|"]
+    for h, c in t["against"].items():
+        lines.append(f"| {h}{' (best on validation)' if h == best else ''} | "
+                     f"{c['reference_mean']:.2f} | {c['mean_ratio']:.3f} [{c['mean_ratio_ci'][0]:.3f}, "
+                     f"{c['mean_ratio_ci'][1]:.3f}] | {c['median_ratio']:.3f} "
+                     f"[{c['median_ratio_ci'][0]:.3f}, {c['median_ratio_ci'][1]:.3f}] | "
+                     f"{c['wins']} | {c['losses']} |")
+    mw = t["max_wait_vs_fcfs_easy"]
+    lines += ["", f"{chosen}: mean bsld {t['mean_bsld'][chosen]:.2f}; max wait over the test "
+              f"windows {t['max_wait'][chosen]:.0f} s, {mw['ratio_of_max']:.2f}x FCFS+EASY's "
+              f"(per-window mean ratio {mw['mean_window_ratio']:.2f}).", ""]
+    if t.get("replay"):
+        lines += ["The test span replayed whole (one run from an empty machine, every job "
+                  "measured; no interval): " + ", ".join(
+                      f"{k} {v:.2f}" for k, v in sorted(t["replay"].items(), key=lambda kv: kv[1]))
+                  + ".", ""]
+    h = t.get("hindsight")
+    if h:
+        lines += [f"Room in hindsight (not choosable beforehand), as ratios to {best}'s mean "
+                  f"bsld: the best heuristic on the test span, {h['best_heuristic']}, "
+                  f"{h['best_heuristic_ratio']:.3f}; each test window scheduled by whichever "
+                  f"heuristic does best on it, {h['per_window_oracle_ratio']:.3f} (on "
+                  f"validation {h['validation_per_window_oracle_ratio']:.3f}).", ""]
+    return "\n".join(lines)
