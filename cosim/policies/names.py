@@ -291,7 +291,8 @@ def grammar_help() -> str:
     width = max(len(n) for n, _ in rows)
     lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]], a SELECTOR, rl:DIR "
              "or learned:DIR",
-             "(e.g. fcfs+easy, f1, sjf+easy@xgboost, fcfs+easy@rnn+kill, knapsack, rl:runs/ppo).",
+             "(e.g. fcfs+easy, f1, saf+relaxed=2, sjf+easy@xgboost, fcfs+easy@rnn+kill, knapsack, "
+             "rl:runs/ppo).",
              "Without @PREDICTOR a policy sees the scenario's predictor.runtime.", ""]
     lines += [f"  {n.ljust(width)}  {doc}" for n, doc in rows]
     return "\n".join(lines)
