@@ -295,9 +295,12 @@ grid:
   workload.jobs: [200, 15000]
 """)
     out = tmp_path / "out"
+    # A test suite started as a background job inherits SIGINT ignored, and so
+    # would the sweep: give it the default handler, as a terminal's Ctrl-C meets.
     proc = subprocess.Popen([sys.executable, "-m", "cosim", "sweep", str(path), "--out",
                              str(out), "--serial", "--quiet"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def finished():
         return sorted(p for p in out.glob("runs/*/*/*/run.json")
@@ -444,7 +447,8 @@ grid:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "cosim", "sweep", str(path), "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,   # the default SIGINT handler, as above
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and len(
             [p for p in out.glob("runs/*/*/*/run.json") if '"ok"' in p.read_text()]) < 6:
