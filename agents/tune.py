@@ -73,6 +73,7 @@ from cosim.errors import InputError
 from cosim.evaluation import (
     CLASSIC,
     CONTENTION,
+    EVALUATIONS,
     Evaluator,
     best_heuristic,
     capacity_of,
@@ -105,6 +106,8 @@ FOLDS = 4
 TRAIN_FILTER, TRAIN_POOL = "skip", 4
 #: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
 SKIP_TOLERANCE = 0.05
+#: Training windows by default; with ``--evaluation running``, training chunks (each run whole).
+TRAIN_WINDOWS, TRAIN_CHUNKS = 32, 4
 #: ``--slack searched``: relaxed EASY's slack is this times the search coordinate's
 #: positive part (seeded at 0, textbook EASY; CMA-ES's first steps reach 1-3).
 SLACK_SCALE = 5.0
@@ -120,7 +123,17 @@ def add_parser(sub) -> None:
                         "validation runs included) to the end of the search")
     t.add_argument("--out", required=True, help="output folder (runs as --policy learned:DIR)")
     t.add_argument("--window-jobs", type=int, default=256, help="jobs per window")
-    t.add_argument("--train-windows", type=int, default=32, help="training windows")
+    t.add_argument("--train-windows", type=int, default=None,
+                   help=f"training windows (default {TRAIN_WINDOWS}); with --evaluation running, "
+                        f"chunks of the training span, each run whole (default "
+                        f"{TRAIN_CHUNKS})")
+    t.add_argument("--evaluation", choices=EVALUATIONS, default="windows",
+                   help="windows (default): every window its own run from an empty machine; "
+                        "running: the validation and test spans each run once, as a cluster "
+                        "runs its policy, with the windows measured inside that run, and the "
+                        "search scored on --train-windows long chunks of the training span "
+                        "(no contention filter); a policy that drains a window's first burst "
+                        "well but breaks down under a standing backlog cannot win there"),
     t.add_argument("--windows", type=int, default=100, help="validation and test windows each")
     t.add_argument("--split", type=float, nargs=2, default=(0.5, 0.7), metavar=("TRAIN", "VAL"),
                    help="cut points as fractions of the jobs (train | validation | test)")
@@ -193,6 +206,8 @@ def run(ns) -> int:
     """Entry point of the subcommand."""
     if not ns.minutes > 0 or not math.isfinite(ns.minutes):
         raise InputError("--minutes", repr(ns.minutes), "a positive number of minutes")
+    if ns.train_windows is None:
+        ns.train_windows = TRAIN_CHUNKS if ns.evaluation == "running" else TRAIN_WINDOWS
     for flag, value in (("--window-jobs", ns.window_jobs), ("--train-windows", ns.train_windows),
                         ("--windows", ns.windows), ("--keep", ns.keep),
                         ("--train-pool", ns.train_pool), ("--folds", ns.folds)):
@@ -213,7 +228,8 @@ def run(ns) -> int:
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
          user_features=ns.user_features, train_filter=ns.train_filter,
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup,
-         train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack)
+         train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
+         evaluation=ns.evaluation)
     return 0
 
 
@@ -257,6 +273,14 @@ def _span_replay(scenario, workload, span, sources, processes: int) -> dict[str,
             for s, v in zip(sources, r)}
 
 
+def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Running evaluation: the per-window results and, from the last slice, each source's
+    mean bsld over its whole span; windows: the results as they are."""
+    if not running:
+        return res, None
+    return res[:, :-1], res[:, -1, _BSLD]
+
+
 def _checkpoints(upto: int) -> set[int]:
     """Generations at which ``--snapshots`` keeps candidates: 5, 10, 20, 40, ... up to ``upto``."""
     out, g = set(), 5
@@ -283,14 +307,15 @@ def _unit(x: np.ndarray) -> tuple[float, ...]:
 
 
 def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
-         window_jobs: int = 256, train_windows: int = 32, count: int = 100,
+         window_jobs: int = 256, train_windows: int | None = None, count: int = 100,
          split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
          keep: int = 5, generations: int | None = None, submit_time: bool = False,
          backfill_order: str = "searched", fitness: str = "ratio", sigma: float = 0.3,
          selection: str = "interval", user_features: bool = False,
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
          snapshots: bool = False, warmup: int = 0, train_batch: int = 0,
-         folds: int = FOLDS, slack: str = "off", echo=print) -> dict:
+         folds: int = FOLDS, slack: str = "off", evaluation: str = "windows",
+         echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -304,9 +329,16 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # Once, on the whole trace, so a window's first jobs see the user's history
         # from before the window (recorded completions only: causal by construction).
         workload.features.update(user_history(workload))
-    filtered = train_filter != "none"
+    running = evaluation == "running"
+    if train_windows is None:
+        train_windows = TRAIN_CHUNKS if running else TRAIN_WINDOWS
+    # Running: the training chunks are long runs of the past as it came, not windows
+    # picked for contention.
+    filtered = train_filter != "none" and not running
     sp = chronological_split(workload, size=window_jobs, train_count=train_windows,
-                             count=count, train=split[0], validation=split[1], warmup=warmup)
+                             count=count, train=split[0], validation=split[1], warmup=warmup,
+                             evaluation=evaluation)
+    val_slices = [sp.slices["validation"]] if running else None
     processes = processes or default_processes()
     filter_info = None
     if filtered:
@@ -339,15 +371,19 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                        "kept_best_heuristic_bsld": float(pool_bsld[:, kept].mean(axis=1).min())}
         sp.train = [pool[i] for i in kept]
     echo(f"tune: {len(workload)} jobs on {capacity} units; windows of {window_jobs} jobs: "
-         f"{len(sp.train)} train"
+         + (f"{len(sp.train)} training chunks of {len(sp.train[0])} jobs run whole, "
+            f"{len(sp.slices['validation']) - 1} validation and "
+            f"{len(sp.slices['test']) - 1} test windows measured inside one run of their span"
+            f"; {processes} processes" if running else
+            f"{len(sp.train)} train"
          + ("" if not filtered else
             f" ({filter_info['kept'] - filter_info['unchanged']} near-optimal replaced from a "
             f"pool of {filter_info['pool']})" if train_filter == "skip" else
             f" (the most contended of {filter_info['pool']} by {train_filter})")
-         + f", {len(sp.validation)} validation, {sp.test.count} test; {processes} processes")
+         + f", {len(sp.validation)} validation, {sp.test.count} test; {processes} processes"))
 
-    with Evaluator(scenario, sp.validation, processes) as val_eval:
-        val_classic = val_eval.evaluate(CLASSIC)
+    with Evaluator(scenario, sp.validation, processes, slices=val_slices) as val_eval:
+        val_classic, val_whole = _split_whole(val_eval.evaluate(CLASSIC), running)
         val_bsld = {h: val_classic[i, :, _BSLD] for i, h in enumerate(CLASSIC)}
         best = best_heuristic(val_bsld)
         echo("validation mean bsld: " + ", ".join(f"{h} {np.mean(v):.2f}"
@@ -467,7 +503,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         for w in snaps:     # a snapshot already among the candidates is not run twice
             if not any(_same(w, c) for c in cand):
                 cand.append(w)
-        val_cand = val_eval.evaluate(cand)[:, :, _BSLD] if cand else np.zeros((0, 1))
+        val_cand, val_cand_whole = _split_whole(val_eval.evaluate(cand), running)
+        val_cand = val_cand[:, :, _BSLD]
     val_means = {h: float(np.mean(v)) for h, v in val_bsld.items()}
     val_ci: dict[str, list[float]] = {}
     for c, v in zip(cand, val_cand):
@@ -477,8 +514,12 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     # The validation span replayed whole: a searched policy must not lose there to
     # the best heuristic (a window gain from the empty start would not hold on a
     # running cluster).
-    val_replay = _span_replay(scenario, workload, sp.spans["validation"],
-                              list(CLASSIC) + cand, processes)
+    if running:     # the windows' own run: the span's whole figure comes with them
+        val_replay = {s if isinstance(s, str) else s.name: float(v) for s, v in
+                      zip(list(CLASSIC) + cand, np.concatenate([val_whole, val_cand_whole]))}
+    else:
+        val_replay = _span_replay(scenario, workload, sp.spans["validation"],
+                                  list(CLASSIC) + cand, processes)
     eligible = [k for k in val_means
                 if k in CLASSIC or selection == "mean"
                 or (val_ci[k][1] < 1.0 and val_replay[k] <= val_replay[best])]
@@ -490,9 +531,14 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     # -- the test set, read once ----------------------------------------------------------
     test_windows = sp.test.read()
     sources = list(CLASSIC) + ([chosen] if chosen_name not in CLASSIC else [])
-    with Evaluator(scenario, test_windows, processes) as test_eval:
-        test = test_eval.evaluate(sources)
-    test_replay = _span_replay(scenario, workload, sp.spans["test"], sources, processes)
+    with Evaluator(scenario, test_windows, processes,
+                   slices=[sp.slices["test"]] if running else None) as test_eval:
+        test, test_whole = _split_whole(test_eval.evaluate(sources), running)
+    if running:
+        test_replay = {s if isinstance(s, str) else s.name: float(v)
+                       for s, v in zip(sources, test_whole)}
+    else:
+        test_replay = _span_replay(scenario, workload, sp.spans["test"], sources, processes)
     col = {(s.name if isinstance(s, PriorityWeights) else s): i for i, s in enumerate(sources)}
     ti = col[chosen_name]
     vs = {h: compare(test[ti, :, _BSLD], test[col[h], :, _BSLD], policy=chosen_name,
@@ -532,10 +578,12 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                                   f"for {100 * float(np.mean(workload.req_time == workload.run)):.0f} % "
                                   "of jobs)"},
         "split": list(split), "window_jobs": window_jobs, "warmup_jobs": warmup,
+        "evaluation": evaluation,
+        "train_chunk_jobs": len(sp.train[0]) if running else None,
         "spans": {k: {"start": s.start, "stop": s.stop, "first_submit": s.first_submit,
                       "last_submit": s.last_submit} for k, s in sp.spans.items()},
-        "windows": {"train": len(sp.train), "validation": len(sp.validation),
-                    "test": len(test_windows)},
+        "windows": {"train": len(sp.train), "validation": len(val_classic[0]),
+                    "test": len(test[0])},
         "note": sp.note, "bootstrap_blocks": sp.blocks, "train_filter": filter_info,
         "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
                    "generations": generations, "restarts": restarts,

@@ -42,14 +42,23 @@ def model_card(policy: dict, r: dict) -> str:
              f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
              f"- {r['workload']['jobs']} jobs on {r['workload']['capacity']} units; "
              f"estimates: {r['workload']['estimates'] or 'as the workload gives them'}",
-             f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine"
-             + (f" after up to {r['warmup_jobs']} warm-up jobs (the jobs just before it in its "
-                "span, scheduled by the same policy and not measured)"
-                if r.get("warmup_jobs") else "")
-             + "; the same windows for every policy (paired)"]
+             (f"- windows of {r['window_jobs']} jobs measured inside one run of their span "
+              "(validation, test), the way a cluster runs its policy"
+              + (f", after up to {r['warmup_jobs']} jobs of the past (scheduled by the same "
+                 "policy, not measured)" if r.get("warmup_jobs") else "")
+              + f"; training on {r['windows']['train']} chunks of {r['train_chunk_jobs']} "
+              "jobs of the training span, each run whole; the same jobs for every policy "
+              "(paired)" if r.get("evaluation") == "running" else
+              f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine"
+              + (f" after up to {r['warmup_jobs']} warm-up jobs (the jobs just before it in its "
+                 "span, scheduled by the same policy and not measured)"
+                 if r.get("warmup_jobs") else "")
+              + "; the same windows for every policy (paired)")]
     for k, s in r["spans"].items():
         lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
-                     f"..{s['last_submit']:.0f} s), {r['windows'][k]} windows")
+                     f"..{s['last_submit']:.0f} s), {r['windows'][k]} "
+                     + ("chunks" if k == "train" and r.get("evaluation") == "running"
+                        else "windows"))
     f = r.get("train_filter")
     if f:
         lines.append(
@@ -143,15 +152,20 @@ def model_card(policy: dict, r: dict) -> str:
               f"windows {t['max_wait'][chosen]:.0f} s, {mw['ratio_of_max']:.2f}x FCFS+EASY's "
               f"(per-window mean ratio {mw['mean_window_ratio']:.2f}).", ""]
     if t.get("replay"):
-        lines += ["The test span replayed whole (one run from an empty machine, every job "
-                  "measured; no interval): " + ", ".join(
+        lines += [("The test span as a whole (the windows' one run, every job measured; no "
+                   "interval): " if r.get("evaluation") == "running" else
+                   "The test span replayed whole (one run from an empty machine, every job "
+                   "measured; no interval): ") + ", ".join(
                       f"{k} {v:.2f}" for k, v in sorted(t["replay"].items(), key=lambda kv: kv[1]))
                   + ".", ""]
     h = t.get("hindsight")
+    # In one run a window's figure depends on the state the earlier windows left.
+    running_caveat = (" (as measured in each heuristic's own run, so not a schedule any "
+                      "one run could give)" if r.get("evaluation") == "running" else "")
     if h:
         lines += [f"Room in hindsight (not choosable beforehand), as ratios to {best}'s mean "
                   f"bsld: the best heuristic on the test span, {h['best_heuristic']}, "
                   f"{h['best_heuristic_ratio']:.3f}; each test window scheduled by whichever "
-                  f"heuristic does best on it, {h['per_window_oracle_ratio']:.3f} (on "
+                  f"heuristic does best on it{running_caveat}, {h['per_window_oracle_ratio']:.3f} (on "
                   f"validation {h['validation_per_window_oracle_ratio']:.3f}).", ""]
     return "\n".join(lines)

@@ -178,3 +178,49 @@ def test_warm_windows_measure_only_the_window_on_a_busy_machine():
     assert float(first_val.submit[0]) == 500.0 and MEASURED not in first_val.features
     assert len(s.validation[1]) == 80 and s.validation[1].features[MEASURED].sum() == 50
     assert float(first_test.submit[0]) == 700.0     # never from the validation span
+
+
+def test_running_split_measures_windows_inside_one_run_of_each_span():
+    w = Workload.from_columns(submit=np.arange(1000) * 10.0, run=[5] * 1000, procs=[1] * 1000)
+    s = chronological_split(w, size=50, train_count=4, count=6, train=0.5, validation=0.7,
+                            warmup=30, evaluation="running")
+    assert s.evaluation == "running"
+    # training: 4 chunks side by side over the training span, each after 30 warm-up jobs
+    assert [len(c) for c in s.train] == [125, 155, 155, 155]
+    assert float(s.train[-1].submit[-1]) == 4990.0
+    # validation and test: one run each, from 30 jobs of the past to the span's end
+    (val,), (test,) = s.validation, s.test.read()
+    assert (float(val.submit[0]), float(val.submit[-1])) == (4700.0, 6990.0)
+    assert (float(test.submit[0]), float(test.submit[-1])) == (6700.0, 9990.0)
+    with pytest.raises(ProtocolError):
+        s.test.read()
+    sl = s.slices["test"]
+    assert len(sl) == 7 and sl[-1] == (30, 330)          # six windows, then the whole span
+    assert sl[0] == (30, 80) and sl[5] == (280, 330)     # evenly spaced, never past the end
+    assert s.blocks["test"] == 2 and "one run" in s.note
+    with pytest.raises(ProtocolError, match="evaluation 'cold'"):
+        chronological_split(w, size=50, train_count=4, evaluation="cold")
+
+
+def test_windows_of_one_run_are_slices_of_that_run():
+    wl = load_workload(SCENARIO)
+    window = wl.take(slice(0, 600))
+    slices = [(0, 200), (200, 600), (100, 400), (0, 600)]
+    with Evaluator(SCENARIO, [window], 1, slices=[slices]) as ev:
+        one = ev.evaluate(["saf+easy", "fcfs+easy"])
+    with Evaluator(SCENARIO, [window], 2, slices=[slices]) as ev:
+        two = ev.evaluate(["saf+easy", "fcfs+easy"])
+    assert one.shape == (2, 4, 3) and np.array_equal(one, two)
+    for i, name in enumerate(("saf+easy", "fcfs+easy")):
+        # the whole slice is the window's own run, every job measured
+        whole = run_window(SCENARIO, name, window)
+        assert one[i, 3, 0] == pytest.approx(whole.bsld_mean)
+        assert one[i, 3, 2] == whole.wait_max
+        # two slices side by side make up the whole: a job-weighted mean
+        assert (200 * one[i, 0, 0] + 400 * one[i, 1, 0]) / 600 == pytest.approx(one[i, 3, 0])
+        assert max(one[i, 0, 2], one[i, 1, 2]) == one[i, 3, 2]
+    # a slice in the middle of the run is not that slice run on its own from empty
+    alone = run_window(SCENARIO, "fcfs+easy", wl.take(slice(100, 400)))
+    assert one[1, 2, 0] != alone.bsld_mean
+    with pytest.raises(ProtocolError, match="2 slice lists for 1 windows"):
+        Evaluator(SCENARIO, [window], 1, slices=[slices, slices])

@@ -371,3 +371,36 @@ def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
     assert any(x > 0 for x in tried) and 0.0 in tried and min(tried) >= 0
     assert "relaxed EASY's slack searched" in (tmp_path / "relaxed" / "card.md").read_text()
     make_policy(f"learned:{tmp_path / 'relaxed'}")
+
+
+def test_running_evaluation_measures_windows_in_one_run_and_never_reads_the_future(tmp_path):
+    from cosim.config import load_scenario
+    from cosim.evaluation import run_window, window_at
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    def run(name, scale):
+        s = trace(tmp_path, name, scale)
+        return s, tune(s, [], 10.0, tmp_path / name, window_jobs=80, count=6, processes=1,
+                       generations=2, keep=2, warmup=40, evaluation="running",
+                       echo=lambda *a: None)
+    s, a = run("a", 1.0)
+    _, b = run("b", 3.0)
+    # the same past, another future: search and selection are identical
+    assert a["validation_mean_bsld"] == b["validation_mean_bsld"]
+    assert a["chosen"] == b["chosen"] and a["train_ratio_of_searched"] == b["train_ratio_of_searched"]
+    assert a["test"]["mean_bsld"] != b["test"]["mean_bsld"]
+    assert a["evaluation"] == "running" and a["train_filter"] is None
+    assert a["windows"] == {"train": 4, "validation": 6, "test": 6}
+    assert a["train_chunk_jobs"] == 125       # 500 training jobs in 4 chunks
+    # the span's whole figure is the run that began 40 jobs before it, every span job measured
+    sc = load_scenario(s, [])
+    wl = load_workload(sc)
+    sc = resolve_machine(sc, wl)
+    for key, whole in (("validation", a["validation_replay"]), ("test", a["test"]["replay"])):
+        span = a["spans"][key]
+        one = window_at(wl, span["start"], span["stop"] - span["start"], 0, 40)
+        for name in ("fcfs+easy", "saf+easy"):
+            assert whole[name] == run_window(sc, name, one).bsld_mean
+    card = (tmp_path / "a" / "card.md").read_text()
+    assert "measured inside one run of their span" in card and "4 chunks" in card
+    assert "The test span as a whole" in card
