@@ -37,6 +37,8 @@ def model_card(policy: dict, r: dict) -> str:
     """The model card (markdown) of a tuned policy."""
     t = r["test"]
     best, chosen = r["best_heuristic"], r["chosen"]
+    running = r.get("evaluation") == "running"
+    trained_on = "training chunks" if running else "training windows"
     lines = [f"# Tuned policy: {chosen}", "",
              "## Data", "",
              f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
@@ -99,11 +101,11 @@ def model_card(policy: dict, r: dict) -> str:
               *([f"- user-history features: {r['search_space']['user_history']}; they order "
                  "the queue only (EASY's reservations and the kill limit use the request)"]
                 if r['search_space'].get('user_history') else []),
-              f"- {r['search_space']['method']}; fitness on the training windows: "
+              f"- {r['search_space']['method']}; fitness on the {trained_on}: "
               + ("the mean of per-window ratios of mean bsld to the best heuristic's"
                  if r['search_space'].get('fitness') == "windows" else
                  f"the worst, over {len(r['search_space']['folds'])} chronological folds of "
-                 "the training windows, of mean bsld over the mean bsld of the heuristic best "
+                 f"the {trained_on}, of mean bsld over the mean bsld of the heuristic best "
                  "on that fold (the folds' best: "
                  + ", ".join(f"{d['best_heuristic']}, where {best} is {d['ratio_of_best']:.3f}x"
                              for d in r['search_space']['folds']) + ")"
@@ -127,7 +129,9 @@ def model_card(policy: dict, r: dict) -> str:
               "", "## Validation (selection)", ""]
     ci = r.get("validation_ratio_ci", {})
     replay = r.get("validation_replay") or {}
-    lines += ["| policy | mean bsld over the windows | the span replayed whole |", "|---|---|---|"]
+    lines += ["| policy | mean bsld over the windows | "
+              + ("the span as a whole (the windows' run) |" if running else
+                 "the span replayed whole |"), "|---|---|---|"]
     for name, v in sorted(r["validation_mean_bsld"].items(), key=lambda kv: kv[1]):
         iv = (f" (ratio to {best} [{ci[name][0]:.3f}, {ci[name][1]:.3f}])" if name in ci
               else "")

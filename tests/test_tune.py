@@ -39,7 +39,7 @@ def trace(tmp_path, name, test_scale):
 
 def small_tune(scenario, out):
     return tune(scenario, [], 10.0, out, window_jobs=80, train_windows=4, count=6,
-                processes=1, generations=2, keep=2, echo=lambda *a: None)
+                processes=1, generations=2, keep=2, evaluation="windows", echo=lambda *a: None)
 
 
 def test_selection_never_reads_the_test_span(tmp_path):
@@ -131,7 +131,8 @@ def test_a_searched_policy_needs_a_clear_validation_win(tmp_path):
     s = trace(tmp_path, "a", 1.0)
     for rule in ("interval", "mean"):
         r = tune(s, [], 10.0, tmp_path / rule, window_jobs=80, train_windows=4, count=6,
-                 processes=1, generations=2, keep=2, selection=rule, echo=lambda *a: None)
+                 processes=1, generations=2, keep=2, selection=rule, evaluation="windows",
+                 echo=lambda *a: None)
         v, ci, chosen = r["validation_mean_bsld"], r["validation_ratio_ci"], r["chosen"]
         rp, best = r["validation_replay"], r["best_heuristic"]
         assert set(ci) == set(v) - set(CLASSIC) and set(rp) == set(v)
@@ -171,7 +172,7 @@ def test_user_features_join_the_search_only_when_asked(tmp_path):
     assert not {"log_user_pred", "log_user_accuracy"} & set(plain["search_space"]["features"])
     users = tune(scenario, [], 10.0, tmp_path / "users", window_jobs=80, train_windows=4,
                  count=6, processes=1, generations=2, keep=2, user_features=True,
-                 echo=lambda *a: None)
+                 evaluation="windows", echo=lambda *a: None)
     assert {"log_user_pred", "log_user_accuracy"} <= set(users["search_space"]["features"])
     card = (tmp_path / "users" / "card.md").read_text()
     assert "log_user_pred" in card and "Tsafrir" in card
@@ -186,7 +187,7 @@ def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
     s = trace(tmp_path, "c", 1.0)
     r = tune(s, [], 10.0, tmp_path / "c", window_jobs=80, train_windows=4, count=6,
              processes=1, generations=1, keep=2, train_filter="spread", train_pool=3,
-             echo=lambda *a: None)
+             evaluation="windows", echo=lambda *a: None)
     f = r["train_filter"]
     assert (f["rule"], f["pool"], f["kept"], r["windows"]["train"]) == ("spread", 12, 4, 4)
     # The same pool, scored independently: the kept windows are its 4 of widest spread.
@@ -200,7 +201,8 @@ def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
     assert "training windows filtered by contention: 4 kept of a pool of 12" in card
     # Validation is untouched by the filter: the same windows as without it.
     plain = tune(s, [], 10.0, tmp_path / "plain", window_jobs=80, train_windows=4, count=6,
-                 processes=1, generations=1, keep=2, train_filter="none", echo=lambda *a: None)
+                 processes=1, generations=1, keep=2, train_filter="none",
+                 evaluation="windows", echo=lambda *a: None)
     assert plain["validation_mean_bsld"]["f1+easy"] == r["validation_mean_bsld"]["f1+easy"]
     assert plain["train_filter"] is None and plain["windows"]["train"] == 4
 
@@ -241,7 +243,7 @@ def test_snapshots_join_validation_only_when_asked(tmp_path):
     s = trace(tmp_path, "s", 1.0)
     r = tune(s, [], 10.0, tmp_path / "s", window_jobs=80, train_windows=4, count=6,
              processes=1, generations=5, keep=1, snapshots=True, train_filter="none",
-             echo=lambda *a: None)
+             evaluation="windows", echo=lambda *a: None)
     assert r["snapshots"] == ["best@g5", "mean@g5"]
     # Each snapshot went to validation unless it is the same policy as a candidate.
     v = r["validation_mean_bsld"]
@@ -255,7 +257,8 @@ def test_warm_windows_change_only_what_is_measured_and_are_carded(tmp_path, caps
     s = trace(tmp_path, "w", 1.0)
     cold = small_tune(s, tmp_path / "cold")
     warm = tune(s, [], 10.0, tmp_path / "warm", window_jobs=80, train_windows=4, count=6,
-                processes=1, generations=2, keep=2, warmup=40, echo=lambda *a: None)
+                processes=1, generations=2, keep=2, warmup=40, evaluation="windows",
+                echo=lambda *a: None)
     assert cold["warmup_jobs"] == 0 and warm["warmup_jobs"] == 40
     # the same windows, now measured after 40 jobs of the same policy: other figures
     assert warm["validation_mean_bsld"] != cold["validation_mean_bsld"]
@@ -278,7 +281,7 @@ def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, cap
     def run(out, batch):
         return tune(s, [], 10.0, tmp_path / out, window_jobs=80, train_windows=4, count=6,
                     processes=1, generations=3, keep=2, train_filter="none",
-                    train_batch=batch, echo=lambda *a: None)
+                    train_batch=batch, evaluation="windows", echo=lambda *a: None)
 
     full, every, half = run("full", 0), run("every", 4), run("half", 2)
     # a batch of all the windows is the plain search, generation by generation
@@ -315,7 +318,8 @@ def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
     s = trace(tmp_path, "f", 1.0)
     r = tune(s, [], 10.0, tmp_path / "out", window_jobs=80, train_windows=4, count=6,
              processes=1, generations=2, keep=2, fitness="folds", folds=2,
-             train_filter="none", echo=lambda *a: None)
+             train_filter="none",
+                 evaluation="windows", echo=lambda *a: None)
     # the folds, recomputed: windows 0-1 and 2-3 of the training span, each with
     # its own best heuristic
     sc = load_scenario(s, [])
@@ -365,7 +369,7 @@ def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
     tried.clear()
     relaxed = tune(s, [], 10.0, tmp_path / "relaxed", window_jobs=80, train_windows=4,
                    count=6, processes=1, generations=3, keep=6, slack="searched",
-                   echo=lambda *a: None)
+                   evaluation="windows", echo=lambda *a: None)
     assert relaxed["search_space"]["slack"] == "searched"
     # seeded at slack 0: the first generations sample both sides of it
     assert any(x > 0 for x in tried) and 0.0 in tried and min(tried) >= 0
@@ -404,3 +408,14 @@ def test_running_evaluation_measures_windows_in_one_run_and_never_reads_the_futu
     card = (tmp_path / "a" / "card.md").read_text()
     assert "measured inside one run of their span" in card and "4 chunks" in card
     assert "The test span as a whole" in card
+
+
+def test_the_command_measures_running_spans_by_default(tmp_path):
+    s = trace(tmp_path, "d", 1.0)
+    out = tmp_path / "o"
+    assert main(["tune", s, "--minutes", "1", "--generations", "1", "--window-jobs", "80",
+                 "--windows", "6", "--processes", "1", "--keep", "1", "--out", str(out)]) == 0
+    r = json.loads((out / "results.json").read_text())
+    assert r["evaluation"] == "running" and r["windows"]["train"] == 4
+    assert r["windows"]["test"] == 6 and set(r["test"]["replay"]) >= set(CLASSIC)
+    make_policy(f"learned:{out}")
