@@ -200,6 +200,8 @@ def test_running_split_measures_windows_inside_one_run_of_each_span():
     assert s.blocks["test"] == 2 and "one run" in s.note
     with pytest.raises(ProtocolError, match="evaluation 'cold'"):
         chronological_split(w, size=50, train_count=4, evaluation="cold")
+    with pytest.raises(ProtocolError, match=r"training span \(500 jobs\) holds fewer than 600 chunks"):
+        chronological_split(w, size=50, train_count=600, evaluation="running")
 
 
 def test_windows_of_one_run_are_slices_of_that_run():
