@@ -57,7 +57,14 @@ backlog carries into the next.
 
 Options beyond the defaults: ``--fitness folds`` scores the worst of
 ``--folds`` chronological blocks of the training windows, each against the
-heuristic best there; ``--slack searched`` adds relaxed EASY's slack
+heuristic best there; ``--max-wait R`` bounds fairness: the chosen policy's max wait
+on validation must be at most R x FCFS+EASY's there, the reference becomes the
+best heuristic within that bound, and the search adds a starvation guard
+(``promote_after`` in :mod:`cosim.policies.priority`): every classic order with
+the guard at thresholds spread over the bound is scored on the training chunks,
+CMA-ES starts from the best of them (weights and log threshold searched
+together), and a candidate whose max wait there exceeds R x FCFS+EASY's pays a
+penalty; ``--slack searched`` adds relaxed EASY's slack
 (:class:`cosim.policies.backfill.QueuePolicy`) to the search.
 
 The output folder runs as ``--policy learned:DIR``: ``policy.json``,
@@ -77,11 +84,8 @@ import numpy as np
 
 from agents.tune_card import write_folder
 from cosim.config import load_scenario
-from cosim.errors import InputError
 from cosim.evaluation import (
     CLASSIC,
-    CONTENTION,
-    EVALUATIONS,
     Evaluator,
     best_heuristic,
     capacity_of,
@@ -103,7 +107,7 @@ from cosim.policies.priority import (
 )
 from cosim.workloads.loading import load_workload, resolve_machine
 
-__all__ = ["tune", "add_parser", "run"]
+__all__ = ["tune"]
 
 _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 #: Fitness of a candidate on the training windows (see ``--fitness``).
@@ -120,129 +124,15 @@ SKIP_TOLERANCE = 0.05
 EVALUATION = "running"
 #: Training windows by default; with ``--evaluation running``, training chunks (each run whole).
 TRAIN_WINDOWS, TRAIN_CHUNKS = 32, 4
+#: ``--max-wait``: the penalty per unit of a candidate's excess over the bound (its max wait
+#: over FCFS+EASY's on the training chunks, divided by the bound, minus 1), added
+#: to a fitness near 1 (a 10 % excess costs as much as twice the best heuristic's bsld).
+WAIT_PENALTY = 10.0
+#: The starvation guard's search coordinate is log10 of its threshold in days.
+DAY = 86400.0
 #: ``--slack searched``: relaxed EASY's slack is this times the search coordinate's
 #: positive part (seeded at 0, textbook EASY; CMA-ES's first steps reach 1-3).
 SLACK_SCALE = 5.0
-
-
-def add_parser(sub) -> None:
-    """The ``tune`` subcommand's arguments."""
-    t = sub.add_parser("tune", help="search a priority policy with EASY on a workload's past "
-                                    "(CMA-ES), select on validation, test once on its future")
-    t.add_argument("scenario", help="scenario YAML file (its workload: a trace or a generator)")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
-    t.add_argument("--minutes", type=float, required=True, help="budget: wall clock from the start (loading and the heuristics' "
-                        "validation runs included) to the end of the search")
-    t.add_argument("--out", required=True, help="output folder (runs as --policy learned:DIR)")
-    t.add_argument("--window-jobs", type=int, default=256, help="jobs per window")
-    t.add_argument("--train-windows", type=int, default=None,
-                   help=f"training windows (default {TRAIN_WINDOWS}); with --evaluation running, "
-                        f"chunks of the training span, each run whole (default "
-                        f"{TRAIN_CHUNKS})")
-    t.add_argument("--evaluation", choices=EVALUATIONS, default=EVALUATION,
-                   help="running (default): the validation and test spans each run once, as a "
-                        "cluster runs its policy, with the windows measured inside that run, "
-                        "and the search scored on --train-windows long chunks of the training "
-                        "span (no contention filter), so a policy that drains a window's first "
-                        "burst well but breaks down under a standing backlog cannot win; "
-                        "windows: every window its own run from an empty machine")
-    t.add_argument("--windows", type=int, default=100, help="validation and test windows each")
-    t.add_argument("--split", type=float, nargs=2, default=(0.5, 0.7), metavar=("TRAIN", "VAL"),
-                   help="cut points as fractions of the jobs (train | validation | test)")
-    t.add_argument("--processes", type=int, default=None, help="worker processes "
-                                                               "(default: every CPU available)")
-    t.add_argument("--seed", type=int, default=0, help="CMA-ES and bootstrap seed")
-    t.add_argument("--keep", type=int, default=5, help="searched policies taken to validation")
-    t.add_argument("--with-submit-time", action="store_true",
-                   help="also search the log submit time weight (F1's second term); off by "
-                        "default: absolute time is not stationary, so a weight learned on the "
-                        "past means another policy on the future")
-    t.add_argument("--user-features", action="store_true",
-                   help="also search the user-history features (log of the mean run time of "
-                        "the user's last two completed jobs, capped by the request, and the "
-                        "user's recent run/request ratio; Tsafrir et al. 2007), computed on the "
-                        "whole workload's recorded history before it is cut")
-    t.add_argument("--generations", type=int, default=None,
-                   help="stop after this many CMA-ES generations (a reproducible search)")
-    t.add_argument("--backfill-order", choices=("searched", "same"), default="searched",
-                   help="searched (default): a second weight vector orders EASY's backfill "
-                        "candidates, searched with the first; same: backfill in queue order")
-    t.add_argument("--fitness", choices=FITNESS, default="ratio",
-                   help="ratio (default): the candidate's mean bsld over the best heuristic's "
-                        "on the training windows; windows: the mean of per-window ratios "
-                        "(each window weighs the same, heavy windows less); folds: the worst, "
-                        "over --folds chronological blocks of the training windows, of the "
-                        "candidate's mean bsld over the best heuristic's in that block (a "
-                        "policy must hold in every period of the past, whichever heuristic "
-                        "leads there)")
-    t.add_argument("--folds", type=int, default=FOLDS,
-                   help=f"chronological blocks of training windows for --fitness folds "
-                        f"(default {FOLDS})")
-    t.add_argument("--selection", choices=("interval", "mean"), default="interval",
-                   help="interval (default): a searched policy replaces the best heuristic only "
-                        "when the 95 %% bootstrap interval of its mean bsld ratio to it on "
-                        "validation lies below 1; mean: the lowest validation mean wins")
-    t.add_argument("--train-filter", choices=("none",) + CONTENTION, default=TRAIN_FILTER,
-                   help="contention filtering of the training windows: cut --train-pool times "
-                        "--train-windows windows from the training span and run the "
-                        "heuristics on them once; skip: the evenly spaced windows, each one "
-                        "where every heuristic is within 5 %% of the best replaced by the "
-                        "pool's window of widest worst/best spread; spread: the windows of "
-                        "widest spread; excess: of largest best-heuristic bsld; none: evenly "
-                        f"spaced windows, no pool (default: {TRAIN_FILTER})")
-    t.add_argument("--train-pool", type=int, default=TRAIN_POOL,
-                   help=f"pool size as a multiple of --train-windows (default {TRAIN_POOL})")
-    t.add_argument("--snapshots", action="store_true",
-                   help="also take to validation the best point so far and the search mean at "
-                        "generations 5, 10, 20, 40, ... (early stopping chosen on validation)")
-    t.add_argument("--warmup", type=int, default=0, metavar="JOBS",
-                   help="jobs simulated before each window (train, validation and test; from "
-                        "the window's own span) and not measured, so windows start on a busy "
-                        "machine as on a running cluster (default 0: from an empty machine)")
-    t.add_argument("--train-batch", type=int, default=0, metavar="K",
-                   help="each generation scores its candidates on K training windows drawn "
-                        "afresh (the same K for every candidate of the generation), so the "
-                        "search cannot fit a fixed few windows (default 0: all, every "
-                        "generation)")
-    t.add_argument("--slack", choices=("searched", "off"), default="off",
-                   help="searched: also search relaxed EASY's slack, the head promised its "
-                        "shadow time plus slack x its estimate, so backfilling may delay it by "
-                        "that much (Ward, Mahood and West, JSSPP 2002; seeded at 0, textbook "
-                        "EASY); off (default): textbook EASY only (relaxed EASY's window gains "
-                        "on Lublin came from the empty start and reversed with a backlog)")
-    t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
-                                                            "unit-norm weights")
-
-
-def run(ns) -> int:
-    """Entry point of the subcommand."""
-    if not ns.minutes > 0 or not math.isfinite(ns.minutes):
-        raise InputError("--minutes", repr(ns.minutes), "a positive number of minutes")
-    if ns.train_windows is None:
-        ns.train_windows = TRAIN_CHUNKS if ns.evaluation == "running" else TRAIN_WINDOWS
-    for flag, value in (("--window-jobs", ns.window_jobs), ("--train-windows", ns.train_windows),
-                        ("--windows", ns.windows), ("--keep", ns.keep),
-                        ("--train-pool", ns.train_pool), ("--folds", ns.folds)):
-        if value < 1:
-            raise InputError(flag, repr(value), "at least 1")
-    if ns.warmup < 0:
-        raise InputError("--warmup", repr(ns.warmup), "0 or more jobs")
-    if ns.train_batch < 0:
-        raise InputError("--train-batch", repr(ns.train_batch), "0 (all) or more windows")
-    if ns.generations is not None and ns.generations < 1:
-        raise InputError("--generations", repr(ns.generations), "at least 1")
-    if not 0 < ns.sigma <= 2 or not math.isfinite(ns.sigma):
-        raise InputError("--sigma", repr(ns.sigma), "a step size in (0, 2]")
-    tune(ns.scenario, ns.overrides, ns.minutes, ns.out, window_jobs=ns.window_jobs,
-         train_windows=ns.train_windows, count=ns.windows, split=tuple(ns.split),
-         processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
-         submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
-         fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
-         user_features=ns.user_features, train_filter=ns.train_filter,
-         train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup,
-         train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
-         evaluation=ns.evaluation)
-    return 0
 
 
 def _fitness(res: np.ndarray, ref: np.ndarray, kind: str,
@@ -283,6 +173,35 @@ def _span_replay(scenario, workload, span, sources, processes: int) -> dict[str,
         r = ev.evaluate(sources)[:, 0, _BSLD]
     return {(s.name if isinstance(s, PriorityWeights) else s): float(v)
             for s, v in zip(sources, r)}
+
+
+#: ``--max-wait``'s grid: the guard's threshold as these fractions of the bound times
+#: FCFS+EASY's max wait over the training chunks.
+GUARD_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
+
+
+def _guard_grid(capacity: int, scale: float) -> list[PriorityWeights]:
+    """Every classic order of the priority space with the starvation guard at
+    ``GUARD_FRACTIONS`` of ``scale`` seconds (at least a minute)."""
+    out: dict[str, PriorityWeights] = {}
+    for h in CLASSIC:
+        base = h.partition("+")[0]
+        w = heuristic_weights(base, capacity)
+        if w is None:
+            continue
+        for f in GUARD_FRACTIONS:
+            t = max(60.0, f * scale)
+            name = f"{base}+guard{t / 3600:.3g}h"
+            out.setdefault(name, PriorityWeights(w, capacity, name=name, promote_after=t))
+    return list(out.values())
+
+
+def _wait_penalty(max_waits: np.ndarray, fcfs: np.ndarray, bound: float) -> np.ndarray:
+    """Per candidate (rows of ``max_waits``, one column per training window): the fitness
+    penalty for its max wait over FCFS+EASY's, both the largest over the windows (the
+    measure the bound is checked with on validation and test), exceeding ``bound``."""
+    excess = max_waits.max(axis=1) / fcfs.max() / bound - 1.0
+    return WAIT_PENALTY * np.maximum(excess, 0.0)
 
 
 def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -327,7 +246,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
          snapshots: bool = False, warmup: int = 0, train_batch: int = 0,
          folds: int = FOLDS, slack: str = "off", evaluation: str = EVALUATION,
-         echo=print) -> dict:
+         max_wait: float | None = None, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -397,12 +316,22 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     with Evaluator(scenario, sp.validation, processes, slices=val_slices) as val_eval:
         val_classic, val_whole = _split_whole(val_eval.evaluate(CLASSIC), running)
         val_bsld = {h: val_classic[i, :, _BSLD] for i, h in enumerate(CLASSIC)}
-        best = best_heuristic(val_bsld)
-        echo("validation mean bsld: " + ", ".join(f"{h} {np.mean(v):.2f}"
-                                                  for h, v in val_bsld.items()) + f"; best {best}")
+        val_mw = {h: float(val_classic[i, :, _MAXWAIT].max()) for i, h in enumerate(CLASSIC)}
+        # ``lead``: the best heuristic by bsld alone, where the search starts and what its
+        # fitness is measured against; ``best``: the reference selection must beat, the
+        # best of the heuristics within the max-wait bound (FCFS+EASY always is).
+        lead = best_heuristic(val_bsld)
+        bound = None if max_wait is None else max_wait * val_mw["fcfs+easy"]
+        best = lead if bound is None else best_heuristic(
+            {h: v for h, v in val_bsld.items() if val_mw[h] <= bound or h == "fcfs+easy"})
+        echo("validation mean bsld: " + ", ".join(
+            f"{h} {np.mean(v):.2f}" + ("" if bound is None else
+                                       f" (max wait {val_mw[h] / val_mw['fcfs+easy']:.2f}x)")
+            for h, v in val_bsld.items()) + f"; best {lead}"
+            + ("" if best == lead else f"; best within {max_wait:g}x FCFS+EASY's max wait {best}"))
 
         # -- search on training windows ---------------------------------------------------
-        base = best.partition("+")[0]
+        base = lead.partition("+")[0]
         x0 = np.array(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         searched_features = [i for i, f in enumerate(FEATURES)
                              if (submit_time or f != "log_submit")
@@ -415,9 +344,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         two = backfill_order == "searched"
         if two:     # seeded at the same order for both: the best heuristic's own schedule
             x0 = np.concatenate([x0, x0])
+        guarded = max_wait is not None
+        gi = len(x0)            # the guard's coordinate, when there is one
         relaxed = slack == "searched"
-        if relaxed:     # seeded at slack 0: textbook EASY
-            x0 = np.concatenate([x0, [0.0]])
 
         def spec_of(x, name: str = "priority") -> PriorityWeights:
             w = np.zeros(len(FEATURES))
@@ -429,7 +358,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 b = tuple(float(v) for v in b)
             return PriorityWeights(tuple(float(v) for v in w), capacity, name=name,
                                    backfill_weights=b,
-                                   slack=SLACK_SCALE * max(0.0, float(x[-1])) if relaxed else 0.0)
+                                   slack=SLACK_SCALE * max(0.0, float(x[-1])) if relaxed else 0.0,
+                                   promote_after=(DAY * 10.0 ** min(float(x[gi]), 4.0)
+                                                  if guarded else 0.0))
         searched: list[tuple[float, PriorityWeights]] = []
         snaps: list[PriorityWeights] = []
         max_generations, generations, evaluations, restarts = generations, 0, 0, 0
@@ -437,13 +368,17 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         with Evaluator(scenario, sp.train, processes) as train_eval:
             n_train = len(sp.train)
             fold_info = None
+            fcfs_mw = None
+            if fitness == "folds" or guarded:
+                train_classic = train_eval.evaluate(CLASSIC)
+                ref_all = train_classic[:, :, _BSLD]
+                fcfs_mw = np.maximum(train_classic[CLASSIC.index("fcfs+easy"), :, _MAXWAIT], 1.0)
             if fitness == "folds":
                 # Every heuristic on the training windows, cut in time order into
                 # folds: the past's periods each have their own best heuristic (on
                 # Lublin the best changes from span to span), and the candidate is
                 # scored on the period where it does worst against that one.
-                ref_all = train_eval.evaluate(CLASSIC)[:, :, _BSLD]
-                ref = ref_all[CLASSIC.index(best)]
+                ref = ref_all[CLASSIC.index(lead)]
                 fold_of = np.zeros(n_train, dtype=int)
                 for f, part in enumerate(np.array_split(np.arange(n_train), folds)):
                     fold_of[part] = f
@@ -457,7 +392,37 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                      + ", ".join(f"{d['best_heuristic']} {d['ratio_of_best']:.3f}"
                                  for d in fold_info))
             else:
-                ref = train_eval.evaluate([best])[0, :, _BSLD]
+                ref = (ref_all[CLASSIC.index(lead)] if guarded
+                       else train_eval.evaluate([lead])[0, :, _BSLD])
+
+            def score(full: np.ndarray, idx: np.ndarray) -> np.ndarray:
+                """Training fitness of candidates' results ``full`` on windows ``idx``."""
+                res = full[:, :, _BSLD]
+                fit = (_fitness(res, ref_all[:, idx], fitness, fold_of[idx])
+                       if fitness == "folds" else _fitness(res, ref[idx], fitness))
+                if guarded:
+                    fit = fit + _wait_penalty(full[:, :, _MAXWAIT], fcfs_mw[idx], max_wait)
+                return fit
+            grid: list[tuple[float, PriorityWeights]] = []
+            if guarded:
+                # Every heuristic with the guard at thresholds spread over the bound
+                # (a job promoted at T still waits for its reservation), scored on
+                # every training chunk; the search starts from the best of them.
+                grid = _guard_grid(capacity, max_wait * float(fcfs_mw.max()))
+                gfit = score(train_eval.evaluate(grid), np.arange(n_train))
+                evaluations += len(grid) * n_train
+                grid = sorted(zip(gfit.tolist(), grid), key=lambda fw: fw[0])
+                f0, g0 = grid[0]
+                echo(f"guard grid: {len(grid)} heuristic x threshold points; best {g0.name} "
+                     f"(train {fitness} with the max-wait penalty {f0:.4f})")
+                x0 = np.array(g0.weights)[searched_features]
+                if not np.any(x0):
+                    x0[searched_features.index(FEATURES.index("log_wait"))] = -1.0
+                x0 = np.array(_unit(x0))
+                x0 = np.concatenate([x0, x0] if two else [x0])
+                x0 = np.concatenate([x0, [math.log10(g0.promote_after / DAY)]])
+            if relaxed:     # seeded at slack 0: textbook EASY
+                x0 = np.concatenate([x0, [0.0]])
             batch = train_batch if 0 < train_batch < n_train else n_train
             draw = np.random.default_rng(seed + 2)
             popsize = max(6, 2 * processes)
@@ -479,9 +444,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 # minibatch noise that a fit to a fixed few windows cannot survive.
                 idx = (np.arange(n_train) if batch == n_train
                        else np.sort(draw.choice(n_train, batch, replace=False)))
-                res = train_eval.evaluate(specs, only=idx)[:, :, _BSLD]
-                fit = (_fitness(res, ref_all[:, idx], fitness, fold_of[idx])
-                       if fitness == "folds" else _fitness(res, ref[idx], fitness))
+                fit = score(train_eval.evaluate(specs, only=idx), idx)
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
@@ -508,6 +471,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             if len(top) == keep:
                 break
         cand = [replace(w, name=f"searched{i + 1}") for i, (_, w) in enumerate(top)]
+        cand += [w for _, w in grid[:keep]]
         if generations:
             # The search distribution's mean: averaged over many noisy samples, it
             # is often better off the training windows than the luckiest sample.
@@ -516,6 +480,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             if not any(_same(w, c) for c in cand):
                 cand.append(w)
         val_cand, val_cand_whole = _split_whole(val_eval.evaluate(cand), running)
+        val_mw.update({c.name: float(val_cand[i, :, _MAXWAIT].max()) for i, c in enumerate(cand)})
         val_cand = val_cand[:, :, _BSLD]
     val_means = {h: float(np.mean(v)) for h, v in val_bsld.items()}
     val_ci: dict[str, list[float]] = {}
@@ -533,8 +498,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         val_replay = _span_replay(scenario, workload, sp.spans["validation"],
                                   list(CLASSIC) + cand, processes)
     eligible = [k for k in val_means
-                if k in CLASSIC or selection == "mean"
-                or (val_ci[k][1] < 1.0 and val_replay[k] <= val_replay[best])]
+                if (bound is None or val_mw[k] <= bound or k == "fcfs+easy")
+                and (k in CLASSIC or selection == "mean"
+                     or (val_ci[k][1] < 1.0 and val_replay[k] <= val_replay[best]))]
     chosen_name = min(eligible, key=lambda k: (val_means[k], k not in CLASSIC))
     chosen = next((c for c in cand if c.name == chosen_name), chosen_name)
     echo(f"selected on validation: {chosen_name} (mean bsld {val_means[chosen_name]:.2f}; best "
@@ -578,6 +544,12 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          f"[{headline['mean_ratio_ci'][0]:.3f}, {headline['mean_ratio_ci'][1]:.3f}], median "
          f"{headline['median_ratio']:.3f}, wins {headline['wins']}, losses {headline['losses']}; "
          f"max wait {maxwait['ratio_of_max']:.2f}x FCFS+EASY's")
+    if best != lead:
+        c = vs[lead]
+        echo(f"test: {chosen_name} vs {lead} (best by bsld alone): mean bsld ratio "
+             f"{c['mean_ratio']:.3f} [{c['mean_ratio_ci'][0]:.3f}, {c['mean_ratio_ci'][1]:.3f}]; "
+             f"its max wait {test[col[lead], :, _MAXWAIT].max() / test[fcfs, :, _MAXWAIT].max():.2f}x "
+             "FCFS+EASY's")
     echo(f"test span replayed whole: {chosen_name} {test_replay[chosen_name]:.2f}, {best} "
          f"{test_replay[best]:.2f} (mean bsld, one run)")
     echo(f"room in hindsight: {hind} on the test span {hindsight['best_heuristic_ratio']:.3f}, "
@@ -604,6 +576,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "search_space": {"features": [FEATURES[i] for i in searched_features],
                          "backfill": "easy", "backfill_order": backfill_order,
                          "slack": slack, "slack_scale": SLACK_SCALE,
+                         "guard": "searched" if guarded else None,
                          "fitness": fitness,
                          "folds": fold_info,
                          "train_batch": (f"{batch} of {n_train} training windows, drawn "
@@ -623,6 +596,14 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          f"max(6, 2 x processes), doubled at each restart, seeded at the best "
                          "heuristic", "classics_included": list(CLASSIC)},
         "snapshots": [w.name for w in snaps], "best_heuristic": best, "chosen": chosen_name,
+        # --max-wait: the bound, and the best heuristic by bsld alone (``lead``), which
+        # the search started from; ``best_heuristic`` is then the best within the bound
+        "max_wait_bound": None if bound is None else {
+            "ratio": max_wait, "validation_fcfs_easy_max_wait": val_mw["fcfs+easy"],
+            "lead_heuristic": lead, "penalty": WAIT_PENALTY},
+        "validation_max_wait": val_mw,
+        # --max-wait: the heuristic x guard grid's best points by training fitness
+        "guard_grid_best": [[g.name, f] for f, g in grid[:keep]],
         "validation_mean_bsld": val_means, "selection": selection,
         "validation_ratio_ci": val_ci,
         # each policy through the whole validation span in one run (mean bsld)

@@ -97,7 +97,20 @@ def model_card(policy: dict, r: dict) -> str:
                  "max(0, a search coordinate) "
                  "seeded at 0, textbook EASY)" if r['search_space'].get('slack') == "searched"
                  else "")
+              + (" and a starvation guard, its threshold searched (a job that has waited "
+                 "that long goes ahead of the rest, oldest first)"
+                 if r['search_space'].get('guard') == "searched" else "")
               + " (`cosim/policies/priority.py`)",
+              *([f"- fairness bound: max wait at most {mb['ratio']:g}x FCFS+EASY's "
+                 f"({mb['validation_fcfs_easy_max_wait']:.0f} s on validation); the reference "
+                 f"is the best heuristic within it, {best} ({mb['lead_heuristic']} is best by "
+                 "bsld alone and seeds the search); every classic order with the guard at "
+                 "thresholds spread over the bound was scored on the training data first "
+                 f"(best: {', '.join(n for n, _ in r.get('guard_grid_best') or [])}), the "
+                 "search starts from the best of them, and a candidate over the bound there "
+                 f"pays {mb['penalty']:g} x its relative excess in fitness; on validation only "
+                 "policies within the bound can be chosen"]
+                if (mb := r.get("max_wait_bound")) else []),
               *([f"- user-history features: {r['search_space']['user_history']}; they order "
                  "the queue only (EASY's reservations and the kill limit use the request)"]
                 if r['search_space'].get('user_history') else []),
@@ -129,15 +142,20 @@ def model_card(policy: dict, r: dict) -> str:
               "", "## Validation (selection)", ""]
     ci = r.get("validation_ratio_ci", {})
     replay = r.get("validation_replay") or {}
+    mws = r.get("validation_max_wait") or {}
+    fcfs_mw = max(mws.get("fcfs+easy", 0.0), 1.0)
     lines += ["| policy | mean bsld over the windows | "
               + ("the span as a whole (the windows' run) |" if running else
-                 "the span replayed whole |"), "|---|---|---|"]
+                 "the span replayed whole |")
+              + (" max wait / FCFS+EASY's |" if mws else ""),
+              "|---|---|---|" + ("---|" if mws else "")]
     for name, v in sorted(r["validation_mean_bsld"].items(), key=lambda kv: kv[1]):
         iv = (f" (ratio to {best} [{ci[name][0]:.3f}, {ci[name][1]:.3f}])" if name in ci
               else "")
         rp = f"{replay[name]:.2f}" if name in replay else "--"
         lines.append(f"| {name}{' (best heuristic)' if name == best else ''}"
-                     f"{' (chosen)' if name == chosen else ''} | {v:.2f}{iv} | {rp} |")
+                     f"{' (chosen)' if name == chosen else ''} | {v:.2f}{iv} | {rp} |"
+                     + (f" {mws[name] / fcfs_mw:.2f} |" if name in mws else ""))
     lines += ["", "## Test (read once, after selection)", "",
               f"{chosen} against each heuristic on the same {r['windows']['test']} windows; 95 % "
               "bootstrap intervals over windows"

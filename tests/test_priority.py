@@ -331,23 +331,25 @@ def relaxed_cases(draw):
     req = [max(1, r + (0 if exact else d)) for r, d in zip(run, over)]
     order = draw(st.sampled_from(["fcfs", "saf", "sjf"]))
     slack = draw(st.floats(0.0, 4.0))
-    return cores, submit, run, procs, req, order, slack
+    guard = draw(st.sampled_from([0.0, 5.0, 20.0]))
+    return cores, submit, run, procs, req, order, slack, guard
 
 
 @settings(max_examples=150, deadline=None)
 @given(case=relaxed_cases())
 def test_relaxed_easy_keeps_every_promise(case):
-    # Every job that backfills around the head ends by the head's relaxed promise
+    # (With or without the starvation guard, which only reorders the queue.) Every job that backfills around the head ends by the head's relaxed promise
     # or uses extra cores, so the head starts by it: no promise is broken, and
     # under FCFS (the head only changes when it starts) every job starts by the
     # first promise it was given. No oversubscription; every job runs once.
     from cosim.config import scenario_from_dict
     from cosim.workloads.base import Workload
-    cores, submit, run, procs, req, order, slack = case
+    cores, submit, run, procs, req, order, slack, guard = case
     w = Workload.from_columns(submit=submit, run=run, procs=procs, req_time=req)
     sc = scenario_from_dict({"cluster": {"nodes": 1, "cores_per_node": cores},
                              "workload": {"kind": "swf", "path": "unused"}})
-    spec = PriorityWeights(heuristic_weights(order, cores), cores, slack=slack)
+    spec = PriorityWeights(heuristic_weights(order, cores), cores, slack=slack,
+                           promote_after=guard)
     env = simpy.Environment()
     sim = build(env, sc, make_priority_policy(spec), workload=w)
     env.run(until=sim.finished)
@@ -361,3 +363,39 @@ def test_relaxed_easy_keeps_every_promise(case):
         for j in jobs:
             if j.reservation == j.reservation:
                 assert j.start <= j.reservation + 1e-9
+
+
+# -- the starvation guard -------------------------------------------------------------------
+def test_starvation_guard_by_hand():
+    # R fills the 10 cores until 100. W1 (run 1000) and W2 (500) queue at 1 and 2, S1-S3
+    # (100 each) at 3-5; every job takes the 10 cores. SJF: S1 100, S2 200, S3 300, W2
+    # 400, W1 900. With the guard at 250 s: at the passes of 100 and 200 the W jobs have
+    # waited less, so S1 and S2 go; at 300 both have waited >= 250 and go first, oldest
+    # first (W1 300, W2 1300), then S3 at 1800.
+    job = dict(submit=[0, 1, 2, 3, 4, 5], run=[100, 1000, 500, 100, 100, 100], procs=[10] * 6)
+    sjf = _unit_weights("log_est")
+    assert tiny_starts(PriorityWeights(sjf, 10), **job) == \
+        {1: 0, 2: 900, 3: 400, 4: 100, 5: 200, 6: 300}
+    assert tiny_starts(PriorityWeights(sjf, 10, promote_after=250.0), **job) == \
+        {1: 0, 2: 300, 3: 1300, 4: 100, 5: 200, 6: 1800}
+    # A guard longer than any wait changes nothing.
+    assert tiny_starts(PriorityWeights(sjf, 10, promote_after=5000.0), **job) == \
+        {1: 0, 2: 900, 3: 400, 4: 100, 5: 200, 6: 300}
+
+
+def test_starvation_guard_round_trips_and_bad_values(tmp_path, lublin):
+    w = heuristic_weights("saf", 256)
+    plain = PriorityWeights(w, 256)
+    assert not plain.dynamic and "promote_after" not in plain.as_dict()
+    spec = PriorityWeights(w, 256, promote_after=3600.0)
+    assert spec.dynamic and spec.as_dict()["promote_after"] == 3600.0
+    (tmp_path / "policy.json").write_text(json.dumps(spec.as_dict()))
+    guarded = starts(make_policy(f"learned:{tmp_path}"), lublin)
+    assert guarded == starts(make_priority_policy(spec), lublin)
+    assert guarded != starts(make_policy("saf+easy"), lublin)    # 600 Lublin jobs wait > 1 h
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="promote_after"):
+            PriorityWeights(w, 256, promote_after=bad)
+    (tmp_path / "policy.json").write_text(json.dumps(dict(spec.as_dict(), promote_after=-5)))
+    with pytest.raises(InputError, match="promote_after"):
+        make_policy(f"learned:{tmp_path}")

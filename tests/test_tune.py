@@ -417,5 +417,44 @@ def test_the_command_measures_running_spans_by_default(tmp_path):
                  "--windows", "6", "--processes", "1", "--keep", "1", "--out", str(out)]) == 0
     r = json.loads((out / "results.json").read_text())
     assert r["evaluation"] == "running" and r["windows"]["train"] == 4
+    assert r["max_wait_bound"] is None and r["search_space"]["guard"] is None
     assert r["windows"]["test"] == 6 and set(r["test"]["replay"]) >= set(CLASSIC)
     make_policy(f"learned:{out}")
+
+
+def test_a_max_wait_bound_guards_the_search_and_the_selection(tmp_path, capsys):
+    s = trace(tmp_path, "m", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "m", window_jobs=80, count=6, processes=1,
+             generations=2, keep=2, warmup=40, evaluation="running", max_wait=1.5,
+             backfill_order="same", echo=lambda *a: None)
+    mw, bsld = r["validation_max_wait"], r["validation_mean_bsld"]
+    bound = 1.5 * mw["fcfs+easy"]
+    mb = r["max_wait_bound"]
+    assert mb["ratio"] == 1.5 and mb["validation_fcfs_easy_max_wait"] == mw["fcfs+easy"]
+    # the lead is the best by bsld alone; the reference, the best heuristic within the bound
+    assert mb["lead_heuristic"] == min(CLASSIC, key=lambda h: bsld[h])
+    within = [h for h in CLASSIC if mw[h] <= bound]
+    assert r["best_heuristic"] == min(within, key=lambda h: bsld[h])
+    # whatever is chosen keeps the bound on validation
+    assert mw[r["chosen"]] <= bound
+    # the guard grid's best points and the searched guards went to validation
+    grid = [n for n, _ in r["guard_grid_best"]]
+    assert len(grid) == 2 and all("+guard" in n for n in grid) and set(grid) <= set(bsld)
+    assert all(c["promote_after"] > 0 for c in r["candidates"].values())
+    assert r["search_space"]["guard"] == "searched"
+    card = (tmp_path / "m" / "card.md").read_text()
+    assert "fairness bound: max wait at most 1.5x FCFS+EASY's" in card
+    assert "max wait / FCFS+EASY's" in card
+    make_policy(f"learned:{tmp_path / 'm'}")
+    # a bound below FCFS+EASY's own max wait is refused in one line, no folder written
+    assert main(["tune", s, "--minutes", "1", "--max-wait", "0.5", "--out",
+                 str(tmp_path / "bad")]) == 2
+    assert "--max-wait" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_the_wait_penalty_by_hand():
+    from agents.tune import WAIT_PENALTY, _wait_penalty
+    fcfs = np.array([100.0, 200.0])
+    # max waits 150/300 (1.5x FCFS's max, within 2x), 500 (2.5x: 25 % over 2x)
+    pen = _wait_penalty(np.array([[150.0, 300.0], [100.0, 500.0]]), fcfs, 2.0)
+    assert pen.tolist() == [0.0, WAIT_PENALTY * 0.25]
