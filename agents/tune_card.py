@@ -189,5 +189,8 @@ def model_card(policy: dict, r: dict) -> str:
                   f"bsld: the best heuristic on the test span, {h['best_heuristic']}, "
                   f"{h['best_heuristic_ratio']:.3f}; each test window scheduled by whichever "
                   f"heuristic does best on it{running_caveat}, {h['per_window_oracle_ratio']:.3f} (on "
-                  f"validation {h['validation_per_window_oracle_ratio']:.3f}).", ""]
+                  f"validation {h['validation_per_window_oracle_ratio']:.3f})"
+                  + (f"; the best heuristic within the max-wait bound on the test span, "
+                     f"{h['best_within_bound']}, {h['best_within_bound_ratio']:.3f}"
+                     if "best_within_bound" in h else "") + ".", ""]
     return "\n".join(lines)

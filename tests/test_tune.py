@@ -445,6 +445,9 @@ def test_a_max_wait_bound_guards_the_search_and_the_selection(tmp_path, capsys):
     card = (tmp_path / "m" / "card.md").read_text()
     assert "fairness bound: max wait at most 1.5x FCFS+EASY's" in card
     assert "max wait / FCFS+EASY's" in card
+    h, t = r["test"]["hindsight"], r["test"]
+    kept = [k for k in CLASSIC if t["max_wait"][k] <= 1.5 * t["max_wait"]["fcfs+easy"]]
+    assert h["best_within_bound"] == min(kept, key=lambda k: t["mean_bsld"][k])
     make_policy(f"learned:{tmp_path / 'm'}")
     # a bound below FCFS+EASY's own max wait is refused in one line, no folder written
     assert main(["tune", s, "--minutes", "1", "--max-wait", "0.5", "--out",
