@@ -461,3 +461,17 @@ def test_the_wait_penalty_by_hand():
     # max waits 150/300 (1.5x FCFS's max, within 2x), 500 (2.5x: 25 % over 2x)
     pen = _wait_penalty(np.array([[150.0, 300.0], [100.0, 500.0]]), fcfs, 2.0)
     assert pen.tolist() == [0.0, WAIT_PENALTY * 0.25]
+
+
+def test_the_guard_grid_stops_within_the_budget(tmp_path):
+    # A budget already spent: the grid scores the lead heuristic's thresholds only
+    # (one order: 12 points), no generation runs, and the choice still keeps the bound.
+    s = trace(tmp_path, "g", 1.0)
+    r = tune(s, [], 1e-4, tmp_path / "g", window_jobs=80, count=6, processes=1, keep=2,
+             warmup=40, evaluation="running", max_wait=2.0, backfill_order="same",
+             echo=lambda *a: None)
+    from agents.tune import GUARD_FRACTIONS
+    lead = r["max_wait_bound"]["lead_heuristic"].partition("+")[0]
+    assert r["guard_grid_points"] == len(GUARD_FRACTIONS) and r["budget"]["generations"] == 0
+    assert all(n.startswith(f"{lead}+guard") for n, _ in r["guard_grid_best"])
+    assert r["validation_max_wait"][r["chosen"]] <= 2.0 * r["validation_max_wait"]["fcfs+easy"]
