@@ -336,18 +336,22 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
 
         # -- search on training windows ---------------------------------------------------
         base = lead.partition("+")[0]
-        x0 = np.array(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         searched_features = [i for i, f in enumerate(FEATURES)
                              if (submit_time or f != "log_submit")
                              and (user_features or f not in USER_FEATURES)]
-        x0 = x0[searched_features]
-        if not np.any(x0):          # FCFS without submit time: oldest first is -log wait
-            x0[searched_features.index(FEATURES.index("log_wait"))] = -1.0
-        x0 = np.array(_unit(x0))
         k = len(searched_features)
         two = backfill_order == "searched"
-        if two:     # seeded at the same order for both: the best heuristic's own schedule
-            x0 = np.concatenate([x0, x0])
+
+        def seed_of(weights) -> np.ndarray:
+            """The search point of a full weight vector: its searched features, unit-norm,
+            twice with a searched backfill order (the same order for both: that
+            policy's own schedule)."""
+            x = np.array(weights)[searched_features]
+            if not np.any(x):       # FCFS without submit time: oldest first is -log wait
+                x[searched_features.index(FEATURES.index("log_wait"))] = -1.0
+            x = np.array(_unit(x))
+            return np.concatenate([x, x] if two else [x])
+        x0 = seed_of(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         guarded = max_wait is not None
         gi = len(x0)            # the guard's coordinate, when there is one
         relaxed = slack == "searched"
@@ -432,12 +436,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 f0, g0 = grid[0]
                 echo(f"guard grid: {len(grid)} heuristic x threshold points; best {g0.name} "
                      f"(train {fitness} with the max-wait penalty {f0:.4f})")
-                x0 = np.array(g0.weights)[searched_features]
-                if not np.any(x0):
-                    x0[searched_features.index(FEATURES.index("log_wait"))] = -1.0
-                x0 = np.array(_unit(x0))
-                x0 = np.concatenate([x0, x0] if two else [x0])
-                x0 = np.concatenate([x0, [math.log10(g0.promote_after / DAY)]])
+                x0 = np.concatenate([seed_of(g0.weights),
+                                     [math.log10(g0.promote_after / DAY)]])
             if relaxed:     # seeded at slack 0: textbook EASY
                 x0 = np.concatenate([x0, [0.0]])
             batch = train_batch if 0 < train_batch < n_train else n_train
