@@ -111,9 +111,12 @@ def model_card(policy: dict, r: dict) -> str:
                  f"pays {mb['penalty']:g} x its relative excess in fitness; on validation only "
                  "policies within the bound can be chosen"]
                 if (mb := r.get("max_wait_bound")) else []),
-              *([f"- user-history features: {r['search_space']['user_history']}; they order "
+              *([f"- user-history features ({r['search_space'].get('user_features', 'on')}): "
+                 f"{r['search_space']['user_history']}; they order "
                  "the queue only (EASY's reservations and the kill limit use the request)"]
-                if r['search_space'].get('user_history') else []),
+                if r['search_space'].get('user_history') else
+                [f"- user-history features: {r['search_space']['user_features']}"]
+                if r['search_space'].get('user_features') else []),
               f"- {r['search_space']['method']}; fitness on the {trained_on}: "
               + ("the mean of per-window ratios of mean bsld to the best heuristic's"
                  if r['search_space'].get('fitness') == "windows" else

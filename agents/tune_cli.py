@@ -53,11 +53,15 @@ def add_parser(sub) -> None:
                    help="also search the log submit time weight (F1's second term); off by "
                         "default: absolute time is not stationary, so a weight learned on the "
                         "past means another policy on the future")
-    t.add_argument("--user-features", action="store_true",
+    t.add_argument("--user-features", nargs="?", const="on", default="auto",
+                   choices=("auto", "on", "off"),
                    help="also search the user-history features (log of the mean run time of "
                         "the user's last two completed jobs, capped by the request, and the "
                         "user's recent run/request ratio; Tsafrir et al. 2007), computed on the "
-                        "whole workload's recorded history before it is cut")
+                        "whole workload's recorded history before it is cut; auto (default): "
+                        "on when at least half the jobs name their user and at least half "
+                        "request more than 1.25x their run time (a real trace with user "
+                        "estimates), off otherwise; the flag alone means on")
     t.add_argument("--generations", type=int, default=None,
                    help="stop after this many CMA-ES generations (a reproducible search)")
     t.add_argument("--backfill-order", choices=("searched", "same"), default="searched",

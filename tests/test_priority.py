@@ -23,6 +23,7 @@ from cosim.policies.priority import (
     heuristic_weights,
     make_priority_policy,
     user_history,
+    user_history_applies,
 )
 from cosim.workloads.loading import load_workload
 
@@ -199,6 +200,26 @@ def test_user_history_by_hand():
     acc = [1, 1, 0.1, 0.1, (0.1 + 0.75) / 2, 0.1]
     assert got["log_user_pred"] == pytest.approx(np.log10(pred))
     assert got["log_user_accuracy"] == pytest.approx(np.log10(acc))
+
+
+def test_user_history_applies_where_users_are_named_and_requests_loose():
+    from cosim.workloads.base import Workload
+
+    # The table: every job names its user; request / run is 10, 10, 1.33, 2, 100 and
+    # 0.75: 5 of 6 jobs request more than 1.25x their run time.
+    on, why = user_history_applies(_table())
+    assert on and why == "100% of jobs name their user, 83% request more than 1.25x their run time"
+    exact = Workload.from_columns(submit=[0, 1, 2, 3], run=[10, 20, 30, 40],
+                                  req_time=[10, 20, 30, 40], procs=[1] * 4, user=[1, 2, 1, 2])
+    assert user_history_applies(exact) == (
+        False, "100% of jobs name their user, 0% request more than 1.25x their run time")
+    anonymous = Workload.from_columns(submit=[0, 1, 2, 3], run=[10, 20, 30, 40],
+                                      req_time=[100, 200, 300, 400], procs=[1] * 4)
+    assert not user_history_applies(anonymous)[0]
+    # Exactly half on both counts is enough.
+    half = Workload.from_columns(submit=[0, 1, 2, 3], run=[10, 20, 30, 40],
+                                 req_time=[100, 200, 30, 40], procs=[1] * 4, user=[1, 1, -1, -1])
+    assert user_history_applies(half)[0]
 
 
 def test_user_history_fallbacks_and_strict_completion():

@@ -14,10 +14,13 @@ from cosim.policies import make_policy
 FIELDS = 18
 
 
-def write_swf(path, submit, run, procs):
+def write_swf(path, submit, run, procs, req=None, user=None):
     lines = ["; MaxProcs: 32", "; MaxNodes: 32"]
-    for i, (s, r, p) in enumerate(zip(submit, run, procs), start=1):
-        row = [i, int(s), 0, int(r), int(p), -1, -1, int(p), int(r), -1, 1, 1, 1, 1, 1, 1, -1, -1]
+    req = run if req is None else req
+    user = np.ones(len(run), dtype=int) if user is None else user
+    for i, (s, r, p, q, u) in enumerate(zip(submit, run, procs, req, user), start=1):
+        row = [i, int(s), 0, int(r), int(p), -1, -1, int(p), int(q), -1, 1, int(u), 1, 1, 1, 1,
+               -1, -1]
         assert len(row) == FIELDS
         lines.append(" ".join(str(v) for v in row))
     path.write_text("\n".join(lines) + "\n")
@@ -166,17 +169,39 @@ def test_spans_replayed_whole_are_one_run_of_every_job(tmp_path):
     assert "the span replayed whole" in card and "The test span replayed whole" in card
 
 
-def test_user_features_join_the_search_only_when_asked(tmp_path):
+def test_user_features_join_the_search_when_asked_or_when_requests_are_loose(tmp_path):
+    # Exact requests (run = request): auto leaves the features out, and says why.
     scenario = trace(tmp_path, "u", 1.0)
     plain = small_tune(scenario, tmp_path / "plain")
     assert not {"log_user_pred", "log_user_accuracy"} & set(plain["search_space"]["features"])
+    assert plain["search_space"]["user_features"].startswith("auto: off (100% of jobs name")
+    assert "user-history features: auto: off" in (tmp_path / "plain" / "card.md").read_text()
     users = tune(scenario, [], 10.0, tmp_path / "users", window_jobs=80, train_windows=4,
-                 count=6, processes=1, generations=2, keep=2, user_features=True,
+                 count=6, processes=1, generations=2, keep=2, user_features="on",
                  evaluation="windows", echo=lambda *a: None)
     assert {"log_user_pred", "log_user_accuracy"} <= set(users["search_space"]["features"])
     card = (tmp_path / "users" / "card.md").read_text()
-    assert "log_user_pred" in card and "Tsafrir" in card
+    assert "log_user_pred" in card and "Tsafrir" in card and "(on (asked))" in card
     make_policy(f"learned:{tmp_path / 'users'}")
+    # Loose requests (every job asks for 10x its run time) from 5 named users: auto
+    # searches them; off forces them out.
+    rng = np.random.default_rng(3)
+    n = 1000
+    submit = np.cumsum(rng.exponential(60, n))
+    run = rng.lognormal(6, 1.5, n).clip(1, 5_000)
+    procs = rng.choice([1, 2, 4, 8, 16, 32], n)
+    path = tmp_path / "loose.swf"
+    write_swf(path, submit, run, procs, req=10 * run, user=rng.integers(1, 6, n))
+    loose = tmp_path / "loose.yaml"
+    loose.write_text(f"name: t\nworkload:\n  kind: swf\n  path: {path}\n")
+    auto = small_tune(str(loose), tmp_path / "auto")
+    assert {"log_user_pred", "log_user_accuracy"} <= set(auto["search_space"]["features"])
+    assert auto["search_space"]["user_features"] == (
+        "auto: on (100% of jobs name their user, 100% request more than 1.25x their run time)")
+    off = tune(str(loose), [], 10.0, tmp_path / "off", window_jobs=80, train_windows=4,
+               count=6, processes=1, generations=2, keep=2, user_features="off",
+               evaluation="windows", echo=lambda *a: None)
+    assert not {"log_user_pred", "log_user_accuracy"} & set(off["search_space"]["features"])
 
 
 def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):

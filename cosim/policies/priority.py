@@ -82,7 +82,7 @@ from cosim.policies.heuristics import HEURISTICS, Heuristic
 
 __all__ = ["FEATURES", "PriorityWeights", "TwoOrderEasy", "heuristic_weights",
            "make_priority_policy", "load_learned", "POLICY_FILE", "USER_FEATURES",
-           "user_history"]
+           "user_history", "user_history_applies"]
 
 #: Feature names, in weight order.
 FEATURES = ("log_est", "log_procs", "log_wait", "log_est_procs", "wait_per_est", "log_submit",
@@ -251,6 +251,26 @@ def user_history(workload) -> dict[str, np.ndarray]:
         acc[q] = np.where(have1, mean_ratio, 1.0)
     return {"log_user_pred": np.log10(np.maximum(pred, 1.0)),
             "log_user_accuracy": np.log10(np.maximum(acc, 1e-3))}
+
+
+def user_history_applies(workload) -> tuple[bool, str]:
+    """Whether the user-history features can tell the scheduler more than the requests.
+
+    Yes when at least half the jobs name their user and at least half request
+    more than 1.25x their run time: a user's recent run times then predict
+    better than the request (Tsafrir, Etsion and Feitelson 2007). No on
+    generated workloads without users and where requests are the run times.
+    Returns the answer and the two fractions, in words.
+    """
+    n = len(workload)
+    if not n:
+        return False, "no jobs"
+    known = float(np.mean(np.asarray(workload.user) >= 0))
+    run = np.maximum(np.asarray(workload.run, dtype=np.float64), 1.0)
+    over = float(np.mean(np.asarray(workload.req_time, dtype=np.float64) > 1.25 * run))
+    why = (f"{known:.0%} of jobs name their user, {over:.0%} request more than 1.25x "
+           "their run time")
+    return known >= 0.5 and over >= 0.5, why
 
 
 class _UserColumns:
