@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from agents.__main__ import main
 from agents.tune import tune
@@ -500,3 +501,10 @@ def test_the_guard_grid_stops_within_the_budget(tmp_path):
     assert r["guard_grid_points"] == len(GUARD_FRACTIONS) and r["budget"]["generations"] == 0
     assert all(n.startswith(f"{lead}+guard") for n, _ in r["guard_grid_best"])
     assert r["validation_max_wait"][r["chosen"]] <= 2.0 * r["validation_max_wait"]["fcfs+easy"]
+
+
+def test_user_features_refuses_an_unknown_choice():
+    from agents.tune import _user_features
+
+    with pytest.raises(ValueError, match="user_features: 'maybe'; expected auto, on or off"):
+        _user_features("maybe", None)
