@@ -66,7 +66,11 @@ the guard at thresholds spread over the bound is scored on the training chunks,
 CMA-ES starts from the best of them (weights and log threshold searched
 together), and a candidate whose max wait there exceeds R x FCFS+EASY's pays a
 penalty; ``--slack searched`` adds relaxed EASY's slack
-(:class:`cosim.policies.backfill.QueuePolicy`) to the search.
+(:class:`cosim.policies.backfill.QueuePolicy`) to the search; ``--drain searched``
+adds a drain-aware reservation (a head whose shadow time is more than D x its
+estimate away gets none until it has waited G; log D and log G searched, started
+from the best of the seed without and with the rule at a few points of
+:data:`agents.tune_space.DRAIN_GRID`, scored on the training chunks).
 
 The output folder runs as ``--policy learned:DIR``: ``policy.json``,
 ``card.md`` (the model card: data, spans, budget, search space, validation
@@ -84,6 +88,23 @@ from pathlib import Path
 import numpy as np
 
 from agents.tune_card import write_folder
+from agents.tune_space import (
+    DAY,
+    FITNESS,
+    FOLDS,
+    SLACK_SCALE,
+    WAIT_PENALTY,
+    checkpoints,
+    drain_coordinates,
+    drain_grid,
+    drain_of,
+    fitness_of,
+    guard_grid,
+    same_policy,
+    unit,
+    user_features_choice,
+    wait_penalty,
+)
 from cosim.config import load_scenario
 from cosim.evaluation import (
     CLASSIC,
@@ -105,17 +126,13 @@ from cosim.policies.priority import (
     PriorityWeights,
     heuristic_weights,
     user_history,
-    user_history_applies,
 )
 from cosim.workloads.loading import load_workload, resolve_machine
 
-__all__ = ["tune"]
+__all__ = ["tune", "EVALUATION", "FITNESS", "FOLDS", "TRAIN_CHUNKS", "TRAIN_FILTER",
+           "TRAIN_POOL", "TRAIN_WINDOWS"]
 
 _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
-#: Fitness of a candidate on the training windows (see ``--fitness``).
-FITNESS = ("ratio", "windows", "folds")
-#: ``--fitness folds``: chronological folds of the training windows (``--folds``).
-FOLDS = 4
 #: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
 TRAIN_FILTER, TRAIN_POOL = "skip", 4
 #: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
@@ -126,38 +143,6 @@ SKIP_TOLERANCE = 0.05
 EVALUATION = "running"
 #: Training windows by default; with ``--evaluation running``, training chunks (each run whole).
 TRAIN_WINDOWS, TRAIN_CHUNKS = 32, 4
-#: ``--max-wait``: the penalty per unit of a candidate's excess over the bound (its max wait
-#: over FCFS+EASY's on the training chunks, divided by the bound, minus 1), added
-#: to a fitness near 1 (a 10 % excess costs as much as twice the best heuristic's bsld).
-WAIT_PENALTY = 10.0
-#: The starvation guard's search coordinate is log10 of its threshold in days.
-DAY = 86400.0
-#: ``--slack searched``: relaxed EASY's slack is this times the search coordinate's
-#: positive part (seeded at 0, textbook EASY; CMA-ES's first steps reach 1-3).
-SLACK_SCALE = 5.0
-
-
-def _fitness(res: np.ndarray, ref: np.ndarray, kind: str,
-             fold_of: np.ndarray | None = None) -> np.ndarray:
-    """Fitness of each candidate (rows of ``res``: per-window mean bsld) against the
-    reference's per-window values ``ref``; lower is better, non-finite is 1e9.
-
-    ``ratio``: ratio of means; ``windows``: mean of the per-window ratios;
-    ``folds``: ``ref`` is ``[heuristic, window]`` and ``fold_of`` gives each
-    window's fold; per fold, the ratio of the candidate's mean to the mean of
-    the heuristic best on that fold, and the worst fold counts.
-    """
-    if kind == "ratio":
-        fit = res.mean(axis=1) / ref.mean()
-    elif kind == "windows":
-        fit = (res / ref[None, :]).mean(axis=1)
-    elif kind == "folds":
-        ref = np.atleast_2d(ref)
-        fit = np.max([res[:, m].mean(axis=1) / ref[:, m].mean(axis=1).min()
-                      for m in (fold_of == f for f in np.unique(fold_of))], axis=0)
-    else:
-        raise ValueError(f"fitness: {kind!r}, expected one of {', '.join(FITNESS)}")
-    return np.where(np.isfinite(fit), fit, 1e9)
 
 
 def _span_replay(scenario, workload, span, sources, processes: int) -> dict[str, float]:
@@ -177,39 +162,6 @@ def _span_replay(scenario, workload, span, sources, processes: int) -> dict[str,
             for s, v in zip(sources, r)}
 
 
-#: ``--max-wait``'s grid: the guard's threshold as these fractions of the bound times
-#: FCFS+EASY's max wait over the training chunks.
-GUARD_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
-
-
-def _guard_grid(capacity: int, scale: float, first: tuple[str, ...] = ()
-                ) -> list[list[PriorityWeights]]:
-    """Per classic order of the priority space (those named in ``first`` first), that
-    order with the starvation guard at ``GUARD_FRACTIONS`` of ``scale`` seconds (at
-    least a minute)."""
-    out = []
-    for h in dict.fromkeys(first + CLASSIC):
-        base = h.partition("+")[0]
-        w = heuristic_weights(base, capacity)
-        if w is None:
-            continue
-        row: dict[str, PriorityWeights] = {}
-        for f in GUARD_FRACTIONS:
-            t = max(60.0, f * scale)
-            name = f"{base}+guard{t / 3600:.3g}h"
-            row.setdefault(name, PriorityWeights(w, capacity, name=name, promote_after=t))
-        out.append(list(row.values()))
-    return out
-
-
-def _wait_penalty(max_waits: np.ndarray, fcfs: np.ndarray, bound: float) -> np.ndarray:
-    """Per candidate (rows of ``max_waits``, one column per training window): the fitness
-    penalty for its max wait over FCFS+EASY's, both the largest over the windows (the
-    measure the bound is checked with on validation and test), exceeding ``bound``."""
-    excess = max_waits.max(axis=1) / fcfs.max() / bound - 1.0
-    return WAIT_PENALTY * np.maximum(excess, 0.0)
-
-
 def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Running evaluation: the per-window results and, from the last slice, each source's
     mean bsld over its whole span; windows: the results as they are."""
@@ -218,47 +170,12 @@ def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray
     return res[:, :-1], res[:, -1, _BSLD]
 
 
-def _checkpoints(upto: int) -> set[int]:
-    """Generations at which ``--snapshots`` keeps candidates: 5, 10, 20, 40, ... up to ``upto``."""
-    out, g = set(), 5
-    while g <= upto:
-        out.add(g)
-        g *= 2
-    return out
-
-
-def _same(a: PriorityWeights, b: PriorityWeights) -> bool:
-    """The same policy under two names."""
-    return replace(a, name="") == replace(b, name="")
-
-
 def _cpu_seconds() -> float:
     """CPU time of this process and its finished children (the workers, once joined)."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
 
-def _unit(x: np.ndarray) -> tuple[float, ...]:
-    n = float(np.linalg.norm(x))
-    return tuple(float(v) for v in (x / n if n > 0 else x))
-
-
-def _user_features(asked: bool | str, workload) -> tuple[bool, str]:
-    """``--user-features`` resolved: ``auto`` (the default) searches the user-history
-    features where :func:`user_history_applies` says they can help; ``on``/``off`` force it.
-
-    Auto, because on RICC's validation span, windows measured in running spans, 9 of
-    the 11 validation candidates of a 30-minute search with them beat SAF+EASY (6.18-6.79
-    against 7.65), against 3 of 11 without them (stop 32).
-    """
-    if asked in (True, "on"):
-        return True, "on (asked)"
-    if asked in (False, "off"):
-        return False, "off (asked)"
-    if asked != "auto":
-        raise ValueError(f"user_features: {asked!r}; expected auto, on or off")
-    on, why = user_history_applies(workload)
-    return on, f"auto: {'on' if on else 'off'} ({why})"
 
 
 def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
@@ -270,7 +187,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
          snapshots: bool = False, warmup: int = 0, train_batch: int = 0,
          folds: int = FOLDS, slack: str = "off", evaluation: str = EVALUATION,
-         max_wait: float | None = None, echo=print) -> dict:
+         max_wait: float | None = None, drain: str = "off", echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -280,7 +197,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     workload = load_workload(scenario, base_dir=base_dir)
     scenario = resolve_machine(scenario, workload)
     capacity = capacity_of(scenario)
-    user_features, user_features_why = _user_features(user_features, workload)
+    user_features, user_features_why = user_features_choice(user_features, workload)
     if user_features:
         # Once, on the whole trace, so a window's first jobs see the user's history
         # from before the window (recorded completions only: causal by construction).
@@ -371,26 +288,31 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             x = np.array(weights)[searched_features]
             if not np.any(x):       # FCFS without submit time: oldest first is -log wait
                 x[searched_features.index(FEATURES.index("log_wait"))] = -1.0
-            x = np.array(_unit(x))
+            x = np.array(unit(x))
             return np.concatenate([x, x] if two else [x])
         x0 = seed_of(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         guarded = max_wait is not None
         gi = len(x0)            # the guard's coordinate, when there is one
+        drained = drain == "searched"
+        di = gi + guarded       # the drain's two coordinates, when searched
         relaxed = slack == "searched"
 
         def spec_of(x, name: str = "priority") -> PriorityWeights:
             w = np.zeros(len(FEATURES))
-            w[searched_features] = _unit(np.asarray(x[:k]))
+            w[searched_features] = unit(np.asarray(x[:k]))
             b = None
             if two:
                 b = np.zeros(len(FEATURES))
-                b[searched_features] = _unit(np.asarray(x[k:2 * k]))
+                b[searched_features] = unit(np.asarray(x[k:2 * k]))
                 b = tuple(float(v) for v in b)
             return PriorityWeights(tuple(float(v) for v in w), capacity, name=name,
                                    backfill_weights=b,
                                    slack=SLACK_SCALE * max(0.0, float(x[-1])) if relaxed else 0.0,
                                    promote_after=(DAY * 10.0 ** min(float(x[gi]), 4.0)
-                                                  if guarded else 0.0))
+                                                  if guarded else 0.0),
+                                   **dict(zip(("drain_factor", "drain_grace"),
+                                              drain_of(x[di], x[di + 1]) if drained
+                                              else (0.0, 0.0))))
         searched: list[tuple[float, PriorityWeights]] = []
         snaps: list[PriorityWeights] = []
         max_generations, generations, evaluations, restarts = generations, 0, 0, 0
@@ -428,12 +350,13 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             def score(full: np.ndarray, idx: np.ndarray) -> np.ndarray:
                 """Training fitness of candidates' results ``full`` on windows ``idx``."""
                 res = full[:, :, _BSLD]
-                fit = (_fitness(res, ref_all[:, idx], fitness, fold_of[idx])
-                       if fitness == "folds" else _fitness(res, ref[idx], fitness))
+                fit = (fitness_of(res, ref_all[:, idx], fitness, fold_of[idx])
+                       if fitness == "folds" else fitness_of(res, ref[idx], fitness))
                 if guarded:
-                    fit = fit + _wait_penalty(full[:, :, _MAXWAIT], fcfs_mw[idx], max_wait)
+                    fit = fit + wait_penalty(full[:, :, _MAXWAIT], fcfs_mw[idx], max_wait)
                 return fit
             grid: list[tuple[float, PriorityWeights]] = []
+            drain_seen: list[tuple[float, PriorityWeights]] = []
             if guarded:
                 # Every heuristic with the guard at thresholds spread over the bound
                 # (a job promoted at T still waits for its reservation), scored on
@@ -441,7 +364,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 # One heuristic at a time, the lead and the in-bound best first, within
                 # half the time left: a guard makes keys dynamic, and on RICC's long
                 # chunks a heuristic's 12 points take minutes.
-                rows = _guard_grid(capacity, max_wait * float(fcfs_mw.max()), (lead, best))
+                rows = guard_grid(capacity, max_wait * float(fcfs_mw.max()), (lead, best))
                 t_grid = time.perf_counter()
                 grid_until = t_grid + 0.5 * max(deadline - t_grid, 0.0)
                 for r, row in enumerate(rows):
@@ -460,6 +383,19 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                      f"(train {fitness} with the max-wait penalty {f0:.4f})")
                 x0 = np.concatenate([seed_of(g0.weights),
                                      [math.log10(g0.promote_after / DAY)]])
+            if drained:
+                # The seed without and with the drain rule at a few points, on every
+                # training chunk; the search starts from the best (off included).
+                off = drain_coordinates(PriorityWeights((0.0,) * len(FEATURES), capacity))
+                row = drain_grid(g0 if guarded else spec_of(
+                    np.concatenate([x0, off, [0.0] if relaxed else []]), base))
+                dfit = score(train_eval.evaluate(row), np.arange(n_train))
+                evaluations += len(row) * n_train
+                drain_seen = sorted(zip(dfit.tolist(), row), key=lambda fw: fw[0])
+                d0 = drain_seen[0][1]
+                echo("drain grid: " + ", ".join(f"{w.name} {f:.4f}" for f, w in drain_seen)
+                     + f"; the search starts from {d0.name}")
+                x0 = np.concatenate([x0, drain_coordinates(d0)])
             if relaxed:     # seeded at slack 0: textbook EASY
                 x0 = np.concatenate([x0, [0.0]])
             batch = train_batch if 0 < train_batch < n_train else n_train
@@ -487,7 +423,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
-                if snapshots and generations in _checkpoints(generations):
+                if snapshots and generations in checkpoints(generations):
                     # Early stopping, decided on validation: the best point so far
                     # and the search mean at doubling checkpoints (a long search
                     # fits the training windows ever closer and can drift away
@@ -511,12 +447,13 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 break
         cand = [replace(w, name=f"searched{i + 1}") for i, (_, w) in enumerate(top)]
         cand += [w for _, w in grid[:keep]]
+        cand += [w for _, w in drain_seen if w.drain_factor][:keep]
         if generations:
             # The search distribution's mean: averaged over many noisy samples, it
             # is often better off the training windows than the luckiest sample.
             cand.append(spec_of(es.result.xfavorite, "cma-mean"))
         for w in snaps:     # a snapshot already among the candidates is not run twice
-            if not any(_same(w, c) for c in cand):
+            if not any(same_policy(w, c) for c in cand):
                 cand.append(w)
         val_cand, val_cand_whole = _split_whole(val_eval.evaluate(cand), running)
         val_mw.update({c.name: float(val_cand[i, :, _MAXWAIT].max()) for i, c in enumerate(cand)})
@@ -624,6 +561,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          "backfill": "easy", "backfill_order": backfill_order,
                          "slack": slack, "slack_scale": SLACK_SCALE,
                          "guard": "searched" if guarded else None,
+                         "drain": drain,
                          "fitness": fitness,
                          "folds": fold_info,
                          "train_batch": (f"{batch} of {n_train} training windows, drawn "
@@ -653,6 +591,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # --max-wait: the heuristic x guard grid's best points by training fitness
         "guard_grid_best": [[g.name, f] for f, g in grid[:keep]],
         "guard_grid_points": len(grid),
+        # --drain searched: the seed without and with the drain rule, by training fitness
+        "drain_grid": [[w.name, f] for f, w in drain_seen],
         "validation_mean_bsld": val_means, "selection": selection,
         "validation_ratio_ci": val_ci,
         # each policy through the whole validation span in one run (mean bsld)

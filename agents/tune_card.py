@@ -100,6 +100,10 @@ def model_card(policy: dict, r: dict) -> str:
               + (" and a starvation guard, its threshold searched (a job that has waited "
                  "that long goes ahead of the rest, oldest first)"
                  if r['search_space'].get('guard') == "searched" else "")
+              + ("; a drain-aware reservation, D and G searched (a head whose shadow time is "
+                 "more than D x its estimate away gets none until it has waited G), started "
+                 "from the best of " + ", ".join(f"{n} {f:.3f}" for n, f in r.get('drain_grid', []))
+                 + " (training fitness)" if r['search_space'].get('drain') == "searched" else "")
               + " (`cosim/policies/priority.py`)",
               *([f"- fairness bound: max wait at most {mb['ratio']:g}x FCFS+EASY's "
                  f"({mb['validation_fcfs_easy_max_wait']:.0f} s on validation); the reference "

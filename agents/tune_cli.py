@@ -104,12 +104,6 @@ def add_parser(sub) -> None:
                         "afresh (the same K for every candidate of the generation), so the "
                         "search cannot fit a fixed few windows (default 0: all, every "
                         "generation)")
-    t.add_argument("--slack", choices=("searched", "off"), default="off",
-                   help="searched: also search relaxed EASY's slack, the head promised its "
-                        "shadow time plus slack x its estimate, so backfilling may delay it by "
-                        "that much (Ward, Mahood and West, JSSPP 2002; seeded at 0, textbook "
-                        "EASY); off (default): textbook EASY only (relaxed EASY's window gains "
-                        "on Lublin came from the empty start and reversed with a backlog)")
     t.add_argument("--max-wait", type=float, default=None, metavar="RATIO",
                    help="a fairness bound: the chosen policy's max wait on validation at most "
                         "RATIO x FCFS+EASY's there. The best heuristic within it is the "
@@ -117,6 +111,20 @@ def add_parser(sub) -> None:
                         "T s goes ahead of the rest, oldest first; T searched) and is penalized "
                         "where a training chunk's max wait exceeds RATIO x FCFS+EASY's "
                         "(default: no bound)")
+    # Two EASY variants the search may take on (off by default; the README says why).
+    for flag, what in (
+            ("--slack", "relaxed EASY's slack, the head promised its shadow time plus slack x "
+                        "its estimate, so backfilling may delay it by that much (Ward, Mahood "
+                        "and West, JSSPP 2002; seeded at 0, textbook EASY); off: relaxed "
+                        "EASY's window gains on Lublin came from the empty start and reversed "
+                        "with a backlog"),
+            ("--drain", "a drain-aware reservation: a head whose shadow time is more than D x "
+                        "its estimate away gets no reservation (every job that fits may start) "
+                        "until it has waited G; D and G searched from the best of a small grid "
+                        "on the training chunks, off included; off: on RICC it mended the "
+                        "past's worst chunk but lost on validation")):
+        t.add_argument(flag, choices=("searched", "off"), default="off",
+                       help=f"searched: also search {what} (default off)")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -151,5 +159,5 @@ def run(ns) -> int:
          user_features=ns.user_features, train_filter=ns.train_filter,
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
-         evaluation=ns.evaluation, max_wait=ns.max_wait)
+         evaluation=ns.evaluation, max_wait=ns.max_wait, drain=ns.drain)
     return 0

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
     ("rl:runs/a@b", "agent", "rl:runs/a@b", None, False),   # '@' inside a path
     ("saf+relaxed", "queue", "saf+relaxed=1", None, False),
     ("SJF+Relaxed=2.50@xgboost", "queue", "sjf+relaxed=2.5", "xgboost", False),
+    ("saf+drain", "queue", "saf+drain=100:30", None, False),
+    ("F1+Drain=30:7.5", "queue", "f1+drain=30:7.5", None, False),
 ])
 def test_names_parse_into_one_structured_spec(name, kind, order, predictor, kill):
     spec = parse_policy(name)
@@ -45,7 +47,11 @@ def test_names_parse_into_one_structured_spec(name, kind, order, predictor, kill
     ("saf+relaxed=-1", "+relaxed or +relaxed=SLACK with SLACK a number >= 0"),
     ("saf+relaxed=inf", "+relaxed or +relaxed=SLACK with SLACK a number >= 0"),
     ("saf+relaxed=", "+relaxed or +relaxed=SLACK with SLACK a number >= 0"),
-    ("saf+relaxing", "easy, conservative, or relaxed[=SLACK]"),
+    ("saf+relaxing", "easy, conservative, relaxed[=SLACK], or drain[=D[:DAYS]]"),
+    ("saf+drain=0", "+drain, +drain=D or +drain=D:DAYS with D > 0 and DAYS >= 0"),
+    ("saf+drain=10:-1", "+drain, +drain=D or +drain=D:DAYS with D > 0 and DAYS >= 0"),
+    ("saf+drain=x:3", "+drain, +drain=D or +drain=D:DAYS with D > 0 and DAYS >= 0"),
+    ("saf+drainage", "+drain, +drain=D or +drain=D:DAYS with D > 0 and DAYS >= 0"),
     ("sjf+easy@xgboost+kill", "+kill only with @rnn"),
     ("sjf+easy@rnn+murder", "PREDICTOR one of"),
     ("rl:", "rl:DIR with DIR a checkpoint folder"),
@@ -108,11 +114,12 @@ def test_policies_command_documents_the_whole_grammar():
     out = proc.stdout
     assert "HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]]" in out and "rl:DIR" in out
     for token in ["fcfs", "knapsack", "+easy", "+conservative", "+kill", "+relaxed[=SLACK]",
+                  "+drain[=D[:DAYS]]",
                   *(f"@{p}" for p in PREDICTORS)]:
         assert f"  {token} " in out, token
 
 
-def test_relaxed_names_build_relaxed_easy():
+def test_relaxed_and_drain_names_build_their_easy():
     import simpy
 
     from cosim.model import build
@@ -135,3 +142,10 @@ def test_relaxed_names_build_relaxed_easy():
     assert relaxed == starts(make_priority_policy(PriorityWeights(heuristic_weights("saf", 256),
                                                                   256, slack=2.0)))
     assert relaxed != starts(make_policy("saf+easy"))
+    # drain-aware EASY by name: the same schedule as the priority form of the same rule
+    d = make_policy("saf+drain=3:0.5")
+    assert (d.name, d.backfill, d.drain) == ("saf+drain=3:0.5", "easy", (3.0, 43200.0))
+    drained = starts(d)
+    assert drained == starts(make_priority_policy(PriorityWeights(
+        heuristic_weights("saf", 256), 256, drain_factor=3.0, drain_grace=43200.0)))
+    assert drained != starts(make_policy("saf+easy"))

@@ -353,24 +353,26 @@ def relaxed_cases(draw):
     order = draw(st.sampled_from(["fcfs", "saf", "sjf"]))
     slack = draw(st.floats(0.0, 4.0))
     guard = draw(st.sampled_from([0.0, 5.0, 20.0]))
-    return cores, submit, run, procs, req, order, slack, guard
+    drain = draw(st.sampled_from([(0.0, 0.0), (0.5, 30.0), (2.0, 10.0), (5.0, 1000.0)]))
+    return cores, submit, run, procs, req, order, slack, guard, drain
 
 
 @settings(max_examples=150, deadline=None)
 @given(case=relaxed_cases())
 def test_relaxed_easy_keeps_every_promise(case):
-    # (With or without the starvation guard, which only reorders the queue.) Every job that backfills around the head ends by the head's relaxed promise
+    # (With or without the starvation guard, which only reorders the queue, and the
+    # drain-aware rule, which makes no promise rather than break one.) Every job that backfills around the head ends by the head's relaxed promise
     # or uses extra cores, so the head starts by it: no promise is broken, and
     # under FCFS (the head only changes when it starts) every job starts by the
     # first promise it was given. No oversubscription; every job runs once.
     from cosim.config import scenario_from_dict
     from cosim.workloads.base import Workload
-    cores, submit, run, procs, req, order, slack, guard = case
+    cores, submit, run, procs, req, order, slack, guard, drain = case
     w = Workload.from_columns(submit=submit, run=run, procs=procs, req_time=req)
     sc = scenario_from_dict({"cluster": {"nodes": 1, "cores_per_node": cores},
                              "workload": {"kind": "swf", "path": "unused"}})
     spec = PriorityWeights(heuristic_weights(order, cores), cores, slack=slack,
-                           promote_after=guard)
+                           promote_after=guard, drain_factor=drain[0], drain_grace=drain[1])
     env = simpy.Environment()
     sim = build(env, sc, make_priority_policy(spec), workload=w)
     env.run(until=sim.finished)
@@ -419,4 +421,43 @@ def test_starvation_guard_round_trips_and_bad_values(tmp_path, lublin):
             PriorityWeights(w, 256, promote_after=bad)
     (tmp_path / "policy.json").write_text(json.dumps(dict(spec.as_dict(), promote_after=-5)))
     with pytest.raises(InputError, match="promote_after"):
+        make_policy(f"learned:{tmp_path}")
+
+
+# -- drain-aware EASY ------------------------------------------------------------------------
+def test_drain_aware_easy_by_hand():
+    # R (8 of 10 cores) runs until 1000; H (10 cores, 10 s) queues at 1 and is the head
+    # (largest first), its shadow time 1000: 999 s away, 99.9x its estimate. S (2 cores,
+    # 2000 s) arrives at 2 and would end at 2002, past the shadow time, with no extra
+    # cores. EASY: H at 1000, S at 1010.
+    job = dict(submit=[0, 1, 2], run=[1000, 10, 2000], procs=[8, 10, 2])
+    largest = tuple(-x for x in _unit_weights("log_procs"))
+    assert tiny_starts(PriorityWeights(largest, 10), **job) == {1: 0, 2: 1000, 3: 1010}
+    # D = 10, G = 500 s: H gets no reservation (999 > 10 x 10), so S starts at 2. At 1000
+    # R ends; H has waited 999 s, past its grace, and is reserved at S's end: 2002.
+    drained = PriorityWeights(largest, 10, drain_factor=10.0, drain_grace=500.0)
+    assert tiny_starts(drained, **job) == {1: 0, 2: 2002, 3: 2}
+    # D = 200: 999 s is less than 200 x 10 s away, so H is reserved as under EASY; and
+    # a grace of 0 s reserves for every head at once.
+    for near in (dict(drain_factor=200.0, drain_grace=500.0),
+                 dict(drain_factor=10.0, drain_grace=0.0)):
+        assert tiny_starts(PriorityWeights(largest, 10, **near), **job) == \
+            {1: 0, 2: 1000, 3: 1010}
+
+
+def test_drain_aware_easy_round_trips_and_bad_values(tmp_path, lublin):
+    w = heuristic_weights("saf", 256)
+    assert "drain_factor" not in PriorityWeights(w, 256).as_dict()
+    spec = PriorityWeights(w, 256, drain_factor=3.0, drain_grace=86400.0)
+    assert (spec.as_dict()["drain_factor"], spec.as_dict()["drain_grace"]) == (3.0, 86400.0)
+    (tmp_path / "policy.json").write_text(json.dumps(spec.as_dict()))
+    drained = starts(make_policy(f"learned:{tmp_path}"), lublin)
+    assert drained == starts(make_priority_policy(spec), lublin)
+    assert drained != starts(make_policy("saf+easy"), lublin)
+    for bad in (dict(drain_factor=-1.0), dict(drain_factor=1.0, drain_grace=math.inf),
+                dict(drain_factor=1.0, drain_grace=60.0, backfill="greedy")):
+        with pytest.raises(ValueError, match="drain_factor, drain_grace"):
+            PriorityWeights(w, 256, **bad)
+    (tmp_path / "policy.json").write_text(json.dumps(dict(spec.as_dict(), drain_grace=-5)))
+    with pytest.raises(InputError, match="drain_grace"):
         make_policy(f"learned:{tmp_path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -80,13 +81,13 @@ def test_bad_budget_is_one_clear_line(tmp_path, capsys):
 
 
 def test_fitness_by_hand():
-    from agents.tune import _fitness
+    from agents.tune_space import fitness_of
     ref = np.array([10.0, 1.0])
     res = np.array([[5.0, 2.0],          # halves the heavy window, doubles the light one
                     [10.0, 1.0],
                     [np.nan, 1.0]])
-    assert _fitness(res, ref, "ratio").tolist() == [7.0 / 11.0, 1.0, 1e9]
-    assert _fitness(res, ref, "windows").tolist() == [1.25, 1.0, 1e9]
+    assert fitness_of(res, ref, "ratio").tolist() == [7.0 / 11.0, 1.0, 1e9]
+    assert fitness_of(res, ref, "windows").tolist() == [1.25, 1.0, 1e9]
     # folds: windows 0-1 are fold 0, windows 2-3 fold 1; per fold the reference is
     # the heuristic best on that fold (row 1 on fold 0, row 0 on fold 1), and the
     # worst fold counts
@@ -97,9 +98,9 @@ def test_fitness_by_hand():
                      [1.0, 1.0, 1.5, 1.5],      # 0.5x on fold 0, 1.5x on fold 1
                      [1.0, 3.0, 1.0, 1.0]])     # the same mean on fold 0 as row 0: 1
     folds = np.array([0, 0, 1, 1])
-    assert _fitness(cand, heur, "folds", folds).tolist() == [1.0, 2.0, 1.5, 1.0]
+    assert fitness_of(cand, heur, "folds", folds).tolist() == [1.0, 2.0, 1.5, 1.0]
     # one fold: the ratio to the best heuristic of all the windows
-    assert _fitness(cand, heur, "folds", np.zeros(4, dtype=int)).tolist() == [
+    assert fitness_of(cand, heur, "folds", np.zeros(4, dtype=int)).tolist() == [
         6.0 / 10.0, 10.0 / 10.0, 5.0 / 10.0, 6.0 / 10.0]
 
 
@@ -263,9 +264,9 @@ def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
 
 
 def test_snapshots_join_validation_only_when_asked(tmp_path):
-    from agents.tune import _checkpoints
+    from agents.tune_space import checkpoints
 
-    assert sorted(_checkpoints(45)) == [5, 10, 20, 40] and _checkpoints(4) == set()
+    assert sorted(checkpoints(45)) == [5, 10, 20, 40] and checkpoints(4) == set()
     s = trace(tmp_path, "s", 1.0)
     r = tune(s, [], 10.0, tmp_path / "s", window_jobs=80, train_windows=4, count=6,
              processes=1, generations=5, keep=1, snapshots=True, train_filter="none",
@@ -335,7 +336,7 @@ def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, cap
 
 
 def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
-    from agents.tune import _fitness
+    from agents.tune_space import fitness_of
     from cosim.config import load_scenario
     from cosim.evaluation import Evaluator, chronological_split
     from cosim.policies.priority import PriorityWeights
@@ -366,7 +367,7 @@ def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
         assert d["best_heuristic"] == CLASSIC[int(np.argmin(part))]
         assert d["ratio_of_best"] == part[CLASSIC.index(best)] / part.min()
     # the search's fitness is the worst fold's ratio
-    fit = _fitness(searched, heur, "folds", np.array([0, 0, 1, 1]))
+    fit = fitness_of(searched, heur, "folds", np.array([0, 0, 1, 1]))
     assert r["train_ratio_of_searched"][0] == fit[0]
     card = (tmp_path / "out" / "card.md").read_text()
     assert "the worst, over 2 chronological folds of the training windows" in card
@@ -401,6 +402,36 @@ def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
     assert any(x > 0 for x in tried) and 0.0 in tried and min(tried) >= 0
     assert "relaxed EASY's slack searched" in (tmp_path / "relaxed" / "card.md").read_text()
     make_policy(f"learned:{tmp_path / 'relaxed'}")
+
+
+def test_drain_searched_starts_from_the_best_of_its_grid(tmp_path):
+    from agents.tune_space import DRAIN_GRID, drain_coordinates, drain_of
+    s = trace(tmp_path, "d", 1.0)
+    plain = small_tune(s, tmp_path / "plain")
+    assert plain["search_space"]["drain"] == "off" and plain["drain_grid"] == []
+    assert not any("drain_factor" in c for c in plain["candidates"].values())
+    r = tune(s, [], 10.0, tmp_path / "drain", window_jobs=80, count=6, processes=1,
+             generations=3, keep=6, warmup=40, evaluation="running", drain="searched",
+             fitness="folds", echo=lambda *a: None)
+    assert r["search_space"]["drain"] == "searched"
+    # the seed (the best heuristic's order) without the rule, then at each grid point,
+    # sorted by training fitness; every grid point with the rule goes to validation
+    names = [n for n, _ in r["drain_grid"]]
+    assert len(names) == 1 + len(DRAIN_GRID) and sorted(f for _, f in r["drain_grid"]) == \
+        [f for _, f in r["drain_grid"]]
+    lead = r["best_heuristic"].partition("+")[0]
+    assert sorted(names) == sorted([lead] + [f"{lead}+drain{d:g}x{g:g}d" for d, g in DRAIN_GRID])
+    grid_cands = {n: c for n, c in r["candidates"].items() if "+drain" in n}
+    assert len(grid_cands) == len(DRAIN_GRID)
+    assert all(c["drain_factor"] > 0 and c["drain_grace"] > 0 for c in grid_cands.values())
+    assert set(grid_cands) <= set(r["validation_mean_bsld"])
+    assert "a drain-aware reservation, D and G searched" in \
+        (tmp_path / "drain" / "card.md").read_text()
+    make_policy(f"learned:{tmp_path / 'drain'}")
+    # the coordinates: log10 D and log10 days; off beyond DRAIN_OFF, and back again
+    from cosim.policies.priority import PriorityWeights
+    assert drain_of(*drain_coordinates(PriorityWeights((0.0,) * 9, 32))) == (0.0, 0.0)
+    assert drain_of(2.0, math.log10(30.0)) == pytest.approx((100.0, 30 * 86400.0))
 
 
 def test_running_evaluation_measures_windows_in_one_run_and_never_reads_the_future(tmp_path):
@@ -482,10 +513,10 @@ def test_a_max_wait_bound_guards_the_search_and_the_selection(tmp_path, capsys):
 
 
 def test_the_wait_penalty_by_hand():
-    from agents.tune import WAIT_PENALTY, _wait_penalty
+    from agents.tune_space import WAIT_PENALTY, wait_penalty
     fcfs = np.array([100.0, 200.0])
     # max waits 150/300 (1.5x FCFS's max, within 2x), 500 (2.5x: 25 % over 2x)
-    pen = _wait_penalty(np.array([[150.0, 300.0], [100.0, 500.0]]), fcfs, 2.0)
+    pen = wait_penalty(np.array([[150.0, 300.0], [100.0, 500.0]]), fcfs, 2.0)
     assert pen.tolist() == [0.0, WAIT_PENALTY * 0.25]
 
 
@@ -496,7 +527,7 @@ def test_the_guard_grid_stops_within_the_budget(tmp_path):
     r = tune(s, [], 1e-4, tmp_path / "g", window_jobs=80, count=6, processes=1, keep=2,
              warmup=40, evaluation="running", max_wait=2.0, backfill_order="same",
              echo=lambda *a: None)
-    from agents.tune import GUARD_FRACTIONS
+    from agents.tune_space import GUARD_FRACTIONS
     lead = r["max_wait_bound"]["lead_heuristic"].partition("+")[0]
     assert r["guard_grid_points"] == len(GUARD_FRACTIONS) and r["budget"]["generations"] == 0
     assert all(n.startswith(f"{lead}+guard") for n, _ in r["guard_grid_best"])
@@ -504,7 +535,7 @@ def test_the_guard_grid_stops_within_the_budget(tmp_path):
 
 
 def test_user_features_refuses_an_unknown_choice():
-    from agents.tune import _user_features
+    from agents.tune_space import user_features_choice
 
     with pytest.raises(ValueError, match="user_features: 'maybe'; expected auto, on or off"):
-        _user_features("maybe", None)
+        user_features_choice("maybe", None)

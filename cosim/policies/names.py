@@ -5,11 +5,14 @@
     POLICY    = ORDER [ "@" PREDICTOR [ "+kill" [ "=" DIR ] ] ]
     ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR | "learned:" DIR
     BACKFILL  = none | greedy | easy | conservative | relaxed [ "=" SLACK ]
+              | drain [ "=" D [ ":" DAYS ] ]
     PREDICTOR = estimate | history | xgboost | rnn
 
 Examples: ``fcfs+easy``, ``f1`` (its default backfilling), ``saf+relaxed=2``
 (relaxed EASY: the head promised its shadow time plus twice its estimate;
-``+relaxed`` alone is slack 1), ``sjf+easy@xgboost``
+``+relaxed`` alone is slack 1), ``saf+drain=100:30`` (drain-aware EASY: a head
+more than 100 times its estimate from its shadow time gets no reservation until
+it has waited 30 days; ``+drain`` alone is 100:30), ``sjf+easy@xgboost``
 (order by XGBoost's pre-run predictions), ``fcfs+easy@rnn+kill`` (remaining-time
 predictions from progress logs and RLSchert's kill rule), ``sjf+easy@rnn+kill=DIR``
 (kills decided by a trained kill agent instead of the rule), ``knapsack``,
@@ -73,6 +76,10 @@ _LEARNED = "learned:"
 #: (its bounded slowdown grows by at most 1 with exact estimates).
 RELAXED_SLACK = 1.0
 _RELAXED = "relaxed"
+#: ``+drain`` without ``=D:DAYS``: the factor and grace (days) that took SAF+EASY's worst
+#: RICC training chunk from 538.77 to 12.28 mean bsld (README, "EASY++ beliefs").
+DRAIN_DEFAULT = (100.0, 30.0)
+_DRAIN = "drain"
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ class PolicySpec:
         checkpoint: for ``agent`` and ``learned``: the folder.
         slack: for ``+relaxed[=SLACK]``: relaxed EASY's slack (``backfill`` is
             then ``relaxed=SLACK``; see :class:`cosim.policies.backfill.QueuePolicy`).
+        drain: for ``+drain[=D[:DAYS]]``: drain-aware EASY's ``(D, grace seconds)``
+            (``backfill`` is then ``drain=D:DAYS``; (0, 0) otherwise).
         predictor: ``@PREDICTOR``, or None when the name has none (the
             scenario's default applies; see :meth:`resolved`).
         kill: ``+kill`` was given (needs ``@rnn``).
@@ -106,6 +115,7 @@ class PolicySpec:
     kill: bool = False
     kill_agent: str = ""
     slack: float = 0.0
+    drain: tuple[float, float] = (0.0, 0.0)
 
     @property
     def order(self) -> str:
@@ -183,9 +193,23 @@ def _parse_order(order: str, name: str, where: str) -> dict:
                                      "(the head may wait SLACK times its estimate more)")
         return {"kind": "queue", "heuristic": base, "backfill": f"{_RELAXED}={slack:g}",
                 "slack": slack}
+    if backfill.startswith(_DRAIN):
+        word, eq, value = backfill.partition("=")
+        factor_s, colon, days_s = value.partition(":")
+        try:
+            factor = float(factor_s) if eq else DRAIN_DEFAULT[0]
+            days = float(days_s) if colon else DRAIN_DEFAULT[1]
+        except ValueError:
+            factor = days = math.nan
+        if word != _DRAIN or not (factor > 0.0 and days >= 0.0 and math.isfinite(factor + days)):
+            raise _fail(where, name, "+drain, +drain=D or +drain=D:DAYS with D > 0 and DAYS >= 0 "
+                                     "(no reservation for a head more than D x its estimate "
+                                     "from its shadow time until it has waited DAYS days)")
+        return {"kind": "queue", "heuristic": base, "backfill": f"{_DRAIN}={factor:g}:{days:g}",
+                "drain": (factor, days * 86400.0)}
     if plus and backfill not in BACKFILLS:
         raise _fail(where, name, f"a backfilling variant among {', '.join(BACKFILLS)}, "
-                                 "or relaxed[=SLACK]")
+                                 "relaxed[=SLACK], or drain[=D[:DAYS]]")
     return {"kind": "queue", "heuristic": base,
             "backfill": backfill or HEURISTICS[base].default_backfill}
 
@@ -260,6 +284,10 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
         policy = QueuePolicy(HEURISTICS[spec.heuristic], "easy", rng=rng, slack=spec.slack)
         policy.name = spec.order
         return policy
+    if spec.backfill.startswith(_DRAIN):
+        policy = QueuePolicy(HEURISTICS[spec.heuristic], "easy", rng=rng, drain=spec.drain)
+        policy.name = spec.order
+        return policy
     return QueuePolicy(HEURISTICS[spec.heuristic], spec.backfill, rng=rng)
 
 
@@ -272,7 +300,11 @@ def policy_names() -> list[tuple[str, str]]:
     rows += [(f"+{_RELAXED}[=SLACK]",
               "relaxed EASY (Ward, Mahood and West 2002): the head is promised its shadow time "
               f"plus SLACK x its estimate (default {RELAXED_SLACK:g}); jobs that end by then "
-              "or use the extra cores backfill; 0 is easy")]
+              "or use the extra cores backfill; 0 is easy"),
+             (f"+{_DRAIN}[=D[:DAYS]]",
+              "drain-aware EASY: a head more than D x its estimate from its shadow time gets no "
+              "reservation (every job that fits may start) until it has waited DAYS days "
+              f"(default {DRAIN_DEFAULT[0]:g}:{DRAIN_DEFAULT[1]:g})")]
     rows += [(f"@{p}", doc) for p, doc in PREDICTORS.items()]
     rows += [("+kill", "after @rnn: RLSchert's rule kills and requeues a running job whose "
                        "in-run prediction says it is long although its pre-run one said short"),

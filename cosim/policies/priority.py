@@ -56,12 +56,14 @@ production scheduler's queue-time limit does.
 
 ``slack`` relaxes EASY (:class:`cosim.policies.backfill.QueuePolicy`): the head
 is promised its shadow time plus ``slack`` times its estimate, and backfilling
-may use that room (0: textbook EASY).
+may use that room (0: textbook EASY). ``drain_factor`` and ``drain_grace`` make
+EASY drain-aware (``QueuePolicy``'s ``drain``; 0: off).
 
 A tuned policy folder (``python -m agents tune``) holds ``policy.json``:
 ``{"kind": "priority", "weights": [...], "features": [...], "backfill": "easy"}``
 (plus ``"backfill_weights": [...]`` when the backfill order was searched and
-``"slack": s`` when EASY is relaxed, ``"promote_after": t`` when the guard is on)
+``"slack": s`` when EASY is relaxed, ``"promote_after": t`` when the guard is on,
+``"drain_factor": D, "drain_grace": G`` when EASY is drain-aware)
 or, when a classic heuristic won on validation, ``{"kind": "heuristic",
 "name": "saf+easy"}``. :func:`load_learned` reads it; ``learned:DIR`` in the
 policy-name grammar runs it.
@@ -114,6 +116,9 @@ class PriorityWeights:
             :meth:`cosim.policies.backfill.QueuePolicy._relaxed`).
         promote_after: the starvation guard: seconds of wait after which a job
             goes ahead of every job that has waited less, oldest first (0: off).
+        drain_factor, drain_grace: EASY only: no reservation for a head whose
+            shadow time is more than ``drain_factor`` times its estimate away
+            until it has waited ``drain_grace`` seconds (0: off).
     """
 
     weights: tuple[float, ...]
@@ -123,6 +128,8 @@ class PriorityWeights:
     backfill_weights: tuple[float, ...] | None = None
     slack: float = 0.0
     promote_after: float = 0.0
+    drain_factor: float = 0.0
+    drain_grace: float = 0.0
 
     def __post_init__(self):
         if len(self.weights) != len(FEATURES):
@@ -139,6 +146,11 @@ class PriorityWeights:
         if not (self.promote_after >= 0.0 and math.isfinite(self.promote_after)):
             raise ValueError(f"promote_after: {self.promote_after!r}; expected a finite number "
                              "of seconds >= 0 (0: off)")
+        drain = (self.drain_factor, self.drain_grace)
+        if not all(x >= 0.0 and math.isfinite(x) for x in drain) or (
+                self.drain_factor and self.backfill != "easy"):
+            raise ValueError(f"drain_factor, drain_grace: {drain}; expected finite numbers "
+                             ">= 0 (0: off), and only with easy backfilling")
         bw = self.backfill_weights
         if bw is not None:
             if self.backfill != "easy":
@@ -172,6 +184,9 @@ class PriorityWeights:
             d["slack"] = float(self.slack)
         if self.promote_after:
             d["promote_after"] = float(self.promote_after)
+        if self.drain_factor:
+            d["drain_factor"] = float(self.drain_factor)
+            d["drain_grace"] = float(self.drain_grace)
         return d
 
 
@@ -396,8 +411,9 @@ class TwoOrderEasy(QueuePolicy):
     narrow_passes = False
     arrival_passes = False
 
-    def __init__(self, heuristic: Heuristic, backfill_key, slack: float = 0.0):
-        super().__init__(heuristic, "easy", slack=slack)
+    def __init__(self, heuristic: Heuristic, backfill_key, slack: float = 0.0,
+                 drain: tuple[float, float] = (0.0, 0.0)):
+        super().__init__(heuristic, "easy", slack=slack, drain=drain)
         self._bkey = backfill_key
 
     def _by_backfill_key(self, q, slots: np.ndarray, now: float, cl) -> np.ndarray:
@@ -432,6 +448,10 @@ def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
     doc = "learned priority: " + " ".join(f"{w:+.3g}*{f}" for w, f in zip(weights, FEATURES) if w)
     if spec.promote_after:
         doc += f"; a job waiting {spec.promote_after:.0f} s or more goes first, oldest first"
+    drain = (spec.drain_factor, spec.drain_grace)
+    if spec.drain_factor:
+        doc += (f"; no reservation for a head more than {drain[0]:.3g}x its estimate from its "
+                f"shadow time until it has waited {drain[1]:.0f} s")
     users = _UserColumns()
     if spec.dynamic:
         h = Heuristic(spec.name, doc, dynamic=_dynamic_key(weights, spec.capacity, users,
@@ -440,9 +460,10 @@ def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
         h = Heuristic(spec.name, doc, static=_static_key(weights, spec.capacity, users))
     if spec.backfill_weights is not None:
         bw = tuple(float(x) for x in spec.backfill_weights)
-        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity, users), slack=spec.slack)
+        policy = TwoOrderEasy(h, _dynamic_key(bw, spec.capacity, users), slack=spec.slack,
+                              drain=drain)
     else:
-        policy = QueuePolicy(h, spec.backfill, slack=spec.slack)
+        policy = QueuePolicy(h, spec.backfill, slack=spec.slack, drain=drain)
     policy.name = f"{spec.name}+{spec.backfill}"
     if spec.uses_user_features:
         # The model binds the policy to the workload it runs (cosim.model.build).
@@ -493,11 +514,14 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
                                str(data.get("backfill", "easy")), name=f"learned:{folder}",
                                backfill_weights=None if bw is None else vec(bw),
                                slack=float(data.get("slack", 0.0)),
-                               promote_after=float(data.get("promote_after", 0.0)))
+                               promote_after=float(data.get("promote_after", 0.0)),
+                               drain_factor=float(data.get("drain_factor", 0.0)),
+                               drain_grace=float(data.get("drain_grace", 0.0)))
     except (KeyError, TypeError, ValueError) as exc:
         n = len(features)
         raise InputError(str(path), "a bad field", f"weights ({n} numbers), capacity, backfill, "
                          f"backfill_weights ({n} numbers, easy only), slack (>= 0, easy "
-                         f"only), promote_after (seconds >= 0): "
+                         f"only), promote_after (seconds >= 0), drain_factor and "
+                         f"drain_grace (>= 0, easy only): "
                          f"{exc}") from None
     return make_priority_policy(spec)

@@ -247,6 +247,11 @@ def make_backfill_model(window, kill_slots, base, on_post=None, guard_wait=None)
         raise ScenarioError("base_policy", repr(getattr(base, "name", base)),
                             "textbook EASY under actions='backfill' (this learned policy "
                             f"relaxes EASY with slack {base.slack:g}; tune with --slack off)")
+    if getattr(base, "drain", (0.0, 0.0))[0]:
+        # Likewise a drain-aware base: it withholds the reservation the legal set assumes.
+        raise ScenarioError("base_policy", repr(getattr(base, "name", base)),
+                            "textbook EASY under actions='backfill' (this policy is "
+                            "drain-aware EASY; tune with --drain off)")
     return BackfillActions(ActionMap(n, 0, 0, has_wait=True), base, on_post, guard_wait)
 
 
