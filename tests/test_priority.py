@@ -353,7 +353,7 @@ def relaxed_cases(draw):
     order = draw(st.sampled_from(["fcfs", "saf", "sjf"]))
     slack = draw(st.floats(0.0, 4.0))
     guard = draw(st.sampled_from([0.0, 5.0, 20.0]))
-    drain = draw(st.sampled_from([(0.0, 0.0), (0.5, 30.0), (2.0, 10.0), (5.0, 1000.0)]))
+    drain = draw(st.sampled_from([(0.0, 0.0), (0.1, 60.0), (0.5, 30.0), (2.0, 1000.0)]))
     return cores, submit, run, procs, req, order, slack, guard, drain
 
 
