@@ -46,13 +46,17 @@ def model_card(policy: dict, r: dict) -> str:
              f"estimates: {r['workload']['estimates'] or 'as the workload gives them'}",
              (f"- windows of {r['window_jobs']} jobs measured inside one run of their span "
               "(validation, test), the way a cluster runs its policy"
-              + (f", after up to {r['warmup_jobs']} jobs of the past (scheduled by the same "
+              + (", after every job of the past (each run starts at the trace's first job: "
+                 "the policy has run all along; not measured)" if r.get("warmup_jobs") == "all"
+                 else f", after up to {r['warmup_jobs']} jobs of the past (scheduled by the same "
                  "policy, not measured)" if r.get("warmup_jobs") else "")
               + f"; training on {r['windows']['train']} chunks of {r['train_chunk_jobs']} "
               "jobs of the training span, each run whole; the same jobs for every policy "
               "(paired)" if r.get("evaluation") == "running" else
               f"- windows of {r['window_jobs']} jobs, each simulated from an empty machine"
-              + (f" after up to {r['warmup_jobs']} warm-up jobs (the jobs just before it in its "
+              + (" after every earlier job of its span (warm-up, scheduled by the same policy "
+                 "and not measured)" if r.get("warmup_jobs") == "all"
+                 else f" after up to {r['warmup_jobs']} warm-up jobs (the jobs just before it in its "
                  "span, scheduled by the same policy and not measured)"
                  if r.get("warmup_jobs") else "")
               + "; the same windows for every policy (paired)")]
@@ -143,7 +147,14 @@ def model_card(policy: dict, r: dict) -> str:
                  "validation mean-bsld ratio to the best heuristic lies below 1"
                  + (" and, run through the whole validation span at once, it does no worse "
                     "than the best heuristic" if r.get("validation_replay") else "")
-                 if r.get("selection", "mean") == "interval" else
+                 + ("; and in every one of the "
+                    f"{(r.get('past_check') or {}).get('periods', '--')} periods of the training "
+                    "span its mean bsld is no higher than the best heuristic's"
+                    + (" (worst period ratio to it: " + ", ".join(
+                        f"{k} {max(v):.3f}" for k, v in r['past_check']['fold_ratios'].items())
+                       + ")" if (r.get('past_check') or {}).get('fold_ratios') else "")
+                    if r.get("selection") == "past" else "")
+                 if r.get("selection", "mean") in ("interval", "past") else
                  "; the lowest validation mean wins"),
               f"- result: `{json.dumps(policy)}`",
               "", "## Validation (selection)", ""]

@@ -9,6 +9,8 @@ from agents.tune import (
     EVALUATION,
     FITNESS,
     FOLDS,
+    SELECTION,
+    SELECTIONS,
     TRAIN_CHUNKS,
     TRAIN_FILTER,
     TRAIN_POOL,
@@ -78,10 +80,14 @@ def add_parser(sub) -> None:
     t.add_argument("--folds", type=int, default=FOLDS,
                    help=f"chronological blocks of training windows for --fitness folds "
                         f"(default {FOLDS})")
-    t.add_argument("--selection", choices=("interval", "mean"), default="interval",
-                   help="interval (default): a searched policy replaces the best heuristic only "
-                        "when the 95 %% bootstrap interval of its mean bsld ratio to it on "
-                        "validation lies below 1; mean: the lowest validation mean wins")
+    t.add_argument("--selection", choices=SELECTIONS, default=SELECTION,
+                   help="past (default): interval, and the policy must also do no worse than "
+                        "the best heuristic in every one of the --folds periods of the "
+                        "training span (the evidence of the whole past); interval: a searched "
+                        "policy replaces the best heuristic only when the 95 %% bootstrap "
+                        "interval of its mean bsld ratio to it on validation lies below 1 (and "
+                        "it does no worse over the span as a whole); mean: the lowest "
+                        "validation mean wins")
     t.add_argument("--train-filter", choices=("none",) + CONTENTION, default=TRAIN_FILTER,
                    help="contention filtering of the training windows: cut --train-pool times "
                         "--train-windows windows from the training span and run the "
@@ -95,10 +101,13 @@ def add_parser(sub) -> None:
     t.add_argument("--snapshots", action="store_true",
                    help="also take to validation the best point so far and the search mean at "
                         "generations 5, 10, 20, 40, ... (early stopping chosen on validation)")
-    t.add_argument("--warmup", type=int, default=0, metavar="JOBS",
+    t.add_argument("--warmup", default="0", metavar="JOBS|all",
                    help="jobs simulated before each window (train, validation and test; from "
                         "the window's own span) and not measured, so windows start on a busy "
-                        "machine as on a running cluster (default 0: from an empty machine)")
+                        "machine as on a running cluster (default 0: from an empty machine); "
+                        "all: with --evaluation running, every run starts at the trace's "
+                        "first job, so each span is measured in the state the policy itself "
+                        "leaves after the whole past (the policy has run all along)")
     t.add_argument("--train-batch", type=int, default=0, metavar="K",
                    help="each generation scores its candidates on K training windows drawn "
                         "afresh (the same K for every candidate of the generation), so the "
@@ -140,8 +149,14 @@ def run(ns) -> int:
                         ("--train-pool", ns.train_pool), ("--folds", ns.folds)):
         if value < 1:
             raise InputError(flag, repr(value), "at least 1")
-    if ns.warmup < 0:
-        raise InputError("--warmup", repr(ns.warmup), "0 or more jobs")
+    warmup = ns.warmup
+    if warmup != "all":
+        try:
+            warmup = int(warmup)
+        except ValueError:
+            pass
+        if not isinstance(warmup, int) or warmup < 0:
+            raise InputError("--warmup", repr(warmup), "0 or more jobs, or all")
     if ns.train_batch < 0:
         raise InputError("--train-batch", repr(ns.train_batch), "0 (all) or more windows")
     if ns.generations is not None and ns.generations < 1:
@@ -157,7 +172,7 @@ def run(ns) -> int:
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
          user_features=ns.user_features, train_filter=ns.train_filter,
-         train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=ns.warmup,
+         train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
          evaluation=ns.evaluation, max_wait=ns.max_wait, drain=ns.drain)
     return 0

@@ -294,7 +294,10 @@ def test_warm_windows_change_only_what_is_measured_and_are_carded(tmp_path, caps
     assert "after up to 40 warm-up jobs" in (tmp_path / "warm" / "card.md").read_text()
     assert main(["tune", s, "--minutes", "1", "--out", str(tmp_path / "o"), "--warmup", "-1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "error: --warmup: expected 0 or more jobs, got -1"
+    assert err == "error: --warmup: expected 0 or more jobs, or all, got -1"
+    assert main(["tune", s, "--minutes", "1", "--out", str(tmp_path / "o"), "--warmup", "most"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --warmup: expected 0 or more jobs, or all, got 'most'"
     assert not (tmp_path / "o").exists()
 
 
@@ -422,7 +425,12 @@ def test_drain_searched_starts_from_the_best_of_its_grid(tmp_path):
     lead = r["best_heuristic"].partition("+")[0]
     assert sorted(names) == sorted([lead] + [f"{lead}+drain{d:g}x{g:g}d" for d, g in DRAIN_GRID])
     grid_cands = {n: c for n, c in r["candidates"].items() if "+drain" in n}
-    assert len(grid_cands) == len(DRAIN_GRID)
+    # the seed's grid, and the runner-up heuristic on validation with the rule (as
+    # validation candidates only, not searched from)
+    v = r["validation_mean_bsld"]
+    runner = sorted(CLASSIC, key=lambda h: v[h])[1].partition("+")[0]
+    assert sorted(grid_cands) == sorted(
+        [f"{b}+drain{d:g}x{g:g}d" for b in (lead, runner) for d, g in DRAIN_GRID])
     assert all(c["drain_factor"] > 0 and c["drain_grace"] > 0 for c in grid_cands.values())
     assert set(grid_cands) <= set(r["validation_mean_bsld"])
     assert "a drain-aware reservation, D and G searched" in \
@@ -539,3 +547,66 @@ def test_user_features_refuses_an_unknown_choice():
 
     with pytest.raises(ValueError, match="user_features: 'maybe'; expected auto, on or off"):
         user_features_choice("maybe", None)
+
+
+def test_past_selection_checks_every_training_period_by_hand(tmp_path):
+    from agents.tune import _past_check
+    from cosim.config import load_scenario
+    from cosim.evaluation import chronological_split, run_window
+    from cosim.policies.priority import PriorityWeights, heuristic_weights
+    from cosim.workloads.loading import load_workload, resolve_machine
+
+    s = trace(tmp_path, "p", 1.0)
+    scenario = load_scenario(s, [])
+    workload = load_workload(scenario)
+    scenario = resolve_machine(scenario, workload)
+    sp = chronological_split(workload, size=80, train_count=6, count=6, evaluation="windows")
+    saf = PriorityWeights(heuristic_weights("saf", 32), 32, name="same-as-saf")
+    largest = PriorityWeights(tuple(-w for w in heuristic_weights("saf", 32)), 32,
+                              name="largest-first")
+    check = _past_check(scenario, sp.train, "saf+easy", [saf, largest], 3, 1)
+    assert check["reference"] == "saf+easy" and check["periods"] == 3
+    # SAF's own order ties SAF+EASY in every period: it passes; largest-first loses
+    assert check["fold_ratios"]["same-as-saf"] == pytest.approx([1.0, 1.0, 1.0])
+    assert check["passed"] == {"same-as-saf": True, "largest-first": False}
+    # each period's ratio is the mean over its windows (2 of the 6, in time order)
+    by_hand = [np.mean([run_window(scenario, src, w).bsld_mean for w in sp.train[2:4]])
+               for src in ("saf+easy", largest)]
+    assert check["fold_ratios"]["largest-first"][1] == pytest.approx(by_hand[1] / by_hand[0])
+    assert _past_check(scenario, sp.train, "saf+easy", [], 3, 1)["passed"] == {}
+
+
+def test_past_selection_is_the_default_and_keeps_only_what_the_past_supports(tmp_path):
+    s = trace(tmp_path, "q", 1.0)
+    r = tune(s, [], 10.0, tmp_path / "q", window_jobs=80, train_windows=4, count=6,
+             processes=1, generations=3, keep=3, evaluation="windows", echo=lambda *a: None)
+    interval = tune(s, [], 10.0, tmp_path / "i", window_jobs=80, train_windows=4, count=6,
+                    processes=1, generations=3, keep=3, evaluation="windows",
+                    selection="interval", echo=lambda *a: None)
+    assert r["selection"] == "past" and interval["past_check"] is None
+    check, v, ci, rp = (r["past_check"], r["validation_mean_bsld"], r["validation_ratio_ci"],
+                        r["validation_replay"])
+    best = r["best_heuristic"]
+    assert check["reference"] == best and check["periods"] == 4     # --folds 4 of 4 windows
+    # checked: exactly the searched policies that pass the interval rule
+    assert set(check["fold_ratios"]) == {k for k in ci if ci[k][1] < 1.0 and rp[k] <= rp[best]}
+    assert all(len(f) == check["periods"] for f in check["fold_ratios"].values())
+    chosen = r["chosen"]
+    if chosen not in CLASSIC:
+        assert check["passed"][chosen] and max(check["fold_ratios"][chosen]) <= 1.0
+    # the past rule chooses among a subset of what the interval rule may choose
+    assert v[chosen] >= v[interval["chosen"]]
+    assert "periods of the training span" in (tmp_path / "q" / "card.md").read_text()
+
+
+def test_warmup_all_runs_every_span_from_the_traces_first_job(tmp_path):
+    s = trace(tmp_path, "all", 1.0)
+    kw = dict(window_jobs=80, count=6, processes=1, generations=1, keep=1,
+              evaluation="running", echo=lambda *a: None)
+    a = tune(s, [], 10.0, tmp_path / "a", warmup="all", **kw)
+    n = tune(s, [], 10.0, tmp_path / "n", warmup=1000, **kw)
+    cold = tune(s, [], 10.0, tmp_path / "c", **kw)
+    assert a["warmup_jobs"] == "all" and a["validation_mean_bsld"] == n["validation_mean_bsld"]
+    assert a["test"]["mean_bsld"] == n["test"]["mean_bsld"]
+    assert a["validation_mean_bsld"] != cold["validation_mean_bsld"]
+    assert "after every job of the past" in (tmp_path / "a" / "card.md").read_text()
