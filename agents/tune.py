@@ -103,6 +103,7 @@ from agents.tune_space import (
     drain_grid,
     drain_of,
     fitness_of,
+    fold_index,
     guard_grid,
     same_policy,
     unit,
@@ -190,9 +191,7 @@ def _past_check(scenario, train, best: str, passing: list[PriorityWeights], fold
     synthetic Lublin traces, the 7 shipped policies that lost on test (1.015-1.804x the
     best heuristic's mean bsld) had each lost to it in a training period.
     """
-    fold_of = np.zeros(len(train), dtype=int)
-    for f, part in enumerate(np.array_split(np.arange(len(train)), max(1, folds))):
-        fold_of[part] = f
+    fold_of = fold_index(len(train), folds)
     periods = np.unique(fold_of)
     ratios: dict[str, list[float]] = {}
     if passing:
@@ -368,9 +367,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 # Lublin the best changes from span to span), and the candidate is
                 # scored on the period where it does worst against that one.
                 ref = ref_all[CLASSIC.index(lead)]
-                fold_of = np.zeros(n_train, dtype=int)
-                for f, part in enumerate(np.array_split(np.arange(n_train), folds)):
-                    fold_of[part] = f
+                fold_of = fold_index(n_train, folds)
                 fold_info = [{"windows": int(np.sum(fold_of == f)),
                               "best_heuristic": CLASSIC[int(np.argmin(
                                   ref_all[:, fold_of == f].mean(axis=1)))],
@@ -440,11 +437,12 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 # most (SAF) may not lead where the span starts (RICC after the whole
                 # past: F1+EASY leads validation at 10.02, SAF with the drain 7.50).
                 runner = sorted(val_bsld, key=lambda h: float(np.mean(val_bsld[h])))[1]
-                if not guarded and runner.partition("+")[0] != base:
+                runner = runner.partition("+")[0]
+                if not guarded and runner != base:
                     drain_extra = drain_grid(spec_of(np.concatenate(
-                        [seed_of(heuristic_weights(runner.partition("+")[0], capacity)
+                        [seed_of(heuristic_weights(runner, capacity)
                                  or heuristic_weights("f1", capacity)),
-                         off, [0.0] if relaxed else []]), runner.partition("+")[0]))[1:]
+                         off, [0.0] if relaxed else []]), runner))[1:]
             if relaxed:     # seeded at slack 0: textbook EASY
                 x0 = np.concatenate([x0, [0.0]])
             batch = train_batch if 0 < train_batch < n_train else n_train

@@ -19,7 +19,7 @@ from cosim.policies.priority import PriorityWeights, heuristic_weights, user_his
 
 __all__ = ["DAY", "DRAIN_GRID", "DRAIN_OFF", "FITNESS", "FOLDS", "GUARD_FRACTIONS",
            "SLACK_SCALE", "WAIT_PENALTY", "checkpoints", "drain_coordinates", "drain_grid", "drain_of",
-           "fitness_of", "guard_grid", "same_policy", "unit", "user_features_choice",
+           "fitness_of", "fold_index", "guard_grid", "same_policy", "unit", "user_features_choice",
            "wait_penalty"]
 
 #: Fitness of a candidate on the training windows (see ``--fitness``).
@@ -165,3 +165,16 @@ def drain_coordinates(spec: PriorityWeights) -> list[float]:
     if not spec.drain_factor:
         return [DRAIN_OFF + 1.0, math.log10(30.0)]
     return [math.log10(spec.drain_factor), math.log10(spec.drain_grace / DAY)]
+
+
+def fold_index(n: int, folds: int) -> np.ndarray:
+    """The period (0 .. folds-1) of each of ``n`` training windows, cut in time order.
+
+    Examples:
+        >>> fold_index(5, 2).tolist()
+        [0, 0, 0, 1, 1]
+    """
+    out = np.zeros(n, dtype=int)
+    for f, part in enumerate(np.array_split(np.arange(n), max(1, folds))):
+        out[part] = f
+    return out
