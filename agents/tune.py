@@ -45,7 +45,12 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    ``--selection past`` (the default) it must also do no worse than the
    best heuristic in every one of ``--folds`` periods of the training span:
    a policy fitted to the past that still loses somewhere in it is a
-   validation fluke more often than not (:func:`_past_check`).
+   validation fluke more often than not (:func:`agents.tune_select.past_check`).
+   Where none qualifies, the best heuristic on validation is kept; with
+   ``--fallback median`` the heuristic kept is chosen on the whole past
+   instead: the lowest median, over the training periods and validation,
+   of its ratio to each period's best heuristic
+   (:func:`agents.tune_select.fallback_heuristic`).
 5. The test windows are read once, after selection: the chosen policy and
    every heuristic run on them; ratios to the best heuristic with 95 %
    bootstrap intervals, wins and losses, max wait against FCFS+EASY, the
@@ -92,6 +97,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.tune_card import write_folder
+from agents.tune_select import FALLBACK, fallback_heuristic, past_check
 from agents.tune_space import (
     DAY,
     FITNESS,
@@ -140,9 +146,9 @@ __all__ = ["tune", "EVALUATION", "FITNESS", "FOLDS", "TRAIN_CHUNKS", "TRAIN_FILT
 _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 #: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
 TRAIN_FILTER, TRAIN_POOL = "skip", 4
-#: How validation selects (``--selection``): ``past`` (the default) is ``interval`` with the
-#: training check of :func:`_past_check`; ``interval``: validation alone; ``mean``: the lowest
-#: validation mean.
+#: How validation selects (``--selection``): ``past`` (the default) is ``interval`` with
+#: the training check of :func:`agents.tune_select.past_check`; ``interval``: validation
+#: alone; ``mean``: the lowest validation mean.
 SELECTIONS = ("past", "interval", "mean")
 SELECTION = "past"
 #: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
@@ -180,30 +186,6 @@ def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray
     return res[:, :-1], res[:, -1, _BSLD]
 
 
-def _past_check(scenario, train, best: str, passing: list[PriorityWeights], folds: int,
-                processes: int) -> dict:
-    """``--selection past``: the validation passes and ``best`` on the training span, cut
-    in time order into ``folds`` periods; a pass qualifies only where its mean bsld is
-    no higher than ``best``'s in every period.
-
-    A searched policy was fitted to those periods, so losing to the heuristic on one of
-    them is evidence against it that validation alone does not see: in 16 tunes of 8
-    synthetic Lublin traces, the 7 shipped policies that lost on test (1.015-1.804x the
-    best heuristic's mean bsld) had each lost to it in a training period.
-    """
-    fold_of = fold_index(len(train), folds)
-    periods = np.unique(fold_of)
-    ratios: dict[str, list[float]] = {}
-    if passing:
-        with Evaluator(scenario, train, min(processes, len(train) * (len(passing) + 1))) as ev:
-            res = ev.evaluate([best] + passing)[:, :, _BSLD]
-        means = np.array([[r[fold_of == f].mean() for f in periods] for r in res])
-        ratios = {c.name: (means[i + 1] / np.maximum(means[0], 1e-12)).tolist()
-                  for i, c in enumerate(passing)}
-    return {"reference": best, "periods": int(len(periods)), "fold_ratios": ratios,
-            "passed": {k: bool(max(v) <= 1.0) for k, v in ratios.items()}}
-
-
 def _cpu_seconds() -> float:
     """CPU time of this process and its finished children (the workers, once joined)."""
     t = os.times()
@@ -221,7 +203,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          train_filter: str = TRAIN_FILTER, train_pool: int = TRAIN_POOL,
          snapshots: bool = False, warmup: int | str = 0, train_batch: int = 0,
          folds: int = FOLDS, slack: str = "off", evaluation: str = EVALUATION,
-         max_wait: float | None = None, drain: str = "off", echo=print) -> dict:
+         max_wait: float | None = None, drain: str = "off", fallback: str = FALLBACK,
+         echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -357,7 +340,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             n_train = len(sp.train)
             fold_info = None
             fcfs_mw = None
-            if fitness == "folds" or guarded:
+            ref_all = None
+            if fitness == "folds" or guarded or fallback != "validation":
                 train_classic = train_eval.evaluate(CLASSIC)
                 ref_all = train_classic[:, :, _BSLD]
                 fcfs_mw = np.maximum(train_classic[CLASSIC.index("fcfs+easy"), :, _MAXWAIT], 1.0)
@@ -378,7 +362,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                      + ", ".join(f"{d['best_heuristic']} {d['ratio_of_best']:.3f}"
                                  for d in fold_info))
             else:
-                ref = (ref_all[CLASSIC.index(lead)] if guarded
+                ref = (ref_all[CLASSIC.index(lead)] if ref_all is not None
                        else train_eval.evaluate([lead])[0, :, _BSLD])
 
             def score(full: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -521,21 +505,33 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     else:
         val_replay = _span_replay(scenario, workload, sp.spans["validation"],
                                   list(CLASSIC) + cand, processes)
+    # The heuristic shipped when no searched policy qualifies: chosen on the training
+    # periods and validation together (``--fallback``; ``validation``: ``best`` itself).
+    in_bound = [h for h in CLASSIC if bound is None or val_mw[h] <= bound or h == "fcfs+easy"]
+    fb = ({"rule": fallback, "heuristic": best} if fallback == "validation" else
+          fallback_heuristic(in_bound, ref_all[[CLASSIC.index(h) for h in in_bound]],
+                             [val_means[h] for h in in_bound], folds, fallback))
+    if fb["heuristic"] != best:
+        echo(f"fallback heuristic: {fb['heuristic']} (median ratio to each period's best "
+             f"{fb['median_ratio'][fb['heuristic']]:.3f} over {fb['periods']} periods, training "
+             f"and validation; {best}, the best on validation, "
+             f"{fb['median_ratio'][best]:.3f})")
     eligible = [k for k in val_means
                 if (bound is None or val_mw[k] <= bound or k == "fcfs+easy")
-                and (k in CLASSIC or selection == "mean"
+                and (k == fb["heuristic"] if k in CLASSIC else
+                     selection == "mean"
                      or (val_ci[k][1] < 1.0 and val_replay[k] <= val_replay[best]))]
-    past_check = None
+    checked = None
     if selection == "past":
-        past_check = _past_check(scenario, sp.train, best,
-                                 [c for c in cand if c.name in eligible], folds, processes)
-        eligible = [k for k in eligible if k in CLASSIC or past_check["passed"][k]]
-        if past_check["passed"]:
-            echo(f"training check: {sum(past_check['passed'].values())} of "
-                 f"{len(past_check['passed'])} validation passes no worse than {best} in every "
-                 f"one of {past_check['periods']} training periods: "
+        checked = past_check(scenario, sp.train, best,
+                             [c for c in cand if c.name in eligible], folds, processes)
+        eligible = [k for k in eligible if k in CLASSIC or checked["passed"][k]]
+        if checked["passed"]:
+            echo(f"training check: {sum(checked['passed'].values())} of "
+                 f"{len(checked['passed'])} validation passes no worse than {best} in every "
+                 f"one of {checked['periods']} training periods: "
                  + ", ".join(f"{k} (worst {max(v):.3f})"
-                             for k, v in past_check["fold_ratios"].items()))
+                             for k, v in checked["fold_ratios"].items()))
     chosen_name = min(eligible, key=lambda k: (val_means[k], k not in CLASSIC))
     chosen = next((c for c in cand if c.name == chosen_name), chosen_name)
     echo(f"selected on validation: {chosen_name} (mean bsld {val_means[chosen_name]:.2f}; best "
@@ -652,7 +648,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "guard_grid_points": len(grid),
         # --drain searched: the seed without and with the drain rule, by training fitness
         "drain_grid": [[w.name, f] for f, w in drain_seen],
-        "validation_mean_bsld": val_means, "selection": selection, "past_check": past_check,
+        "validation_mean_bsld": val_means, "selection": selection, "past_check": checked,
+        # the heuristic shipped when no searched policy qualifies, and why
+        "fallback": fb,
         "validation_ratio_ci": val_ci,
         # each policy through the whole validation span in one run (mean bsld)
         "validation_replay": val_replay,

@@ -156,9 +156,18 @@ def model_card(policy: dict, r: dict) -> str:
                     if r.get("selection") == "past" else "")
                  if r.get("selection", "mean") in ("interval", "past") else
                  "; the lowest validation mean wins"),
+              *([f"- the heuristic kept when no searched policy qualifies: "
+                 f"{fb['heuristic']}, the lowest median, over {fb['periods']} periods (the "
+                 "training span's, then validation), of its mean bsld over the period's best "
+                 "heuristic's (" + ", ".join(f"{k} {v:.3f}" for k, v in sorted(
+                     fb['median_ratio'].items(), key=lambda kv: kv[1])[:3]) + ")"
+                 + (f"; {best} is the best on validation and the reference of every ratio "
+                    "here" if fb['heuristic'] != best else "")]
+                if (fb := r.get("fallback") or {}).get("rule") == "median" else []),
               f"- result: `{json.dumps(policy)}`",
               "", "## Validation (selection)", ""]
     ci = r.get("validation_ratio_ci", {})
+    fallback = (r.get("fallback") or {}).get("heuristic", best)
     replay = r.get("validation_replay") or {}
     mws = r.get("validation_max_wait") or {}
     fcfs_mw = max(mws.get("fcfs+easy", 0.0), 1.0)
@@ -172,6 +181,7 @@ def model_card(policy: dict, r: dict) -> str:
               else "")
         rp = f"{replay[name]:.2f}" if name in replay else "--"
         lines.append(f"| {name}{' (best heuristic)' if name == best else ''}"
+                     f"{' (fallback)' if name == fallback != best else ''}"
                      f"{' (chosen)' if name == chosen else ''} | {v:.2f}{iv} | {rp} |"
                      + (f" {mws[name] / fcfs_mw:.2f} |" if name in mws else ""))
     lines += ["", "## Test (read once, after selection)", "",

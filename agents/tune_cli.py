@@ -17,6 +17,7 @@ from agents.tune import (
     TRAIN_WINDOWS,
     tune,
 )
+from agents.tune_select import FALLBACK, FALLBACKS
 from cosim.errors import InputError
 from cosim.evaluation import CONTENTION, EVALUATIONS
 
@@ -88,6 +89,12 @@ def add_parser(sub) -> None:
                         "interval of its mean bsld ratio to it on validation lies below 1 (and "
                         "it does no worse over the span as a whole); mean: the lowest "
                         "validation mean wins")
+    t.add_argument("--fallback", choices=FALLBACKS, default=FALLBACK,
+                   help="the heuristic kept when no searched policy qualifies: validation "
+                        "(default): the best on validation; median: the lowest median, over "
+                        "the --folds periods of the training span and validation, of its mean "
+                        "bsld over the period's best heuristic's (better on average on unseen "
+                        "traces, but sometimes worse than the best on validation)")
     t.add_argument("--train-filter", choices=("none",) + CONTENTION, default=TRAIN_FILTER,
                    help="contention filtering of the training windows: cut --train-pool times "
                         "--train-windows windows from the training span and run the "
@@ -171,6 +178,7 @@ def run(ns) -> int:
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
+         fallback=ns.fallback,
          user_features=ns.user_features, train_filter=ns.train_filter,
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,

@@ -1,0 +1,92 @@
+"""How ``agents tune`` chooses with the past: the heuristic it falls back on, and the
+training check of a searched policy.
+
+Both read the training span cut in time order into ``--folds`` periods
+(:func:`agents.tune_space.fold_index`). The validation span alone is one
+period, and a few backlog episodes decide it: the heuristic best there was
+beaten on test by another heuristic in 5 of 8 unseen synthetic traces (by
+up to 0.577x), and searched policies that led validation lost on test
+where they had lost a training period.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.tune_space import fold_index
+from cosim.evaluation import Evaluator
+
+__all__ = ["FALLBACK", "FALLBACKS", "fallback_heuristic", "past_check"]
+
+#: How the heuristic shipped when no searched policy qualifies is chosen (``--fallback``):
+#: ``validation`` (the default): the best on validation, the issue's reference, so the
+#: result is never worse than it on validation; ``median``: the lowest median ratio to
+#: each period's best heuristic over the training periods and validation. On 80 held-out
+#: synthetic rows (``benchmarks/fallback_rules.py``) ``median`` averaged 0.976x the
+#: validation pick on test, 20 wins (down to 0.367x) and 6 losses (up to 2.894x): better
+#: on average, not never worse.
+FALLBACKS = ("validation", "median")
+FALLBACK = "validation"
+_BSLD = 0
+
+
+def fallback_heuristic(names: list[str], train_bsld: np.ndarray | None, val_means,
+                       folds: int, rule: str = FALLBACK) -> dict:
+    """The heuristic to ship when no searched policy qualifies.
+
+    ``train_bsld`` is ``[heuristic, training window]`` (mean bsld), ``val_means``
+    each heuristic's mean over the validation windows, ``names`` the heuristics
+    that may be chosen (within ``--max-wait``'s bound, where one is set). Each
+    period (a fold of the training windows, then validation) gives every
+    heuristic its ratio to the period's best; ``median`` takes the lowest median
+    ratio (ties: the lower validation mean). A median is not moved by one
+    period's backlog catastrophe, where a worst-period rule is: on RICC from an
+    empty machine SAF+EASY is 37x F1+EASY in one training chunk and the best
+    heuristic in the other periods, and on test F1+EASY is 1.567x SAF+EASY.
+
+    Examples:
+        >>> train = np.array([[10., 10., 90.], [12., 12., 12.]])
+        >>> r = fallback_heuristic(["saf", "f1"], train, np.array([5., 6.]), 3, "median")
+        >>> r["heuristic"], [round(x, 3) for x in r["median_ratio"].values()]
+        ('saf', [1.0, 1.2])
+        >>> fallback_heuristic(["saf", "f1"], train, np.array([5., 6.]), 3)["heuristic"]
+        'saf'
+    """
+    val_means = np.asarray(val_means, dtype=float)
+    if rule == "validation":
+        return {"rule": rule, "heuristic": names[int(np.argmin(val_means))]}
+    if rule != "median":
+        raise ValueError(f"fallback rule {rule!r}; expected one of {FALLBACKS}")
+    train_bsld = np.asarray(train_bsld, dtype=float)
+    fold_of = fold_index(train_bsld.shape[1], folds)
+    periods = np.column_stack([train_bsld[:, fold_of == f].mean(axis=1)
+                               for f in np.unique(fold_of)] + [val_means])
+    ratio = periods / np.maximum(periods.min(axis=0), 1e-12)
+    median = np.median(ratio, axis=1)
+    pick = int(np.lexsort((val_means, median))[0])
+    return {"rule": rule, "heuristic": names[pick], "periods": int(periods.shape[1]),
+            "period_ratios": {h: ratio[i].tolist() for i, h in enumerate(names)},
+            "median_ratio": {h: float(median[i]) for i, h in enumerate(names)}}
+
+
+def past_check(scenario, train, best: str, passing: list, folds: int, processes: int) -> dict:
+    """``--selection past``: the validation passes and ``best`` on the training span, cut
+    in time order into ``folds`` periods; a pass qualifies only where its mean bsld is
+    no higher than ``best``'s in every period.
+
+    A searched policy was fitted to those periods, so losing to the heuristic on one of
+    them is evidence against it that validation alone does not see: in 16 tunes of 8
+    synthetic Lublin traces, the 7 shipped policies that lost on test (1.015-1.804x the
+    best heuristic's mean bsld) had each lost to it in a training period.
+    """
+    fold_of = fold_index(len(train), folds)
+    periods = np.unique(fold_of)
+    ratios: dict[str, list[float]] = {}
+    if passing:
+        with Evaluator(scenario, train, min(processes, len(train) * (len(passing) + 1))) as ev:
+            res = ev.evaluate([best] + passing)[:, :, _BSLD]
+        means = np.array([[r[fold_of == f].mean() for f in periods] for r in res])
+        ratios = {c.name: (means[i + 1] / np.maximum(means[0], 1e-12)).tolist()
+                  for i, c in enumerate(passing)}
+    return {"reference": best, "periods": int(len(periods)), "fold_ratios": ratios,
+            "passed": {k: bool(max(v) <= 1.0) for k, v in ratios.items()}}
