@@ -534,8 +534,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                              for k, v in checked["fold_ratios"].items()))
     chosen_name = min(eligible, key=lambda k: (val_means[k], k not in CLASSIC))
     chosen = next((c for c in cand if c.name == chosen_name), chosen_name)
-    echo(f"selected on validation: {chosen_name} (mean bsld {val_means[chosen_name]:.2f}; best "
-         f"heuristic {best} {val_means[best]:.2f})")
+    how = "on the whole past" if chosen_name == fb["heuristic"] != best else "on validation"
+    echo(f"selected {how}: {chosen_name} (validation mean bsld {val_means[chosen_name]:.2f}; "
+         f"best heuristic there {best} {val_means[best]:.2f})")
 
     # -- the test set, read once ----------------------------------------------------------
     test_windows = sp.test.read()
