@@ -3,6 +3,8 @@ on the training periods and validation together."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from test_tune import trace
@@ -80,3 +82,24 @@ def test_the_fallback_is_chosen_on_the_whole_past(tmp_path):
     assert f"the heuristic kept when no searched policy qualifies: {fb}" in card
     assert f"| {fb} (fallback) (chosen) |" in card
     assert "kept when no searched" not in (tmp_path / "validation" / "card.md").read_text()
+
+
+def test_the_command_line_passes_the_fallback(tmp_path, capsys):
+    from agents.__main__ import main
+
+    s = trace(tmp_path, "c", 1.0, seed=1)
+    args = ["tune", s, "--minutes", "1", "--generations", "1", "--window-jobs", "80",
+            "--windows", "6", "--train-windows", "4", "--evaluation", "windows",
+            "--processes", "1", "--keep", "1"]
+    assert main(args + ["--fallback", "median", "--out", str(tmp_path / "m")]) == 0
+    r = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert r["fallback"]["rule"] == "median" and r["chosen"] == r["fallback"]["heuristic"]
+    assert "selected on the whole past: sjf+easy" in capsys.readouterr().out
+    assert main(args + ["--out", str(tmp_path / "v")]) == 0
+    v = json.loads((tmp_path / "v" / "results.json").read_text())
+    assert v["fallback"] == {"rule": "validation", "heuristic": v["best_heuristic"]}
+    with pytest.raises(SystemExit) as bad:     # argparse's own one-line error
+        main(args + ["--fallback", "worst", "--out", str(tmp_path / "w")])
+    assert bad.value.code == 2
+    assert "argument --fallback: invalid choice: 'worst'" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
