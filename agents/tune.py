@@ -104,15 +104,14 @@ from agents.tune_space import (
     FOLDS,
     SLACK_SCALE,
     WAIT_PENALTY,
+    SearchSpace,
     checkpoints,
     drain_coordinates,
     drain_grid,
-    drain_of,
     fitness_of,
     fold_index,
     guard_grid,
     same_policy,
-    unit,
     user_features_choice,
     wait_penalty,
 )
@@ -133,7 +132,6 @@ from cosim.evaluation import (
 )
 from cosim.policies.priority import (
     FEATURES,
-    USER_FEATURES,
     PriorityWeights,
     heuristic_weights,
     user_history,
@@ -294,44 +292,14 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
 
         # -- search on training windows ---------------------------------------------------
         base = lead.partition("+")[0]
-        searched_features = [i for i, f in enumerate(FEATURES)
-                             if (submit_time or f != "log_submit")
-                             and (user_features or f not in USER_FEATURES)]
-        k = len(searched_features)
-        two = backfill_order == "searched"
-
-        def seed_of(weights) -> np.ndarray:
-            """The search point of a full weight vector: its searched features, unit-norm,
-            twice with a searched backfill order (the same order for both: that
-            policy's own schedule)."""
-            x = np.array(weights)[searched_features]
-            if not np.any(x):       # FCFS without submit time: oldest first is -log wait
-                x[searched_features.index(FEATURES.index("log_wait"))] = -1.0
-            x = np.array(unit(x))
-            return np.concatenate([x, x] if two else [x])
-        x0 = seed_of(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         guarded = max_wait is not None
-        gi = len(x0)            # the guard's coordinate, when there is one
         drained = drain == "searched"
-        di = gi + guarded       # the drain's two coordinates, when searched
         relaxed = slack == "searched"
-
-        def spec_of(x, name: str = "priority") -> PriorityWeights:
-            w = np.zeros(len(FEATURES))
-            w[searched_features] = unit(np.asarray(x[:k]))
-            b = None
-            if two:
-                b = np.zeros(len(FEATURES))
-                b[searched_features] = unit(np.asarray(x[k:2 * k]))
-                b = tuple(float(v) for v in b)
-            return PriorityWeights(tuple(float(v) for v in w), capacity, name=name,
-                                   backfill_weights=b,
-                                   slack=SLACK_SCALE * max(0.0, float(x[-1])) if relaxed else 0.0,
-                                   promote_after=(DAY * 10.0 ** min(float(x[gi]), 4.0)
-                                                  if guarded else 0.0),
-                                   **dict(zip(("drain_factor", "drain_grace"),
-                                              drain_of(x[di], x[di + 1]) if drained
-                                              else (0.0, 0.0))))
+        space = SearchSpace.of(capacity, submit_time=submit_time, user_features=user_features,
+                               backfill_order=backfill_order == "searched", guarded=guarded,
+                               drained=drained, relaxed=relaxed)
+        seed_of, spec_of = space.seed, space.spec
+        x0 = seed_of(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
         searched: list[tuple[float, PriorityWeights]] = []
         snaps: list[PriorityWeights] = []
         max_generations, generations, evaluations, restarts = generations, 0, 0, 0
@@ -613,7 +581,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                    "generations": generations, "restarts": restarts,
                    "window_evaluations": evaluations, "cpu_seconds": round(_cpu_seconds(), 1),
                    "processes": processes, "cpus": os.cpu_count()},
-        "search_space": {"features": [FEATURES[i] for i in searched_features],
+        "search_space": {"features": [FEATURES[i] for i in space.features],
                          "backfill": "easy", "backfill_order": backfill_order,
                          "slack": slack, "slack_scale": SLACK_SCALE,
                          "guard": "searched" if guarded else None,

@@ -10,15 +10,21 @@ grid and coordinates (``--drain searched``), and the unit-norm weights.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cosim.evaluation import CLASSIC
-from cosim.policies.priority import PriorityWeights, heuristic_weights, user_history_applies
+from cosim.policies.priority import (
+    FEATURES,
+    USER_FEATURES,
+    PriorityWeights,
+    heuristic_weights,
+    user_history_applies,
+)
 
 __all__ = ["DAY", "DRAIN_GRID", "DRAIN_OFF", "FITNESS", "FOLDS", "GUARD_FRACTIONS",
-           "SLACK_SCALE", "WAIT_PENALTY", "checkpoints", "drain_coordinates", "drain_grid", "drain_of",
+           "SLACK_SCALE", "SearchSpace", "WAIT_PENALTY", "checkpoints", "drain_coordinates", "drain_grid", "drain_of",
            "fitness_of", "fold_index", "guard_grid", "same_policy", "unit", "user_features_choice",
            "wait_penalty"]
 
@@ -178,3 +184,76 @@ def fold_index(n: int, folds: int) -> np.ndarray:
     for f, part in enumerate(np.array_split(np.arange(n), max(1, folds))):
         out[part] = f
     return out
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The coordinates CMA-ES moves and the policy each point is.
+
+    A point is the unit-norm weights of the searched ``features`` (indices into
+    :data:`cosim.policies.priority.FEATURES`), then, with ``backfill_order``, a
+    second such vector that orders EASY's backfill candidates; then one
+    coordinate each for the starvation guard (``guarded``: log10 of the threshold
+    in days), the drain rule (``drained``: :func:`drain_of`'s two) and relaxed
+    EASY's slack (``relaxed``), in that order.
+
+    Examples:
+        >>> space = SearchSpace.of(256, submit_time=False, user_features=False)
+        >>> x = space.seed(heuristic_weights("saf", 256))
+        >>> bool(np.allclose(space.spec(x, "saf").weights, unit(np.array(heuristic_weights("saf", 256)))))
+        True
+        >>> len(x), space.spec(x).backfill_weights == space.spec(x).weights
+        (12, True)
+    """
+
+    features: tuple[int, ...]
+    capacity: int
+    backfill_order: bool = True
+    guarded: bool = False
+    drained: bool = False
+    relaxed: bool = False
+
+    @classmethod
+    def of(cls, capacity: int, *, submit_time: bool, user_features: bool,
+           **flags: bool) -> SearchSpace:
+        """The tuner's space: every feature but absolute submit time (unless asked) and
+        the user-history features (unless on)."""
+        return cls(tuple(i for i, f in enumerate(FEATURES)
+                         if (submit_time or f != "log_submit")
+                         and (user_features or f not in USER_FEATURES)), capacity, **flags)
+
+    @property
+    def guard_index(self) -> int:
+        """The guard's coordinate (the first after the weight vectors)."""
+        return len(self.features) * (1 + self.backfill_order)
+
+    def seed(self, weights) -> np.ndarray:
+        """The weight coordinates of a full weight vector: its searched features,
+        unit-norm, twice with a searched backfill order (the same order for both: that
+        policy's own schedule)."""
+        x = np.array(weights)[list(self.features)]
+        if not np.any(x):       # FCFS without submit time: oldest first is -log wait
+            x[self.features.index(FEATURES.index("log_wait"))] = -1.0
+        x = np.array(unit(x))
+        return np.concatenate([x, x] if self.backfill_order else [x])
+
+    def spec(self, x, name: str = "priority") -> PriorityWeights:
+        """The policy at search point ``x``."""
+        k, idx = len(self.features), list(self.features)
+        w = np.zeros(len(FEATURES))
+        w[idx] = unit(np.asarray(x[:k]))
+        b = None
+        if self.backfill_order:
+            b = np.zeros(len(FEATURES))
+            b[idx] = unit(np.asarray(x[k:2 * k]))
+            b = tuple(float(v) for v in b)
+        gi = self.guard_index
+        di = gi + self.guarded
+        return PriorityWeights(tuple(float(v) for v in w), self.capacity, name=name,
+                               backfill_weights=b,
+                               slack=SLACK_SCALE * max(0.0, float(x[-1])) if self.relaxed else 0.0,
+                               promote_after=(DAY * 10.0 ** min(float(x[gi]), 4.0)
+                                              if self.guarded else 0.0),
+                               **dict(zip(("drain_factor", "drain_grace"),
+                                          drain_of(x[di], x[di + 1]) if self.drained
+                                          else (0.0, 0.0))))
