@@ -52,6 +52,7 @@ import numpy as np
 
 from agents.tune_space import SearchSpace, user_features_choice
 from cosim.config import load_scenario
+from cosim.errors import CosimError
 from cosim.evaluation import (
     CLASSIC,
     Evaluator,
@@ -146,7 +147,11 @@ def main(argv=None) -> int:
         scenario, overrides = ns.scenario, ns.set
         label = " ".join([Path(scenario).name, *overrides])
     t0 = time.perf_counter()
-    per = Periods(scenario, overrides, ns.processes)
+    try:
+        per = Periods(scenario, overrides, ns.processes)
+    except CosimError as err:       # a bad scenario or override: one line, nothing written
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         heur = per.run(list(CLASSIC))
         means = heur["means"]
