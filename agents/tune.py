@@ -51,6 +51,12 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    instead: the lowest median, over the training periods and validation,
    of its ratio to each period's best heuristic
    (:func:`agents.tune_select.fallback_heuristic`).
+   ``--selection minimax`` instead fits the whole past: the search's fitness
+   is a candidate's worst ratio to the best heuristic over the training
+   chunks and the validation span (every one run for every candidate,
+   the heuristic's own point first), and the best point ships only if
+   that ratio is below ``--margin``; validation is then fitted, not held
+   out, and only the margin stands between a fluke and the future.
 5. The test windows are read once, after selection: the chosen policy and
    every heuristic run on them; ratios to the best heuristic with 95 %
    bootstrap intervals, wins and losses, max wait against FCFS+EASY, the
@@ -97,7 +103,13 @@ from pathlib import Path
 import numpy as np
 
 from agents.tune_card import write_folder
-from agents.tune_select import FALLBACK, fallback_heuristic, past_check
+from agents.tune_select import (
+    FALLBACK,
+    MINIMAX_MARGIN,
+    fallback_heuristic,
+    past_check,
+    span_replay,
+)
 from agents.tune_space import (
     DAY,
     FITNESS,
@@ -116,6 +128,7 @@ from agents.tune_space import (
     wait_penalty,
 )
 from cosim.config import load_scenario
+from cosim.errors import InputError
 from cosim.evaluation import (
     CLASSIC,
     Evaluator,
@@ -146,8 +159,10 @@ _BSLD, _WAIT, _MAXWAIT = 0, 1, 2
 TRAIN_FILTER, TRAIN_POOL = "skip", 4
 #: How validation selects (``--selection``): ``past`` (the default) is ``interval`` with
 #: the training check of :func:`agents.tune_select.past_check`; ``interval``: validation
-#: alone; ``mean``: the lowest validation mean.
-SELECTIONS = ("past", "interval", "mean")
+#: alone; ``mean``: the lowest validation mean; ``minimax``: the search's fitness is the
+#: worst ratio over the whole past (training chunks and validation) and the best point
+#: ships only below ``--margin`` (:data:`agents.tune_select.MINIMAX_MARGIN`).
+SELECTIONS = ("past", "interval", "mean", "minimax")
 SELECTION = "past"
 #: ``skip``: a window is near-optimal when every heuristic is within 5 % of the best.
 SKIP_TOLERANCE = 0.05
@@ -157,23 +172,6 @@ SKIP_TOLERANCE = 0.05
 EVALUATION = "running"
 #: Training windows by default; with ``--evaluation running``, training chunks (each run whole).
 TRAIN_WINDOWS, TRAIN_CHUNKS = 32, 4
-
-
-def _span_replay(scenario, workload, span, sources, processes: int) -> dict[str, float]:
-    """Mean bsld of each source over one run through the whole ``span``.
-
-    Windows start from an empty machine, where a policy can gain by draining
-    the window's first burst in a way that costs it once a backlog stands (on
-    Lublin, relaxed EASY gains 18-42 % on some spans of cold windows and loses
-    28-42 % on the same span with 512 warm-up jobs). A cluster runs its policy
-    continuously, so the span replayed whole (one run, no interval) is the
-    check that a window gain is not an artefact of the empty start.
-    """
-    window = window_at(workload, span.start, span.stop - span.start)
-    with Evaluator(scenario, [window], min(processes, len(sources))) as ev:
-        r = ev.evaluate(sources)[:, 0, _BSLD]
-    return {(s.name if isinstance(s, PriorityWeights) else s): float(v)
-            for s, v in zip(sources, r)}
 
 
 def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -202,11 +200,15 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          snapshots: bool = False, warmup: int | str = 0, train_batch: int = 0,
          folds: int = FOLDS, slack: str = "off", evaluation: str = EVALUATION,
          max_wait: float | None = None, drain: str = "off", fallback: str = FALLBACK,
-         echo=print) -> dict:
+         margin: float = MINIMAX_MARGIN, echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
     t_start = time.perf_counter()
+    minimax = selection == "minimax"
+    if minimax and evaluation != "running":
+        raise InputError("--selection", "minimax with --evaluation windows",
+                         "--evaluation running (the past's periods are runs of its spans)")
     scenario = load_scenario(scenario_path, overrides)
     base_dir = Path(scenario_path).parent
     workload = load_workload(scenario, base_dir=base_dir)
@@ -341,6 +343,23 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 if guarded:
                     fit = fit + wait_penalty(full[:, :, _MAXWAIT], fcfs_mw[idx], max_wait)
                 return fit
+
+            val_ref = float(np.mean(val_bsld[lead]))
+            period_ratios: dict[int, list[float]] = {}
+
+            def minimax_score(specs) -> np.ndarray:
+                """``--selection minimax``: each candidate's worst ratio to ``lead`` over the
+                training chunks and the validation span (the whole past), every one run."""
+                full = train_eval.evaluate(specs)
+                val = _split_whole(val_eval.evaluate(specs), running)[0][:, :, _BSLD]
+                ratios = np.column_stack([full[:, :, _BSLD] / ref[None, :],
+                                          val.mean(axis=1) / val_ref])
+                for w, r in zip(specs, ratios):
+                    period_ratios[id(w)] = r.tolist()
+                fit = np.where(np.isfinite(ratios).all(axis=1), ratios.max(axis=1), 1e9)
+                if guarded:
+                    fit = fit + wait_penalty(full[:, :, _MAXWAIT], fcfs_mw, max_wait)
+                return fit
             grid: list[tuple[float, PriorityWeights]] = []
             drain_seen: list[tuple[float, PriorityWeights]] = []
             drain_extra: list[PriorityWeights] = []
@@ -397,7 +416,13 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          off, [0.0] if relaxed else []]), runner))[1:]
             if relaxed:     # seeded at slack 0: textbook EASY
                 x0 = np.concatenate([x0, [0.0]])
-            batch = train_batch if 0 < train_batch < n_train else n_train
+            if minimax:
+                # The seed point is measured, not assumed: it may break ties otherwise than
+                # its heuristic (SAF) or lack a term (F1 without submit time).
+                s0 = spec_of(x0, "seed-point")
+                searched.append((float(minimax_score([s0])[0]), s0))
+                evaluations += n_train + len(sp.validation)
+            batch = train_batch if 0 < train_batch < n_train and not minimax else n_train
             draw = np.random.default_rng(seed + 2)
             popsize = max(6, 2 * processes)
             es = cma.CMAEvolutionStrategy(x0, sigma, {"seed": seed + 1, "verbose": -9,
@@ -418,7 +443,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 # minibatch noise that a fit to a fixed few windows cannot survive.
                 idx = (np.arange(n_train) if batch == n_train
                        else np.sort(draw.choice(n_train, batch, replace=False)))
-                fit = score(train_eval.evaluate(specs, only=idx), idx)
+                fit = (minimax_score(specs) if minimax else
+                       score(train_eval.evaluate(specs, only=idx), idx))
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
                 generations += 1
@@ -430,8 +456,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                     f0, w0 = min(searched, key=lambda fw: fw[0])
                     snaps.append(replace(w0, name=f"best@g{generations}"))
                     snaps.append(spec_of(es.result.xfavorite, f"mean@g{generations}"))
-                evaluations += len(xs) * batch
-                echo(f"generation {generations}: best train {fitness} {fit.min():.4f} "
+                evaluations += len(xs) * (batch + (len(sp.validation) if minimax else 0))
+                echo(f"generation {generations}: best "
+                     f"{'past minimax' if minimax else 'train ' + fitness} {fit.min():.4f} "
                      f"(overall {min(f for f, _ in searched):.4f}), "
                      f"{time.perf_counter() - t_start:.0f} s")
         search_s = time.perf_counter() - t_start
@@ -445,14 +472,18 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
             if len(top) == keep:
                 break
         cand = [replace(w, name=f"searched{i + 1}") for i, (_, w) in enumerate(top)]
+        # minimax: only points the whole past has scored compete
+        worst_past = {c.name: f for c, (f, _) in zip(cand, top)} if minimax else {}
+        past_ratios = {c.name: period_ratios[id(w)] for c, (_, w) in zip(cand, top)
+                       if id(w) in period_ratios}
         cand += [w for _, w in grid[:keep]]
         cand += [w for _, w in drain_seen if w.drain_factor][:keep]
         cand += drain_extra
-        if generations:
+        if generations and not minimax:
             # The search distribution's mean: averaged over many noisy samples, it
             # is often better off the training windows than the luckiest sample.
             cand.append(spec_of(es.result.xfavorite, "cma-mean"))
-        for w in snaps:     # a snapshot already among the candidates is not run twice
+        for w in snaps if not minimax else ():  # one already among them is not run twice
             if not any(same_policy(w, c) for c in cand):
                 cand.append(w)
         val_cand, val_cand_whole = _split_whole(val_eval.evaluate(cand), running)
@@ -471,7 +502,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         val_replay = {s if isinstance(s, str) else s.name: float(v) for s, v in
                       zip(list(CLASSIC) + cand, np.concatenate([val_whole, val_cand_whole]))}
     else:
-        val_replay = _span_replay(scenario, workload, sp.spans["validation"],
+        val_replay = span_replay(scenario, workload, sp.spans["validation"],
                                   list(CLASSIC) + cand, processes)
     # The heuristic shipped when no searched policy qualifies: chosen on the training
     # periods and validation together (``--fallback``; ``validation``: ``best`` itself).
@@ -490,7 +521,14 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                      selection == "mean"
                      or (val_ci[k][1] < 1.0 and val_replay[k] <= val_replay[best]))]
     checked = None
-    if selection == "past":
+    if minimax:
+        # The whole past scored the search, so nothing is left to check it on: a point
+        # ships only with a clear lead over the reference in every period of it.
+        eligible = [k for k in worst_past if worst_past[k] < margin
+                    and (bound is None or val_mw[k] <= bound)] or [fb["heuristic"]]
+        echo(f"minimax selection: the best point's worst ratio to {lead} over the past "
+             f"{min(worst_past.values(), default=float('nan')):.3f} (ships below {margin:g})")
+    elif selection == "past":
         checked = past_check(scenario, sp.train, best,
                              [c for c in cand if c.name in eligible], folds, processes)
         eligible = [k for k in eligible if k in CLASSIC or checked["passed"][k]]
@@ -500,9 +538,11 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                  f"one of {checked['periods']} training periods: "
                  + ", ".join(f"{k} (worst {max(v):.3f})"
                              for k, v in checked["fold_ratios"].items()))
-    chosen_name = min(eligible, key=lambda k: (val_means[k], k not in CLASSIC))
+    chosen_name = min(eligible, key=lambda k: (worst_past.get(k, 0.0), val_means[k],
+                                               k not in CLASSIC))
     chosen = next((c for c in cand if c.name == chosen_name), chosen_name)
-    how = "on the whole past" if chosen_name == fb["heuristic"] != best else "on validation"
+    how = ("on the whole past" if minimax or chosen_name == fb["heuristic"] != best
+           else "on validation")
     echo(f"selected {how}: {chosen_name} (validation mean bsld {val_means[chosen_name]:.2f}; "
          f"best heuristic there {best} {val_means[best]:.2f})")
 
@@ -516,7 +556,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         test_replay = {s if isinstance(s, str) else s.name: float(v)
                        for s, v in zip(sources, test_whole)}
     else:
-        test_replay = _span_replay(scenario, workload, sp.spans["test"], sources, processes)
+        test_replay = span_replay(scenario, workload, sp.spans["test"], sources, processes)
     col = {(s.name if isinstance(s, PriorityWeights) else s): i for i, s in enumerate(sources)}
     ti = col[chosen_name]
     vs = {h: compare(test[ti, :, _BSLD], test[col[h], :, _BSLD], policy=chosen_name,
@@ -586,7 +626,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          "slack": slack, "slack_scale": SLACK_SCALE,
                          "guard": "searched" if guarded else None,
                          "drain": drain,
-                         "fitness": fitness,
+                         "fitness": "minimax" if minimax else fitness,
                          "folds": fold_info,
                          "train_batch": (f"{batch} of {n_train} training windows, drawn "
                                          "afresh each generation" if generations and
@@ -618,6 +658,10 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # --drain searched: the seed without and with the drain rule, by training fitness
         "drain_grid": [[w.name, f] for f, w in drain_seen],
         "validation_mean_bsld": val_means, "selection": selection, "past_check": checked,
+        # minimax: the margin, and each candidate's ratio to the lead heuristic on every
+        # training chunk and on validation
+        "minimax": {"margin": margin, "reference": lead, "period_ratios": past_ratios,
+                    "worst": worst_past} if minimax else None,
         # the heuristic shipped when no searched policy qualifies, and why
         "fallback": fb,
         "validation_ratio_ci": val_ci,

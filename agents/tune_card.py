@@ -137,7 +137,14 @@ def model_card(policy: dict, r: dict) -> str:
                  else "mean bsld over the best heuristic's")
               + (f" ({r['search_space']['train_batch']})"
                  if r['search_space'].get('train_batch') else ""),
-              f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
+              *([f"- selection on the whole past (minimax): the fitness is the worst ratio "
+                 f"of mean bsld to {mm['reference']}'s over the training chunks and the "
+                 f"validation span, so validation is fitted, not held out; the best point "
+                 f"ships only if that worst ratio is below {mm['margin']:g}, else the "
+                 "heuristic stays (candidates' worst ratios: " + ", ".join(
+                     f"{k} {v:.3f}" for k, v in mm['worst'].items()) + ")"]
+                if (mm := r.get("minimax")) else
+                [f"- selection on validation among the {len(r['train_ratio_of_searched'])} best "
               "searched weights (by training fitness), the search distribution's final mean "
               f"(cma-mean)"
               + (f", the snapshots {', '.join(r['snapshots'])} (best so far and search mean "
@@ -155,7 +162,7 @@ def model_card(policy: dict, r: dict) -> str:
                        + ")" if (r.get('past_check') or {}).get('fold_ratios') else "")
                     if r.get("selection") == "past" else "")
                  if r.get("selection", "mean") in ("interval", "past") else
-                 "; the lowest validation mean wins"),
+                 "; the lowest validation mean wins")]),
               *([f"- the heuristic kept when no searched policy qualifies: "
                  f"{fb['heuristic']}, the lowest median, over {fb['periods']} periods (the "
                  "training span's, then validation), of its mean bsld over the period's best "

@@ -17,7 +17,7 @@ from agents.tune import (
     TRAIN_WINDOWS,
     tune,
 )
-from agents.tune_select import FALLBACK, FALLBACKS
+from agents.tune_select import FALLBACK, FALLBACKS, MINIMAX_MARGIN
 from cosim.errors import InputError
 from cosim.evaluation import CONTENTION, EVALUATIONS
 
@@ -88,7 +88,13 @@ def add_parser(sub) -> None:
                         "policy replaces the best heuristic only when the 95 %% bootstrap "
                         "interval of its mean bsld ratio to it on validation lies below 1 (and "
                         "it does no worse over the span as a whole); mean: the lowest "
-                        "validation mean wins")
+                        "validation mean wins; minimax: the search's fitness is the worst "
+                        "ratio to the best heuristic over the training chunks and the "
+                        "validation span (the whole past; --evaluation running), and the best "
+                        "point ships only if that ratio is below --margin")
+    t.add_argument("--margin", type=float, default=MINIMAX_MARGIN,
+                   help=f"--selection minimax: a searched point ships only if its worst-period ratio is below this "
+                        f"(default {MINIMAX_MARGIN:g})")
     t.add_argument("--fallback", choices=FALLBACKS, default=FALLBACK,
                    help="the heuristic kept when no searched policy qualifies: validation "
                         "(default): the best on validation; median: the lowest median, over "
@@ -171,6 +177,8 @@ def run(ns) -> int:
     if ns.max_wait is not None and not (ns.max_wait >= 1 and math.isfinite(ns.max_wait)):
         raise InputError("--max-wait", repr(ns.max_wait), "a ratio of at least 1 (FCFS+EASY's "
                                                            "own max wait is 1)")
+    if not 0 < ns.margin <= 1:
+        raise InputError("--margin", repr(ns.margin), "a ratio in (0, 1]")
     if not 0 < ns.sigma <= 2 or not math.isfinite(ns.sigma):
         raise InputError("--sigma", repr(ns.sigma), "a step size in (0, 2]")
     tune(ns.scenario, ns.overrides, ns.minutes, ns.out, window_jobs=ns.window_jobs,
@@ -178,7 +186,7 @@ def run(ns) -> int:
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
          submit_time=ns.with_submit_time, backfill_order=ns.backfill_order,
          fitness=ns.fitness, sigma=ns.sigma, selection=ns.selection,
-         fallback=ns.fallback,
+         fallback=ns.fallback, margin=ns.margin,
          user_features=ns.user_features, train_filter=ns.train_filter,
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
