@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from test_tune import trace
 
 from agents.__main__ import main
 from agents.tune import tune
@@ -13,7 +13,6 @@ from cosim.evaluation import CLASSIC, Evaluator, chronological_split
 from cosim.policies import make_policy
 from cosim.policies.priority import PriorityWeights
 from cosim.workloads.loading import load_workload, resolve_machine
-from test_tune import trace
 
 
 def minimax_tune(scenario, out, margin, **kw):
@@ -85,3 +84,30 @@ def test_minimax_needs_running_spans_and_a_margin_below_one(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--margin" in err[0] and "(0, 1]" in err[0]
     assert not (tmp_path / "e").exists()
+
+
+def test_the_benchmark_applies_the_same_rule_by_hand():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import minimax_rows
+
+    from agents.tune_select import MINIMAX_MARGIN
+
+    iv = {"test": {"mean_ratio": 0.8, "mean_ratio_ci": [0.7, 0.9], "wins": 60, "losses": 40}}
+    heur = {"saf+easy": [10.0, 10.0, 10.0, 10.0, 20.0, 30.0]}
+
+    def row(means):
+        return {"heuristics": heur, "best_on_validation": "saf+easy", "intervals": iv,
+                "found": {"means": means}}
+    # worst past ratio 0.94 (chunk 4): below the margin, ships; the test column is not
+    # part of the past
+    ship = minimax_rows.outcome(row([9.0, 9.0, 9.0, 9.4, 18.0, 99.0]), MINIMAX_MARGIN)
+    assert ship["worst_past"] == pytest.approx(0.94) and ship["shipped"]
+    assert ship["test"] == 0.8
+    # 0.96 on validation: kept, 1.000, whatever the point would have done on test
+    kept = minimax_rows.outcome(row([9.0, 9.0, 9.0, 9.0, 19.2, 3.0]), MINIMAX_MARGIN)
+    assert kept["worst_past"] == pytest.approx(0.96) and not kept["shipped"]
+    assert kept["test"] == 1.0 and kept["point_test"] == 0.8
+    assert len(minimax_rows.rows("design")) == 9 and len(minimax_rows.rows("holdout")) == 40
+    assert minimax_rows.rows("holdout")[4][0] == "seed=105"

@@ -1,0 +1,119 @@
+"""Does ``agents tune --selection minimax`` pay its way on traces it was not designed on?
+
+Each row runs ``benchmarks/hindsight_search.py --fit past-only`` (the tuner's
+search with the worst ratio over the past as its fitness: four training
+chunks run whole and the validation span, against the best heuristic on
+validation; the same search ``--selection minimax`` runs, point for point,
+at the same seed and generations) and applies the rule: the point found
+ships only if its worst past ratio is below ``--margin``
+(:data:`agents.tune_select.MINIMAX_MARGIN`), else the heuristic stays
+(1.000). The test span is read after the search, once per row.
+
+``--rows design``: the rows the margin was chosen on (the 8 synthetic
+Lublin traces of stop 35 and ``lublin_256.swf``); ``--rows holdout``: the
+40 rows of :func:`fallback_rules.holdout_traces` from an empty machine
+(seeds 101-140; 101-104 were read before the margin was fixed)::
+
+    python benchmarks/minimax_rows.py --rows holdout --first 105 --last 140 --out out/minimax
+
+About 2-4 minutes a row on 2 cores at ``--generations 60``. A row whose
+JSON is already in ``--out`` is read, not rerun, so a stopped batch resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hindsight_search  # noqa: E402
+from fallback_rules import holdout_traces  # noqa: E402
+
+from agents.tune_select import MINIMAX_MARGIN  # noqa: E402
+
+#: Stop 35's synthetic design traces (``scenarios/lublin256.yaml`` overrides).
+DESIGN = ["seed=37", "seed=41 workload.params.load=0.95 workload.estimates.model=tsafrir",
+          "seed=43 workload.params.kind=batch",
+          "seed=47 workload.jobs=20000 workload.estimates.model=tsafrir",
+          "seed=53 workload.params.kind=interactive workload.params.load=0.9",
+          "seed=59 workload.params.load=0.8 workload.estimates.model=tsafrir",
+          "seed=61 workload.params.kind=batch workload.params.load=0.9 "
+          "workload.estimates.model=tsafrir", "seed=67 workload.jobs=20000"]
+
+
+def rows(which: str) -> list[tuple[str, list[str]]]:
+    """(label, hindsight_search arguments) per row."""
+    if which == "design":
+        out = [(o.split()[0], ["--scenario", "scenarios/lublin256.yaml",
+                               *[a for k in o.split() for a in ("--set", k)]]) for o in DESIGN]
+        return out + [("lublin_256.swf", ["--trace", "lublin"])]
+    return [(o[0], ["--scenario", "scenarios/lublin256.yaml",
+                    *[a for k in o for a in ("--set", k)]])
+            for _, o, warm in holdout_traces() if warm == 0]
+
+
+def outcome(d: dict, margin: float) -> dict:
+    """The rule on one row's figures: worst past ratio, shipped or kept, the test ratio."""
+    ref = d["heuristics"][d["best_on_validation"]]
+    r = np.array(d["found"]["means"]) / np.array(ref)
+    worst = float(r[:-1].max())
+    t = d["intervals"]["test"]
+    ship = worst < margin
+    return {"reference": d["best_on_validation"], "worst_past": worst, "shipped": ship,
+            "test": t["mean_ratio"] if ship else 1.0, "ci": t["mean_ratio_ci"],
+            "wins": t["wins"], "losses": t["losses"], "point_test": t["mean_ratio"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", choices=("design", "holdout"), default="holdout")
+    ap.add_argument("--first", type=int, default=None, help="holdout: first seed (101-140)")
+    ap.add_argument("--last", type=int, default=None, help="holdout: last seed")
+    ap.add_argument("--generations", type=int, default=60)
+    ap.add_argument("--margin", type=float, default=MINIMAX_MARGIN)
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--out", default="out/minimax", help="one JSON per row")
+    ns = ap.parse_args(argv)
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for label, args in rows(ns.rows):
+        if ns.rows == "holdout":
+            seed = int(label.partition("=")[2])
+            if (ns.first and seed < ns.first) or (ns.last and seed > ns.last):
+                continue
+        path = out / f"{label.replace('=', '')}.json"
+        if not path.exists():
+            code = hindsight_search.main([*args, "--fit", "past-only", "--generations",
+                                          str(ns.generations), "--minutes", "60",
+                                          "--processes", str(ns.processes), "--json",
+                                          str(path)])
+            if code:
+                return code
+        res = outcome(json.loads(path.read_text()), ns.margin)
+        results.append(res)
+        lo, hi = res["ci"]
+        drawn = " ".join(args[3::2]).partition(" ")[2]
+        for long, short in (("workload.params.", ""), ("workload.estimates.model=", ""),
+                            ("workload.", "")):
+            drawn = drawn.replace(long, short)
+        print(f"| {label} | {drawn or '--'} | {res['reference']} | "
+              f"{res['worst_past']:.3f} | "
+              + (f"shipped: **{res['test']:.3f}** [{lo:.3f}, {hi:.3f}], {res['wins']} / "
+                 f"{res['losses']} |" if res["shipped"] else
+                 f"kept: 1.000 (the point: {res['point_test']:.3f}) |"), flush=True)
+    if results:
+        v = np.array([r["test"] for r in results])
+        print(f"{len(v)} rows, margin {ns.margin:g}: mean {v.mean():.3f}, geometric mean "
+              f"{np.exp(np.log(v).mean()):.3f}, shipped {sum(r['shipped'] for r in results)}, "
+              f"wins {int(np.sum(v < 0.999))}, losses {int(np.sum(v > 1.001))}, "
+              f"worst {v.max():.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
