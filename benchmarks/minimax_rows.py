@@ -81,6 +81,8 @@ def main(argv=None) -> int:
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
+    print("| trace | drawn parameters | best on validation | worst past ratio | the rule on "
+          "test [95 %], wins / losses |\n|---|---|---|---|---|")
     for label, args in rows(ns.rows):
         if ns.rows == "holdout":
             seed = int(label.partition("=")[2])
