@@ -75,15 +75,16 @@ def design_traces(with_ricc_warm: bool) -> list[tuple[str, list[str], str | int]
     return rows
 
 
-def holdout_traces() -> list[tuple[str, list[str], str | int]]:
-    rng = np.random.default_rng(20261128)
+def holdout_traces(rng_seed: int = 20261128, first: int = 101
+                   ) -> list[tuple[str, list[str], str | int]]:
+    rng = np.random.default_rng(rng_seed)
     rows = []
     for i in range(40):
         kind = rng.choice(["typeless", "batch", "interactive"])
         load = rng.choice([0.8, 0.85, 0.9, 0.95, 1.0])
         est = rng.choice(["exact", "tsafrir"])
         jobs = rng.choice([10000, 20000])
-        o = [f"seed={101 + i}", f"workload.params.kind={kind}", f"workload.params.load={load}",
+        o = [f"seed={first + i}", f"workload.params.kind={kind}", f"workload.params.load={load}",
              f"workload.estimates.model={est}", f"workload.jobs={jobs}"]
         rows += [(LUBLIN, o, 0), (LUBLIN, o, "all")]
     return rows

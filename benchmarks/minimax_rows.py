@@ -12,7 +12,9 @@ ships only if its worst past ratio is below ``--margin``
 ``--rows design``: the rows the margin was chosen on (the 8 synthetic
 Lublin traces of stop 35 and ``lublin_256.swf``); ``--rows holdout``: the
 40 rows of :func:`fallback_rules.holdout_traces` from an empty machine
-(seeds 101-140; 101-104 were read before the margin was fixed)::
+(seeds 101-140; 101-104 were read before the margin was fixed); ``--rows
+fresh``: 40 more drawn the same way (seeds 201-240), for rules designed
+after the held-out rows were read::
 
     python benchmarks/minimax_rows.py --rows holdout --first 105 --last 140 --out out/minimax
 
@@ -51,9 +53,10 @@ def rows(which: str) -> list[tuple[str, list[str]]]:
         out = [(o.split()[0], ["--scenario", "scenarios/lublin256.yaml",
                                *[a for k in o.split() for a in ("--set", k)]]) for o in DESIGN]
         return out + [("lublin_256.swf", ["--trace", "lublin"])]
+    drawn = holdout_traces() if which == "holdout" else holdout_traces(20261129, 201)
     return [(o[0], ["--scenario", "scenarios/lublin256.yaml",
                     *[a for k in o for a in ("--set", k)]])
-            for _, o, warm in holdout_traces() if warm == 0]
+            for _, o, warm in drawn if warm == 0]
 
 
 def outcome(d: dict, margin: float) -> dict:
@@ -70,9 +73,9 @@ def outcome(d: dict, margin: float) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", choices=("design", "holdout"), default="holdout")
-    ap.add_argument("--first", type=int, default=None, help="holdout: first seed (101-140)")
-    ap.add_argument("--last", type=int, default=None, help="holdout: last seed")
+    ap.add_argument("--rows", choices=("design", "holdout", "fresh"), default="holdout")
+    ap.add_argument("--first", type=int, default=None, help="holdout, fresh: first seed")
+    ap.add_argument("--last", type=int, default=None, help="holdout, fresh: last seed")
     ap.add_argument("--generations", type=int, default=60)
     ap.add_argument("--margin", type=float, default=MINIMAX_MARGIN)
     ap.add_argument("--processes", type=int, default=2)
@@ -84,7 +87,7 @@ def main(argv=None) -> int:
     print("| trace | drawn parameters | best on validation | worst past ratio | the rule on "
           "test [95 %], wins / losses |\n|---|---|---|---|---|")
     for label, args in rows(ns.rows):
-        if ns.rows == "holdout":
+        if ns.rows != "design":
             seed = int(label.partition("=")[2])
             if (ns.first and seed < ns.first) or (ns.last and seed > ns.last):
                 continue

@@ -111,3 +111,6 @@ def test_the_benchmark_applies_the_same_rule_by_hand():
     assert kept["test"] == 1.0 and kept["point_test"] == 0.8
     assert len(minimax_rows.rows("design")) == 9 and len(minimax_rows.rows("holdout")) == 40
     assert minimax_rows.rows("holdout")[4][0] == "seed=105"
+    fresh = minimax_rows.rows("fresh")
+    assert len(fresh) == 40 and fresh[0][0] == "seed=201"
+    assert fresh[0][1] != minimax_rows.rows("holdout")[0][1]
