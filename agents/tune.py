@@ -503,7 +503,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                       zip(list(CLASSIC) + cand, np.concatenate([val_whole, val_cand_whole]))}
     else:
         val_replay = span_replay(scenario, workload, sp.spans["validation"],
-                                  list(CLASSIC) + cand, processes)
+                                 list(CLASSIC) + cand, processes)
     # The heuristic shipped when no searched policy qualifies: chosen on the training
     # periods and validation together (``--fallback``; ``validation``: ``best`` itself).
     in_bound = [h for h in CLASSIC if bound is None or val_mw[h] <= bound or h == "fcfs+easy"]
