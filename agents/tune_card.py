@@ -108,7 +108,9 @@ def model_card(policy: dict, r: dict) -> str:
                  "more than D x its estimate away gets none until it has waited G), started "
                  "from the best of " + ", ".join(f"{n} {f:.3f}" for n, f in r.get('drain_grid', []))
                  + " (training fitness)" if r['search_space'].get('drain') == "searched" else "")
-              + " (`cosim/policies/priority.py`)",
+              + " (`cosim/policies/priority.py`)"
+              + (f"; log_submit searched: {r['search_space']['submit_time']}"
+                 if r['search_space'].get('submit_time') else ""),
               *([f"- fairness bound: max wait at most {mb['ratio']:g}x FCFS+EASY's "
                  f"({mb['validation_fcfs_easy_max_wait']:.0f} s on validation); the reference "
                  f"is the best heuristic within it, {best} ({mb['lead_heuristic']} is best by "

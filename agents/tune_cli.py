@@ -90,7 +90,8 @@ def add_parser(sub) -> None:
                         "it does no worse over the span as a whole); mean: the lowest "
                         "validation mean wins; minimax: the search's fitness is the worst "
                         "ratio to the best heuristic over the training chunks and the "
-                        "validation span (the whole past; --evaluation running), and the best "
+                        "validation span (the whole past; --evaluation running; where "
+                        "F1+EASY leads, its submit-time term is searched too), and the best "
                         "point ships only if that ratio is below --margin")
     t.add_argument("--margin", type=float, default=MINIMAX_MARGIN,
                    help=f"--selection minimax: a searched point ships only if its worst-period ratio is below this "

@@ -114,3 +114,26 @@ def test_the_benchmark_applies_the_same_rule_by_hand():
     fresh = minimax_rows.rows("fresh")
     assert len(fresh) == 40 and fresh[0][0] == "seed=201"
     assert fresh[0][1] != minimax_rows.rows("holdout")[0][1]
+
+
+def test_where_f1_leads_its_submit_time_term_joins_the_space_and_the_seed_is_f1(tmp_path):
+    # A small Lublin trace on which F1+EASY leads validation (and one where SAF+EASY does):
+    # with the term the seed point orders jobs as F1 does, so the search starts at 1.000
+    # of its reference in every period of the past.
+    def run(seed, name):
+        return tune("scenarios/lublin256.yaml", [f"seed={seed}", "workload.jobs=1200",
+                                                 "workload.params.kind=interactive",
+                                                 "workload.params.load=0.9"],
+                    10.0, tmp_path / name, window_jobs=80, count=6, processes=1,
+                    generations=1, keep=3, selection="minimax", evaluation="running",
+                    margin=0.95, echo=lambda *a: None)
+    f1 = run(3, "f1")
+    assert f1["minimax"]["reference"] == "f1+easy"
+    assert "log_submit" in f1["search_space"]["features"]
+    assert f1["search_space"]["submit_time"].startswith("F1+EASY leads validation")
+    assert [1.0] * 5 in f1["minimax"]["period_ratios"].values()     # the seed point, exactly
+    assert "log_submit searched: F1+EASY leads" in (tmp_path / "f1" / "card.md").read_text()
+    saf = run(1, "saf")
+    assert saf["minimax"]["reference"] == "saf+easy"
+    assert "log_submit" not in saf["search_space"]["features"]
+    assert saf["search_space"]["submit_time"] is None
