@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_tune import trace
 
@@ -13,6 +15,8 @@ from cosim.evaluation import CLASSIC, Evaluator, chronological_split
 from cosim.policies import make_policy
 from cosim.policies.priority import PriorityWeights
 from cosim.workloads.loading import load_workload, resolve_machine
+
+LUBLIN = Path(__file__).resolve().parent.parent / "scenarios" / "lublin256.yaml"
 
 
 def minimax_tune(scenario, out, margin, **kw):
@@ -121,7 +125,7 @@ def test_where_f1_leads_its_submit_time_term_joins_the_space_and_the_seed_is_f1(
     # with the term the seed point orders jobs as F1 does, so the search starts at 1.000
     # of its reference in every period of the past.
     def run(seed, name):
-        return tune("scenarios/lublin256.yaml", [f"seed={seed}", "workload.jobs=1200",
+        return tune(str(LUBLIN), [f"seed={seed}", "workload.jobs=1200",
                                                  "workload.params.kind=interactive",
                                                  "workload.params.load=0.9"],
                     10.0, tmp_path / name, window_jobs=80, count=6, processes=1,
