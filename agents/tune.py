@@ -15,7 +15,8 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    weight on it learned on the past is another policy on the future; the
    user-history prediction and accuracy of Tsafrir et al. where the trace
    names its users and their requests are loose, ``--user-features auto``,
-   computed once on the whole workload), with
+   computed once on the whole workload; with ``--backlog searched`` three
+   products of the queue's backlog with log estimate, cores and wait), with
    EASY backfilling in the same order, starting from the best heuristic's
    point of that space. Fitness: the candidate's mean bsld over the best
    heuristic's, on paired training windows, evaluated in worker processes.
@@ -202,7 +203,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          snapshots: bool = False, warmup: int | str = 0, train_batch: int = 0,
          folds: int = FOLDS, slack: str = "off", evaluation: str = EVALUATION,
          max_wait: float | None = None, drain: str = "off", fallback: str = FALLBACK,
-         margin: float = MINIMAX_MARGIN, echo=print) -> dict:
+         margin: float = MINIMAX_MARGIN, backlog: str = "off", echo=print) -> dict:
     """Search, select on validation, test once; write the policy folder. Returns the results."""
     import cma
 
@@ -305,7 +306,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         drained = drain == "searched"
         relaxed = slack == "searched"
         space = SearchSpace.of(capacity, submit_time=submit_time, user_features=user_features,
-                               backfill_order=backfill_order == "searched", guarded=guarded,
+                               backlog=backlog == "searched", backfill_order=backfill_order == "searched", guarded=guarded,
                                drained=drained, relaxed=relaxed)
         seed_of, spec_of = space.seed, space.spec
         x0 = seed_of(heuristic_weights(base, capacity) or heuristic_weights("f1", capacity))
@@ -635,7 +636,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          "backfill": "easy", "backfill_order": backfill_order,
                          "slack": slack, "slack_scale": SLACK_SCALE,
                          "guard": "searched" if guarded else None,
-                         "drain": drain,
+                         "drain": drain, "backlog": backlog,
                          "fitness": "minimax" if minimax else fitness,
                          "folds": fold_info,
                          "train_batch": (f"{batch} of {n_train} training windows, drawn "

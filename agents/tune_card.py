@@ -108,6 +108,10 @@ def model_card(policy: dict, r: dict) -> str:
                  "more than D x its estimate away gets none until it has waited G), started "
                  "from the best of " + ", ".join(f"{n} {f:.3f}" for n, f in r.get('drain_grid', []))
                  + " (training fitness)" if r['search_space'].get('drain') == "searched" else "")
+              + ("; the backlog products searched (B = log10(1 + the queued jobs' estimated "
+                 "core-hours / N) times log estimate, log cores and log wait: the order may "
+                 "change with the queue)" if r['search_space'].get('backlog') == "searched"
+                 else "")
               + " (`cosim/policies/priority.py`)"
               + (f"; log_submit searched: {r['search_space']['submit_time']}"
                  if r['search_space'].get('submit_time') else ""),

@@ -148,6 +148,10 @@ def add_parser(sub) -> None:
                         "past's worst chunk but lost on validation")):
         t.add_argument(flag, choices=("searched", "off"), default="off",
                        help=f"searched: also search {what} (default off)")
+    t.add_argument("--backlog", choices=("searched", "off"), default="off",
+                   help="searched: also search three backlog products (B = log10(1 + the queued "
+                        "jobs' estimated core-hours / N) times log estimate, log cores and log "
+                        "wait), so the order may change with the queue (default off)")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -191,5 +195,6 @@ def run(ns) -> int:
          user_features=ns.user_features, train_filter=ns.train_filter,
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
-         evaluation=ns.evaluation, max_wait=ns.max_wait, drain=ns.drain)
+         evaluation=ns.evaluation, max_wait=ns.max_wait, drain=ns.drain,
+         backlog=ns.backlog)
     return 0

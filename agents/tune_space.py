@@ -16,6 +16,7 @@ import numpy as np
 
 from cosim.evaluation import CLASSIC
 from cosim.policies.priority import (
+    BACKLOG_FEATURES,
     FEATURES,
     USER_FEATURES,
     PriorityWeights,
@@ -215,12 +216,13 @@ class SearchSpace:
 
     @classmethod
     def of(cls, capacity: int, *, submit_time: bool, user_features: bool,
-           **flags: bool) -> SearchSpace:
-        """The tuner's space: every feature but absolute submit time (unless asked) and
-        the user-history features (unless on)."""
+           backlog: bool = False, **flags: bool) -> SearchSpace:
+        """The tuner's space: every feature but absolute submit time (unless asked), the
+        user-history features (unless on) and the backlog products (unless asked)."""
         return cls(tuple(i for i, f in enumerate(FEATURES)
                          if (submit_time or f != "log_submit")
-                         and (user_features or f not in USER_FEATURES)), capacity, **flags)
+                         and (user_features or f not in USER_FEATURES)
+                         and (backlog or f not in BACKLOG_FEATURES)), capacity, **flags)
 
     @property
     def guard_index(self) -> int:

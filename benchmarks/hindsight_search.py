@@ -76,7 +76,7 @@ class Periods:
     order), and per window on validation and test for intervals."""
 
     def __init__(self, scenario: str, overrides: list[str], processes: int,
-                 submit_time: bool = False):
+                 submit_time: bool = False, backlog: bool = False):
         ricc = any("RICC" in o for o in overrides)
         sc = load_scenario(scenario, overrides)
         wl = load_workload(sc, base_dir=Path(scenario).parent)
@@ -85,7 +85,8 @@ class Periods:
         if on:
             wl.features.update(user_history(wl))
         self.capacity = capacity_of(self.scenario)
-        self.space = SearchSpace.of(self.capacity, submit_time=submit_time, user_features=on)
+        self.space = SearchSpace.of(self.capacity, submit_time=submit_time, user_features=on,
+                                    backlog=backlog)
         sp = chronological_split(wl, size=2048 if ricc else 256, train_count=4,
                                  count=60 if ricc else 100, evaluation="running")
         self.blocks = sp.blocks
@@ -134,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--with-submit-time", action="store_true",
                     help="also search log submit time, as the tuner's flag (F1 is then a point)")
+    ap.add_argument("--with-backlog", action="store_true",
+                    help="also search the backlog products (the order may change with the queue)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ns = ap.parse_args(argv)
     import cma
@@ -151,7 +154,8 @@ def main(argv=None) -> int:
         label = " ".join([Path(scenario).name, *overrides])
     t0 = time.perf_counter()
     try:
-        per = Periods(scenario, overrides, ns.processes, ns.with_submit_time)
+        per = Periods(scenario, overrides, ns.processes, ns.with_submit_time,
+                      ns.with_backlog)
     except CosimError as err:       # a bad scenario or override: one line, nothing written
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -62,7 +62,8 @@ def rows(which: str) -> list[tuple[str, list[str]]]:
         out = [(o.split()[0], ["--scenario", "scenarios/lublin256.yaml",
                                *[a for k in o.split() for a in ("--set", k)]]) for o in DESIGN]
         return out + [("lublin_256.swf", ["--trace", "lublin"])]
-    drawn = holdout_traces() if which == "holdout" else holdout_traces(20261129, 201)
+    drawn = {"holdout": holdout_traces(), "fresh": holdout_traces(20261129, 201),
+             "fresh3": holdout_traces(20261201, 301)}[which]
     return [(o[0], ["--scenario", "scenarios/lublin256.yaml",
                     *[a for k in o for a in ("--set", k)]])
             for _, o, warm in drawn if warm == 0]
@@ -82,7 +83,7 @@ def outcome(d: dict, margin: float) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", choices=("design", "holdout", "fresh"), default="holdout")
+    ap.add_argument("--rows", choices=("design", "holdout", "fresh", "fresh3"), default="holdout")
     ap.add_argument("--first", type=int, default=None, help="holdout, fresh: first seed")
     ap.add_argument("--last", type=int, default=None, help="holdout, fresh: last seed")
     ap.add_argument("--generations", type=int, default=60)
@@ -91,6 +92,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="out/minimax", help="one JSON per row")
     ap.add_argument("--without-f1-term", action="store_true",
                     help="stop 37's rule: no submit-time term where F1+EASY leads")
+    ap.add_argument("--backlog", action="store_true",
+                    help="also search the backlog products (files <row>[-f1term]-backlog.json)")
     ns = ap.parse_args(argv)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,18 +105,35 @@ def main(argv=None) -> int:
             seed = int(label.partition("=")[2])
             if (ns.first and seed < ns.first) or (ns.last and seed > ns.last):
                 continue
-        path = out / f"{label.replace('=', '')}.json"
-        search = [*args, "--fit", "past-only", "--generations", str(ns.generations),
-                  "--minutes", "60", "--processes", str(ns.processes), "--json"]
-        if not path.exists() and hindsight_search.main([*search, str(path)]):
+        stem = label.replace("=", "")
+        search = [*args, "--fit", "past-only", "--minutes", "60",
+                  "--processes", str(ns.processes)]
+
+        def read(path: Path, extra: list[str], search=search) -> dict | None:
+            if not path.exists() and hindsight_search.main([*search, *extra, "--json",
+                                                            str(path)]):
+                return None
+            return json.loads(path.read_text())
+        # Which heuristic leads validation decides the space; a run without a search
+        # (generations 0) says so where the plain row has not run.
+        lead = out / f"{stem}.json"
+        if not lead.exists() and (ns.backlog or not ns.without_f1_term):
+            lead = out / f"{stem}-lead.json"
+        d = read(lead, ["--generations", "0" if lead.stem.endswith("-lead")
+                        else str(ns.generations)])
+        if d is None:
             return 1
-        d = json.loads(path.read_text())
-        if not ns.without_f1_term and d["best_on_validation"] == "f1+easy":
-            path = path.with_name(f"{path.stem}-f1term.json")
-            if not path.exists() and hindsight_search.main([*search, str(path),
-                                                            "--with-submit-time"]):
-                return 1
-            d = json.loads(path.read_text())
+        f1 = not ns.without_f1_term and d["best_on_validation"] == "f1+easy"
+        extra = ((["--with-submit-time"] if f1 else [])
+                 + (["--with-backlog"] if ns.backlog else []))
+        if extra:
+            d = read(out / f"{stem}{'-f1term' if f1 else ''}"
+                     f"{'-backlog' if ns.backlog else ''}.json",
+                     ["--generations", str(ns.generations), *extra])
+        elif lead.stem.endswith("-lead"):
+            d = read(out / f"{stem}.json", ["--generations", str(ns.generations)])
+        if d is None:
+            return 1
         res = outcome(d, ns.margin)
         results.append(res)
         lo, hi = res["ci"]

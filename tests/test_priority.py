@@ -85,7 +85,7 @@ def test_bad_learned_folders_are_clear(tmp_path):
         make_policy(f"learned:{tmp_path}")
     (tmp_path / "policy.json").write_text(json.dumps(
         {"kind": "priority", "features": list(FEATURES), "weights": [1, 2], "capacity": 8}))
-    with pytest.raises(InputError, match="9 numbers"):
+    with pytest.raises(InputError, match=f"{len(FEATURES)} numbers"):
         make_policy(f"learned:{tmp_path}")
     (tmp_path / "policy.json").write_text('{"kind": "heuristic", "name": "nope+easy"}')
     with pytest.raises(InputError, match="saf\\+easy"):
@@ -107,10 +107,12 @@ def test_each_feature_by_hand():
 
     from cosim.policies.priority import _dynamic_key
     q = SimpleNamespace(estimate=np.array([100.0]), procs=np.array([4]),
-                        submit=np.array([1000.0]))
+                        submit=np.array([1000.0]), slots=lambda: np.array([0]))
+    backlog = np.log10(1 + 100 * 4 / 3600 / 16)      # the queue's core-hours over N
     expected = {"log_est": 2.0, "log_procs": np.log10(4), "log_wait": 1.0,
                 "log_est_procs": 2 * np.log10(4), "wait_per_est": 0.09, "log_submit": 3.0,
-                "f1_area": 2.0 * 4 / 16}
+                "f1_area": 2.0 * 4 / 16, "backlog_log_est": backlog * 2.0,
+                "backlog_log_procs": backlog * np.log10(4), "backlog_log_wait": backlog}
     for name, value in expected.items():
         got = _dynamic_key(_unit_weights(name), 16)(q, np.array([0]), 1009.0, None, None)
         assert got[0] == pytest.approx(value), name
@@ -137,6 +139,26 @@ def test_a_priority_order_by_hand():
     assert sjf == {1: 0, 2: 210, 3: 100, 4: 110}
     oldest = tiny_starts(PriorityWeights(tuple(-x for x in _unit_weights("log_wait")), 10), **job)
     assert oldest == {1: 0, 2: 100, 3: 1100, 4: 1110}
+
+
+def test_the_backlog_turns_the_order_by_hand():
+    # Key log_est * (1 - B), B = log10(1 + queued core-hours / 10 cores): shortest first
+    # on a short queue, longest first on a long one. R fills the 10 cores until 100; A
+    # and B take the 10 cores and queue at 1 and 2. A 100 s, B 1000 s: B = log10(1 +
+    # 11000 / 3600 / 10) = 0.12, so A at 100, B at 200. A 10^4 s, B 10^5 s: B = log10(1 +
+    # 30.6) = 1.50 > 1, so B goes first at 100 and A at 100,100.
+    w = [0.0] * len(FEATURES)
+    w[FEATURES.index("log_est")], w[FEATURES.index("backlog_log_est")] = 1.0, -1.0
+    spec = PriorityWeights(tuple(w), 10)
+    assert spec.dynamic
+    short = tiny_starts(spec, submit=[0, 1, 2], run=[100, 100, 1000], procs=[10] * 3)
+    assert short == {1: 0, 2: 100, 3: 200}
+    long_ = tiny_starts(spec, submit=[0, 1, 2], run=[100, 10_000, 100_000], procs=[10] * 3)
+    assert long_ == {1: 0, 2: 100_100, 3: 100}
+    # Without the backlog term the long queue goes shortest first too.
+    w[FEATURES.index("backlog_log_est")] = 0.0
+    assert tiny_starts(PriorityWeights(tuple(w), 10), submit=[0, 1, 2],
+                       run=[100, 10_000, 100_000], procs=[10] * 3) == {1: 0, 2: 100, 3: 10_100}
 
 
 def test_the_backfill_order_is_honoured():

@@ -12,6 +12,7 @@ from agents.__main__ import main
 from agents.tune import tune
 from cosim.evaluation import CLASSIC
 from cosim.policies import make_policy
+from cosim.policies.priority import BACKLOG_FEATURES
 
 FIELDS = 18
 
@@ -439,8 +440,9 @@ def test_drain_searched_starts_from_the_best_of_its_grid(tmp_path):
         (tmp_path / "drain" / "card.md").read_text()
     make_policy(f"learned:{tmp_path / 'drain'}")
     # the coordinates: log10 D and log10 days; off beyond DRAIN_OFF, and back again
-    from cosim.policies.priority import PriorityWeights
-    assert drain_of(*drain_coordinates(PriorityWeights((0.0,) * 9, 32))) == (0.0, 0.0)
+    from cosim.policies.priority import FEATURES, PriorityWeights
+    off = PriorityWeights((0.0,) * len(FEATURES), 32)
+    assert drain_of(*drain_coordinates(off)) == (0.0, 0.0)
     assert drain_of(2.0, math.log10(30.0)) == pytest.approx((100.0, 30 * 86400.0))
 
 
@@ -486,6 +488,20 @@ def test_the_command_measures_running_spans_by_default(tmp_path):
     assert r["evaluation"] == "running" and r["windows"]["train"] == 4
     assert r["max_wait_bound"] is None and r["search_space"]["guard"] is None
     assert r["windows"]["test"] == 6 and set(r["test"]["replay"]) >= set(CLASSIC)
+    assert not set(BACKLOG_FEATURES) & set(r["search_space"]["features"])
+    make_policy(f"learned:{out}")
+
+
+def test_backlog_products_join_the_search_when_asked(tmp_path):
+    s = trace(tmp_path, "b", 1.0)
+    out = tmp_path / "o"
+    assert main(["tune", s, "--minutes", "1", "--generations", "2", "--window-jobs", "80",
+                 "--windows", "6", "--processes", "1", "--keep", "3", "--backlog", "searched",
+                 "--out", str(out)]) == 0
+    r = json.loads((out / "results.json").read_text())
+    assert r["search_space"]["backlog"] == "searched"
+    assert set(BACKLOG_FEATURES) <= set(r["search_space"]["features"])
+    assert "the backlog products searched" in (out / "card.md").read_text()
     make_policy(f"learned:{out}")
 
 

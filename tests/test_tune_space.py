@@ -14,6 +14,7 @@ from cosim.config import load_scenario
 from cosim.model import build
 from cosim.policies import make_policy
 from cosim.policies.priority import (
+    BACKLOG_FEATURES,
     FEATURES,
     USER_FEATURES,
     heuristic_weights,
@@ -49,7 +50,8 @@ def test_the_seed_point_is_the_heuristics_own_schedule(name, backfill_order, use
     space = SearchSpace.of(CORES, submit_time=name == "f1", user_features=user_features,
                            backfill_order=backfill_order)
     assert len(space.features) == (len(FEATURES) - (name != "f1")
-                                   - (0 if user_features else len(USER_FEATURES)))
+                                   - (0 if user_features else len(USER_FEATURES))
+                                   - len(BACKLOG_FEATURES))
     x = space.seed(heuristic_weights(name, CORES))
     assert len(x) == len(space.features) * (2 if backfill_order else 1)
     ours = starts(make_priority_policy(space.spec(x, name)), wl)
@@ -84,3 +86,15 @@ def test_fcfs_without_submit_time_seeds_oldest_first():
     x = space.seed(heuristic_weights("fcfs", CORES))
     assert x[space.features.index(FEATURES.index("log_wait"))] == pytest.approx(-1.0)
     assert np.count_nonzero(x) == 1
+
+
+def test_with_the_backlog_products_the_seed_point_is_still_the_heuristics_schedule():
+    # The backlog weights start at 0, so searching them moves nothing at the seed.
+    wl = load_workload(SCENARIO)
+    space = SearchSpace.of(CORES, submit_time=False, user_features=False, backlog=True)
+    assert {FEATURES[i] for i in space.features} >= set(BACKLOG_FEATURES)
+    x = space.seed(heuristic_weights("saf", CORES))
+    assert starts(make_priority_policy(space.spec(x, "saf")), wl) == \
+        starts(make_policy("saf+easy"), wl)
+    x[space.features.index(FEATURES.index("backlog_log_est"))] = -2.0   # the test can fail
+    assert starts(make_priority_policy(space.spec(x, "b")), wl) != starts(make_policy("saf+easy"), wl)

@@ -12,6 +12,16 @@ wait so far ``w``, submit time ``s``, machine capacity ``N``)::
     6 f1_area        log10(max(e, 1)) * p / N
     7 log_user_pred  log10(max(u, 1)), u the user-history prediction below
     8 log_user_accuracy  log10 of the user's recent run/request ratio (0: none known)
+    9 backlog_log_est    B * log_est     (B below; changes with the queue)
+   10 backlog_log_procs  B * log_procs
+   11 backlog_log_wait   B * log_wait
+
+``B = log10(1 + Q / N)``, ``Q`` the queued jobs' estimated work in
+core-hours: the hours the machine would need to clear its queue. The three
+products let one policy order the queue differently under a backlog than on
+a quiet machine (the best heuristic changes from span to span of a trace,
+and a backlog is what tells the spans apart while they run); with ``B``
+the same for every job of a pass, the key is ``(w + B v) . features``.
 
 The two user features follow Tsafrir, Etsion and Feitelson ("Backfilling
 using system-generated predictions rather than user runtime estimates",
@@ -83,18 +93,21 @@ from cosim.policies.backfill import BACKFILLS, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
 
 __all__ = ["FEATURES", "PriorityWeights", "TwoOrderEasy", "heuristic_weights",
-           "make_priority_policy", "load_learned", "POLICY_FILE", "USER_FEATURES",
+           "make_priority_policy", "load_learned", "POLICY_FILE", "USER_FEATURES", "BACKLOG_FEATURES",
            "user_history", "user_history_applies"]
 
 #: Feature names, in weight order.
 FEATURES = ("log_est", "log_procs", "log_wait", "log_est_procs", "wait_per_est", "log_submit",
-            "f1_area", "log_user_pred", "log_user_accuracy")
+            "f1_area", "log_user_pred", "log_user_accuracy", "backlog_log_est",
+            "backlog_log_procs", "backlog_log_wait")
 #: The user-history features (computed per workload by :func:`user_history`).
 USER_FEATURES = ("log_user_pred", "log_user_accuracy")
-_DYNAMIC = (2, 4)          # features that change while a job waits
+#: The backlog features (see the module docstring).
+BACKLOG_FEATURES = ("backlog_log_est", "backlog_log_procs", "backlog_log_wait")
+_DYNAMIC = (2, 4, 9, 10, 11)          # features that change while a job waits
 _USER = (7, 8)
 #: Feature lists of earlier versions, read by :func:`load_learned` (missing weights are 0).
-_OLD_FEATURES = (FEATURES[:7],)
+_OLD_FEATURES = (FEATURES[:7], FEATURES[:9])
 #: The file in a tuned policy folder.
 POLICY_FILE = "policy.json"
 
@@ -347,7 +360,7 @@ class _UserColumns:
 
 def _static_key(weights: tuple[float, ...], capacity: int, users: _UserColumns | None = None):
     users = users or _UserColumns()
-    w0, w1, _, w3, _, w5, w6, w7, w8 = weights
+    w0, w1, w3, w5, w6, w7, w8 = (weights[i] for i in (0, 1, 3, 5, 6, 7, 8))
     of_job = users.of_job
 
     def key(job) -> float:
@@ -389,6 +402,11 @@ def _dynamic_key(weights: tuple[float, ...], capacity: int, users: _UserColumns 
         if w[7] or w[8]:
             up, ua = users.of_slots(q, slots)
             out = out + w[7] * up + w[8] * ua
+        if w[9] or w[10] or w[11]:
+            everyone = q.slots()      # the whole queue's backlog, whichever slots are keyed
+            work = float(np.dot(q.estimate[everyone], q.procs[everyone])) / 3600.0
+            b = math.log10(1.0 + work / capacity)
+            out = out + b * (w[9] * le + w[10] * lp + w[11] * np.log10(wait + 1.0))
         if promote_after:
             out = np.where(wait >= promote_after, _PROMOTED + q.submit[slots], out)
         return out
