@@ -27,7 +27,17 @@ never searched (the README's held-out table)::
 
     python benchmarks/minimax_rows.py --rows fresh --out out/minimax-fresh
 
-About 2-4 minutes a row on 2 cores at ``--generations 60``. A row whose
+``--backlog``: the search also moves the backlog products of
+:mod:`cosim.policies.priority` (``agents tune --backlog searched``; files
+``<row>[-f1term]-backlog.json``); ``--rows fresh3``: 40 more rows (seeds
+301-340, drawn the same way), on which stop 39 judged it::
+
+    python benchmarks/minimax_rows.py --rows fresh3 --out out/minimax-fresh3
+    python benchmarks/minimax_rows.py --rows fresh3 --out out/minimax-fresh3 --backlog
+
+Which heuristic leads validation is read from the plain row's JSON, or from a
+run without a search (``<row>-lead.json``, ``--generations 0``) where that
+row has not run. About 2-4 minutes a row on 2 cores at ``--generations 60``. A row whose
 JSON is already in ``--out`` is read, not rerun, so a stopped batch resumes.
 """
 

@@ -118,6 +118,8 @@ def test_the_benchmark_applies_the_same_rule_by_hand():
     fresh = minimax_rows.rows("fresh")
     assert len(fresh) == 40 and fresh[0][0] == "seed=201"
     assert fresh[0][1] != minimax_rows.rows("holdout")[0][1]
+    fresh3 = minimax_rows.rows("fresh3")
+    assert len(fresh3) == 40 and fresh3[0][0] == "seed=301" and fresh3[0][1] != fresh[0][1]
 
 
 def test_where_f1_leads_its_submit_time_term_joins_the_space_and_the_seed_is_f1(tmp_path):
@@ -141,3 +143,31 @@ def test_where_f1_leads_its_submit_time_term_joins_the_space_and_the_seed_is_f1(
     assert saf["minimax"]["reference"] == "saf+easy"
     assert "log_submit" not in saf["search_space"]["features"]
     assert saf["search_space"]["submit_time"] is None
+
+
+def test_the_backlog_switch_probe_changes_order_at_its_threshold_by_hand():
+    # benchmarks/backlog_switch.py: SJF below backlog B = 1, FCFS from it on. R fills the
+    # 10 cores until 100; A and B take the 10 cores and queue at 1 and 2. A 1000 s, B 100
+    # s: B = log10(1 + 11000 / 3600 / 10) = 0.12, SJF, so B at 100 and A at 200. A 10^5
+    # s, B 10^4 s: B = 1.50, FCFS, so A at 100 and B at 100,100.
+    import sys
+
+    import simpy
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import backlog_switch
+
+    from cosim.model import build
+    from cosim.policies import QueuePolicy
+    from cosim.workloads.base import Workload
+
+    tiny = load_scenario(str(LUBLIN), ["cluster.nodes=10"])
+    order = backlog_switch.switch("sjf", "fcfs", 1.0, 10, "switch-test")
+
+    def starts(run):
+        w = Workload.from_columns(submit=[0, 1, 2], run=run, procs=[10] * 3)
+        env = simpy.Environment()
+        sim = build(env, tiny, QueuePolicy(order, "easy"), workload=w, record=False)
+        env.run(until=sim.finished)
+        return {int(j.id): j.start for j in sim.scheduler.jobs}
+    assert starts([100, 1000, 100]) == {1: 0, 2: 200, 3: 100}
+    assert starts([100, 100_000, 10_000]) == {1: 0, 2: 100, 3: 100_100}
