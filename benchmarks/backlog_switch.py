@@ -14,6 +14,7 @@ its test ratio read::
 
     python benchmarks/backlog_switch.py --trace lublin
     python benchmarks/backlog_switch.py --trace lublin --pair saf,f1
+    python benchmarks/backlog_switch.py --trace ricc --pair saf,f1 --grid 2
 
 Each switch is registered as a heuristic (``switch0``, ``switch1``, ...) in
 :data:`cosim.policies.HEURISTICS` for this process and its worker processes
@@ -68,8 +69,11 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", choices=sorted(TRACES), default="lublin")
     ap.add_argument("--pair", default="f1,saf", help="LOW,HIGH: the heuristics below and "
                                                      "from the threshold on")
+    ap.add_argument("--grid", type=float, nargs="+", default=list(GRID),
+                    help="the backlog thresholds tried")
     ap.add_argument("--processes", type=int, default=2)
     ns = ap.parse_args(argv)
+    grid = tuple(ns.grid)
     low, _, high = ns.pair.partition(",")
     path = TRACES[ns.trace]
     if not path.exists():
@@ -81,8 +85,8 @@ def main(argv=None) -> int:
             return 2
     scenario = str(ROOT / "scenarios" / "swf.yaml")
     per = Periods(scenario, [f"workload.path={path}"], 1)
-    names = [f"switch{i}" for i in range(len(GRID))]
-    for name, t in zip(names, GRID):       # before the worker processes fork
+    names = [f"switch{i}" for i in range(len(grid))]
+    for name, t in zip(names, grid):       # before the worker processes fork
         HEURISTICS[name] = switch(low, high, t, per.capacity, name)
     per.close()
     per = Periods(scenario, [f"workload.path={path}"], ns.processes)
@@ -96,12 +100,12 @@ def main(argv=None) -> int:
             print(f"  {h:28s} " + " ".join(f"{v:.3f}" for v in row / ref))
         m = per.run([f"{n}+easy" for n in names], ("train", "validation"))["means"]
         worst = (m[:, :-1] / ref[:-1]).max(axis=1)
-        for t, row, w in zip(GRID, m, worst):
+        for t, row, w in zip(grid, m, worst):
             print(f"  {low} below B {t:<4g}, {high} from it " + " ".join(
                 f"{v:.3f}" for v in (row / ref)[:-1]) + f"  worst past {w:.3f}")
         pick = int(np.argmin(worst))
         test = per.run([f"{names[pick]}+easy"], ("test",))["means"][0, -1] / ref[-1]
-        print(f"pick (lowest worst past ratio): B {GRID[pick]:g}, worst past {worst[pick]:.3f}; "
+        print(f"pick (lowest worst past ratio): B {grid[pick]:g}, worst past {worst[pick]:.3f}; "
               f"test {test:.3f} of {CLASSIC[ref_i]}"
               + ("" if worst[pick] < 0.95 else " (above the 0.95 margin: minimax would keep "
                                                  "the heuristic)"))
