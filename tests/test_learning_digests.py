@@ -16,8 +16,11 @@ compared only under the torch and numpy versions they were recorded with
 MKL and ATen pick their kernels by the instruction set, and the same build
 gives other floats on an AVX512 machine than on the machines the digests
 were first recorded on. Digests recorded on a CPU are kept under
-``by_cpu`` (by ``torch.backends.cpu.get_cpu_capability()``); the plain
-``cases`` serve a CPU without its own recording.
+``by_cpu`` (by ``torch.backends.cpu.get_cpu_capability()`` and the vendor:
+an AMD EPYC with AVX512 gives other floats than the Intel machine the
+``AVX512`` digests came from); the plain ``cases`` serve a CPU without its
+own recording. ``--record-this-cpu`` adds this CPU's recording, the code
+unchanged (run it at a commit whose digests pass elsewhere).
 """
 
 from __future__ import annotations
@@ -59,9 +62,24 @@ def cpu() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+def vendor() -> str:
+    """The CPU's vendor (GenuineIntel, AuthenticAMD, ...; "" where unknown): MKL picks
+    other kernels on AMD than on Intel at the same instruction set."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def recorded_cases(recorded: dict) -> dict | None:
-    """The digests for this CPU: its own recording, else the plain ``cases`` (if any)."""
-    return recorded.get("by_cpu", {}).get(cpu()) or recorded.get("cases")
+    """The digests for this CPU: its own recording (instruction set and vendor, then the
+    instruction set alone, as first recorded), else the plain ``cases`` (if any)."""
+    by_cpu = recorded.get("by_cpu", {})
+    return (by_cpu.get(f"{cpu()}/{vendor()}") or by_cpu.get(cpu())
+            or recorded.get("cases"))
 
 
 def learning_digest(algo: str, out: Path) -> dict[str, str]:
@@ -119,9 +137,27 @@ def _record() -> None:
                                   indent=1) + "\n", encoding="utf-8")
 
 
+def _record_this_cpu() -> None:
+    import os
+    import tempfile
+
+    os.chdir(ROOT)
+    recorded = json.loads(DIGESTS.read_text(encoding="utf-8"))
+    if recorded["versions"] != versions():
+        sys.exit(f"digests recorded with {recorded['versions']}, running {versions()}: "
+                 "re-record all with --record")
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = {algo: learning_digest(algo, Path(tmp) / algo) for algo in CASES}
+    # The same code on another CPU: this CPU's floats join the others' (nothing dropped).
+    recorded.setdefault("by_cpu", {})[f"{cpu()}/{vendor()}"] = cases
+    DIGESTS.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--record"]:
+    if sys.argv[1:] in (["--record"], ["--record-this-cpu"]):
         sys.path.insert(0, str(ROOT))
-        _record()
+        _record() if sys.argv[1] == "--record" else _record_this_cpu()
     else:
-        sys.exit("usage: python tests/test_learning_digests.py --record")
+        sys.exit("usage: python tests/test_learning_digests.py --record | --record-this-cpu\n"
+                 "  --record: after a deliberate change (drops other CPUs' recordings)\n"
+                 "  --record-this-cpu: the code unchanged, a CPU without its own recording")
