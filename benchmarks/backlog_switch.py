@@ -39,7 +39,7 @@ from cosim.policies import HEURISTICS, Heuristic  # noqa: E402
 GRID = (0.1, 0.3, 0.5, 0.7, 1.0, 1.3, 1.6, 2.0, 2.5)
 
 
-def _keys(name: str, q, slots, capacity: int) -> np.ndarray:
+def _keys(name: str, q, slots) -> np.ndarray:
     est = np.maximum(q.estimate[slots], 1.0)
     procs = q.procs[slots].astype(np.float64)
     if name == "saf":
@@ -53,13 +53,13 @@ def _keys(name: str, q, slots, capacity: int) -> np.ndarray:
     raise ValueError(f"--pair: {name!r}, expected saf, sjf, f1 or fcfs")
 
 
-def switch(low: str, high: str, threshold: float, capacity: int, name: str) -> Heuristic:
+def switch(low: str, high: str, threshold: float, name: str) -> Heuristic:
     """The order ``low`` below the backlog ``threshold`` and ``high`` from it on."""
     def key(q, slots, now, cluster, rng) -> np.ndarray:
         everyone = q.slots()
         work = float(np.dot(q.estimate[everyone], q.procs[everyone])) / 3600.0
-        backlog = math.log10(1.0 + work / capacity)
-        return _keys(high if backlog >= threshold else low, q, slots, capacity)
+        backlog = math.log10(1.0 + work / cluster.capacity)
+        return _keys(high if backlog >= threshold else low, q, slots)
     return Heuristic(name, f"{low} below backlog {threshold:g}, {high} from it on",
                      dynamic=key)
 
@@ -75,21 +75,19 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
     grid = tuple(ns.grid)
     low, _, high = ns.pair.partition(",")
-    path = TRACES[ns.trace]
-    if not path.exists():
-        print(f"error: {path} is absent (the shared traces); nothing measured", file=sys.stderr)
-        return 2
     for n in (low, high):
         if n not in ("saf", "sjf", "f1", "fcfs"):
             print(f"error: --pair: {n!r}, expected two of saf, sjf, f1, fcfs", file=sys.stderr)
             return 2
-    scenario = str(ROOT / "scenarios" / "swf.yaml")
-    per = Periods(scenario, [f"workload.path={path}"], 1)
+    path = TRACES[ns.trace]
+    if not path.exists():
+        print(f"error: {path} is absent (the shared traces); nothing measured", file=sys.stderr)
+        return 2
     names = [f"switch{i}" for i in range(len(grid))]
     for name, t in zip(names, grid):       # before the worker processes fork
-        HEURISTICS[name] = switch(low, high, t, per.capacity, name)
-    per.close()
-    per = Periods(scenario, [f"workload.path={path}"], ns.processes)
+        HEURISTICS[name] = switch(low, high, t, name)
+    per = Periods(str(ROOT / "scenarios" / "swf.yaml"), [f"workload.path={path}"],
+                  ns.processes)
     try:
         heur = per.run(list(CLASSIC))["means"]
         ref_i = int(np.argmin(heur[:, -2]))

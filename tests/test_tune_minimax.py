@@ -161,7 +161,7 @@ def test_the_backlog_switch_probe_changes_order_at_its_threshold_by_hand():
     from cosim.workloads.base import Workload
 
     tiny = load_scenario(str(LUBLIN), ["cluster.nodes=10"])
-    order = backlog_switch.switch("sjf", "fcfs", 1.0, 10, "switch-test")
+    order = backlog_switch.switch("sjf", "fcfs", 1.0, "switch-test")
 
     def starts(run):
         w = Workload.from_columns(submit=[0, 1, 2], run=run, procs=[10] * 3)
@@ -171,3 +171,13 @@ def test_the_backlog_switch_probe_changes_order_at_its_threshold_by_hand():
         return {int(j.id): j.start for j in sim.scheduler.jobs}
     assert starts([100, 1000, 100]) == {1: 0, 2: 200, 3: 100}
     assert starts([100, 100_000, 10_000]) == {1: 0, 2: 100, 3: 100_100}
+
+
+def test_the_backlog_switch_probe_refuses_an_unknown_heuristic_in_one_line(capsys):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import backlog_switch
+
+    assert backlog_switch.main(["--pair", "saf,wfp3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --pair: 'wfp3', expected two of saf, sjf, f1, fcfs"
