@@ -134,7 +134,7 @@ def add_parser(sub) -> None:
                         "T s goes ahead of the rest, oldest first; T searched) and is penalized "
                         "where a training chunk's max wait exceeds RATIO x FCFS+EASY's "
                         "(default: no bound)")
-    # Two EASY variants the search may take on (off by default; the README says why).
+    # Two EASY variants the search may take on (off by default; docs/tuning.md says why).
     for flag, what in (
             ("--slack", "relaxed EASY's slack, the head promised its shadow time plus slack x "
                         "its estimate, so backfilling may delay it by that much (Ward, Mahood "

@@ -16,7 +16,7 @@ Two sets of traces::
     python benchmarks/fallback_rules.py --traces holdout   # 40 fresh Lublin traces x 2 starts
 
 ``design``: the synthetic traces of stops 34-35 (``scenarios/lublin256.yaml``
-with the README's overrides) and ``lublin_256.swf``, each from an empty
+with the overrides of docs/tuning.md) and ``lublin_256.swf``, each from an empty
 machine and after the whole past (``--warmup all``), plus RICC from an empty
 machine (``--with-ricc-warm`` adds RICC after the whole past: 15-20 minutes).
 ``holdout``: 40 Lublin traces whose kind, offered load, estimate model and

@@ -39,7 +39,7 @@ def test_env_example_runs(monkeypatch, section):
 
 #: Documents whose module names and paths must exist.
 _DOCS = ["README.md", "docs/architecture.md", "docs/metrics.md", "docs/predictors.md",
-         "docs/reproductions.md", "docs/schemas.md"]
+         "docs/reproductions.md", "docs/schemas.md", "docs/tuning.md"]
 #: Names that look like modules but are not: Parquet metadata keys, the Gym id.
 _NOT_MODULES = {"cosim.run", "cosim.schema", "cosim.study", "predictors.md"}
 
