@@ -137,8 +137,19 @@ def main(argv=None) -> int:
                     help="also search log submit time, as the tuner's flag (F1 is then a point)")
     ap.add_argument("--with-backlog", action="store_true",
                     help="also search the backlog products (the order may change with the queue)")
+    ap.add_argument("--shrink", default=None, metavar="A,B,...",
+                    help="also read the points x0 + a (found - x0) for these a in (0, 1) on "
+                         "every period: the found point shrunk toward the seed heuristic")
     ap.add_argument("--json", default=None, help="write the figures here")
     ns = ap.parse_args(argv)
+    try:
+        alphas = [float(a) for a in ns.shrink.split(",")] if ns.shrink else []
+    except ValueError:
+        alphas = [-1.0]
+    if any(not 0.0 < a < 1.0 for a in alphas):
+        print(f"error: --shrink: expected fractions in (0, 1) separated by commas, got "
+              f"{ns.shrink!r}", file=sys.stderr)
+        return 2
     import cma
 
     if ns.scenario is None:
@@ -212,7 +223,9 @@ def main(argv=None) -> int:
             print(f"nothing found scores below the heuristic's 1.0; the closest point "
                   f"({best_f:.4f}) is read below")
         found = per.space.spec(best_x, f"hindsight-{ns.fit}")
-        res = per.run([found])
+        shrunk = [per.space.spec(x0 + a * (np.asarray(best_x) - x0), f"shrunk{a:g}")
+                  for a in alphas]
+        res = per.run([found, *shrunk])
         row = res["means"][0]
         print(f"\nthe policy found ({gen} generations, {time.perf_counter() - t0:.0f} s), "
               "mean bsld per period and ratio to the best heuristic on validation, "
@@ -221,6 +234,9 @@ def main(argv=None) -> int:
             best_here = CLASSIC[int(np.argmin(means[:, per.names.index(name)]))]
             print(f"  {name:10s} {v:9.2f}  {r:.3f} (best heuristic there {best_here}, "
                   f"{v / means[:, per.names.index(name)].min():.3f} of it)")
+        for a, m in zip(alphas, res["means"][1:]):
+            print(f"  shrunk {a:g} toward {seed_h}: worst past ratio {(m[:-1] / ref[:-1]).max():.3f}"
+                  f", test {m[-1] / ref[-1]:.3f}")
         figures = {}
         for span in ("validation", "test"):
             c = compare(res[span][0], heur[span][val_best], seed=ns.seed,
@@ -238,7 +254,9 @@ def main(argv=None) -> int:
                 "fitness": best_f, "found": {"weights": list(found.weights),
                           "backfill_weights": list(found.backfill_weights or ()),
                           "means": row.tolist()},
-                "intervals": figures}, indent=1) + "\n")
+                "intervals": figures,
+                "shrunk": {f"{a:g}": res["means"][1 + i].tolist()
+                           for i, a in enumerate(alphas)}}, indent=1) + "\n")
     finally:
         per.close()
     return 0

@@ -23,7 +23,7 @@ Where F1+EASY leads validation the search runs again with
 ``log_submit`` term joins the space, so the seed point is F1+EASY itself),
 and the rule reads that search (``<row>-f1term.json``); rows led by another
 heuristic are unchanged. ``--without-f1-term``: stop 37's rule, the term
-never searched (the README's held-out table)::
+never searched (the held-out table of docs/tuning.md)::
 
     python benchmarks/minimax_rows.py --rows fresh --out out/minimax-fresh
 
@@ -91,6 +91,25 @@ def outcome(d: dict, margin: float) -> dict:
             "wins": t["wins"], "losses": t["losses"], "point_test": t["mean_ratio"]}
 
 
+#: ``--shrink``: the fractions of the way from the seed heuristic's point to the point found.
+SHRINK = (0.25, 0.5, 0.75)
+
+
+def shrink_outcome(d: dict, margin: float) -> dict:
+    """The shrink rule on one row: the smallest fraction ``a`` of the way from the seed
+    heuristic's point to the point found (``a = 1``: the point itself) whose worst past
+    ratio is below ``margin`` ships; none: the heuristic stays."""
+    ref = np.array(d["heuristics"][d["best_on_validation"]])
+    points = [(float(a), np.array(m)) for a, m in d["shrunk"].items()]
+    points.append((1.0, np.array(d["found"]["means"])))
+    for a, m in sorted(points, key=lambda p: p[0]):
+        r = m / ref
+        if r[:-1].max() < margin:
+            return {"alpha": a, "worst_past": float(r[:-1].max()), "shipped": True,
+                    "test": float(r[-1])}
+    return {"alpha": None, "worst_past": None, "shipped": False, "test": 1.0}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", choices=("design", "holdout", "fresh", "fresh3"), default="holdout")
@@ -104,6 +123,9 @@ def main(argv=None) -> int:
                     help="stop 37's rule: no submit-time term where F1+EASY leads")
     ap.add_argument("--backlog", action="store_true",
                     help="also search the backlog products (files <row>[-f1term]-backlog.json)")
+    ap.add_argument("--shrink", action="store_true",
+                    help="also read the point found shrunk toward the seed heuristic and "
+                         "apply the shrink rule (files <row>[-f1term]-shrink.json)")
     ns = ap.parse_args(argv)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -135,16 +157,19 @@ def main(argv=None) -> int:
             return 1
         f1 = not ns.without_f1_term and d["best_on_validation"] == "f1+easy"
         extra = ((["--with-submit-time"] if f1 else [])
-                 + (["--with-backlog"] if ns.backlog else []))
+                 + (["--with-backlog"] if ns.backlog else [])
+                 + (["--shrink", ",".join(map(str, SHRINK))] if ns.shrink else []))
         if extra:
             d = read(out / f"{stem}{'-f1term' if f1 else ''}"
-                     f"{'-backlog' if ns.backlog else ''}.json",
+                     f"{'-backlog' if ns.backlog else ''}{'-shrink' if ns.shrink else ''}.json",
                      ["--generations", str(ns.generations), *extra])
         elif lead.stem.endswith("-lead"):
             d = read(out / f"{stem}.json", ["--generations", str(ns.generations)])
         if d is None:
             return 1
         res = outcome(d, ns.margin)
+        if ns.shrink:
+            res["shrink"] = shrink_outcome(d, ns.margin)
         results.append(res)
         lo, hi = res["ci"]
         drawn = " ".join(args[3::2]).partition(" ")[2]
@@ -155,13 +180,26 @@ def main(argv=None) -> int:
               f"{res['worst_past']:.3f} | "
               + (f"shipped: **{res['test']:.3f}** [{lo:.3f}, {hi:.3f}], {res['wins']} / "
                  f"{res['losses']} |" if res["shipped"] else
-                 f"kept: 1.000 (the point: {res['point_test']:.3f}) |"), flush=True)
+                 f"kept: 1.000 (the point: {res['point_test']:.3f}) |")
+              + (f" shrink: a = {res['shrink']['alpha']}, **{res['shrink']['test']:.3f}** |"
+                 if ns.shrink and res["shrink"]["shipped"] else
+                 " shrink: kept, 1.000 |" if ns.shrink else ""), flush=True)
     if results:
         v = np.array([r["test"] for r in results])
         print(f"{len(v)} rows, margin {ns.margin:g}: mean {v.mean():.3f}, geometric mean "
               f"{np.exp(np.log(v).mean()):.3f}, shipped {sum(r['shipped'] for r in results)}, "
               f"wins {int(np.sum(v < 0.999))}, losses {int(np.sum(v > 1.001))}, "
               f"worst {v.max():.3f}")
+        if ns.shrink:
+            w = np.array([r["shrink"]["test"] for r in results])
+            d = w - v
+            boot = np.random.default_rng(0).choice(d, (10000, len(d))).mean(axis=1)
+            print(f"shrink rule: mean {w.mean():.3f}, geometric mean "
+                  f"{np.exp(np.log(w).mean()):.3f}, shipped "
+                  f"{sum(r['shrink']['shipped'] for r in results)}, wins "
+                  f"{int(np.sum(w < 0.999))}, losses {int(np.sum(w > 1.001))}, worst "
+                  f"{w.max():.3f}; paired shrink - minimax {d.mean():+.3f} "
+                  f"[{np.quantile(boot, 0.025):+.3f}, {np.quantile(boot, 0.975):+.3f}]")
     return 0
 
 

@@ -181,3 +181,36 @@ def test_the_backlog_switch_probe_refuses_an_unknown_heuristic_in_one_line(capsy
     assert backlog_switch.main(["--pair", "saf,wfp3"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: --pair: 'wfp3', expected two of saf, sjf, f1, fcfs"
+
+
+def test_the_shrink_rule_ships_the_smallest_step_toward_the_point_that_clears_the_margin():
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import minimax_rows
+
+    heur = {"saf+easy": [10.0, 10.0, 10.0, 10.0, 20.0, 30.0]}
+    row = {"heuristics": heur, "best_on_validation": "saf+easy",
+           "found": {"means": [9.0, 9.0, 9.0, 9.0, 18.0, 33.0]},       # worst 0.90
+           "shrunk": {"0.25": [9.8, 9.0, 9.0, 9.0, 18.0, 30.0],         # 0.98: not below
+                      "0.5": [9.4, 9.0, 9.0, 9.0, 18.0, 27.0],          # 0.94: the first
+                      "0.75": [9.2, 9.0, 9.0, 9.0, 18.0, 24.0]}}        # 0.92: larger a
+    got = minimax_rows.shrink_outcome(row, 0.95)
+    assert got["alpha"] == 0.5 and got["shipped"]
+    assert got["worst_past"] == pytest.approx(0.94) and got["test"] == pytest.approx(0.9)
+    # nothing below the margin: the heuristic stays, 1.000
+    row["found"]["means"] = [9.9] * 4 + [19.8, 3.0]
+    row["shrunk"] = {"0.5": [9.6] * 4 + [19.8, 3.0]}
+    assert minimax_rows.shrink_outcome(row, 0.95) == {
+        "alpha": None, "worst_past": None, "shipped": False, "test": 1.0}
+
+
+@pytest.mark.parametrize("value", ["0.5,1", "half", "0"])
+def test_hindsight_search_refuses_a_shrink_fraction_outside_zero_one_in_one_line(value, capsys):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import hindsight_search
+
+    assert hindsight_search.main(["--shrink", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --shrink: expected fractions in (0, 1) separated by commas, "
+                   f"got {value!r}")
