@@ -57,9 +57,10 @@ came after? The command answers it with :mod:`cosim.evaluation`:
    chunks and the validation span (every one run for every candidate,
    the heuristic's own point first; where F1+EASY leads, F1's submit-time
    term joins the space so that point is F1+EASY itself), and the best
-   point ships only if that ratio is below ``--margin``; validation is
-   then fitted, not held out, and only the margin stands between a fluke
-   and the future.
+   point ships only if that ratio is below ``--margin``, or rather the
+   smallest step toward it from the heuristic's point (a quarter, half,
+   three quarters of the way) whose ratio is; validation is then fitted,
+   not held out, and only the margin stands between a fluke and the future.
 5. The test windows are read once, after selection: the chosen policy and
    every heuristic run on them; ratios to the best heuristic with 95 %
    bootstrap intervals, wins and losses, max wait against FCFS+EASY, the
@@ -74,21 +75,9 @@ chunks of the training span, each run whole; the contention filter is off.
 The bootstrap resamples blocks of consecutive windows, since one window's
 backlog carries into the next.
 
-Options beyond the defaults: ``--fitness folds`` scores the worst of
-``--folds`` chronological blocks of the training windows, each against the
-heuristic best there; ``--max-wait R`` bounds fairness: the chosen policy's max wait
-on validation must be at most R x FCFS+EASY's there, the reference becomes the
-best heuristic within that bound, and the search adds a starvation guard
-(``promote_after`` in :mod:`cosim.policies.priority`): every classic order with
-the guard at thresholds spread over the bound is scored on the training chunks,
-CMA-ES starts from the best of them (weights and log threshold searched
-together), and a candidate whose max wait there exceeds R x FCFS+EASY's pays a
-penalty; ``--slack searched`` adds relaxed EASY's slack
-(:class:`cosim.policies.backfill.QueuePolicy`) to the search; ``--drain searched``
-adds a drain-aware reservation (a head whose shadow time is more than D x its
-estimate away gets none until it has waited G; log D and log G searched, started
-from the best of the seed without and with the rule at a few points of
-:data:`agents.tune_space.DRAIN_GRID`, scored on the training chunks).
+Options beyond the defaults (``--fitness folds``, ``--max-wait``, ``--slack``,
+``--drain``, ``--backlog``, ``--fallback``) are described by ``python -m agents tune
+--help``, and measured in docs/tuning.md.
 
 The output folder runs as ``--policy learned:DIR``: ``policy.json``,
 ``card.md`` (the model card: data, spans, budget, search space, validation
@@ -111,6 +100,7 @@ from agents.tune_select import (
     MINIMAX_MARGIN,
     fallback_heuristic,
     past_check,
+    shrunk_points,
     span_replay,
 )
 from agents.tune_space import (
@@ -429,6 +419,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 # its heuristic (SAF) or lack a term (F1 without submit time).
                 s0 = spec_of(x0, "seed-point")
                 searched.append((float(minimax_score([s0])[0]), s0))
+                x_best, f_best = x0, searched[0][0]
                 evaluations += n_train + len(sp.validation)
             batch = train_batch if 0 < train_batch < n_train and not minimax else n_train
             draw = np.random.default_rng(seed + 2)
@@ -455,6 +446,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                        score(train_eval.evaluate(specs, only=idx), idx))
                 es.tell(xs, fit.tolist())
                 searched += [(float(f), sp_) for f, sp_ in zip(fit, specs)]
+                if minimax and fit.min() < f_best:
+                    x_best, f_best = xs[int(np.argmin(fit))], float(fit.min())
                 generations += 1
                 if snapshots and generations in checkpoints(generations):
                     # Early stopping, decided on validation: the best point so far
@@ -469,6 +462,10 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                      f"{'past minimax' if minimax else 'train ' + fitness} {fit.min():.4f} "
                      f"(overall {min(f for f, _ in searched):.4f}), "
                      f"{time.perf_counter() - t_start:.0f} s")
+            # minimax: the point found shrunk toward the heuristic, scored on the past too
+            shrunk = shrunk_points(spec_of, x0, x_best) if minimax and generations else []
+            shrunk_fit = minimax_score(shrunk) if shrunk else []
+            evaluations += len(shrunk) * (n_train + len(sp.validation))
         search_s = time.perf_counter() - t_start
 
         # -- selection on validation only ---------------------------------------------------
@@ -484,6 +481,9 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         worst_past = {c.name: f for c, (f, _) in zip(cand, top)} if minimax else {}
         past_ratios = {c.name: period_ratios[id(w)] for c, (_, w) in zip(cand, top)
                        if id(w) in period_ratios}
+        worst_past.update({w.name: float(f) for w, f in zip(shrunk, shrunk_fit)})
+        past_ratios.update({w.name: period_ratios[id(w)] for w in shrunk})
+        cand = shrunk + cand
         cand += [w for _, w in grid[:keep]]
         cand += [w for _, w in drain_seen if w.drain_factor][:keep]
         cand += drain_extra
@@ -546,8 +546,11 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                  f"one of {checked['periods']} training periods: "
                  + ", ".join(f"{k} (worst {max(v):.3f})"
                              for k, v in checked["fold_ratios"].items()))
-    chosen_name = min(eligible, key=lambda k: (worst_past.get(k, 0.0), val_means[k],
-                                               k not in CLASSIC))
+    # minimax: the smallest step from the heuristic toward the point found that clears
+    # the margin (``shrunkA``; ``searched1``, the point, is the whole step)
+    step = {w.name: float(w.name[6:]) for w in shrunk}
+    chosen_name = min(eligible, key=lambda k: (step.get(k, 1.0), worst_past.get(k, 0.0),
+                                               val_means[k], k not in CLASSIC))
     chosen = next((c for c in cand if c.name == chosen_name), chosen_name)
     how = ("on the whole past" if minimax or chosen_name == fb["heuristic"] != best
            else "on validation")
@@ -672,7 +675,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         # minimax: the margin, and each candidate's ratio to the lead heuristic on every
         # training chunk and on validation
         "minimax": {"margin": margin, "reference": lead, "period_ratios": past_ratios,
-                    "worst": worst_past} if minimax else None,
+                    "worst": worst_past, "shrink": list(step.values())} if minimax else None,
         # the heuristic shipped when no searched policy qualifies, and why
         "fallback": fb,
         "validation_ratio_ci": val_ci,

@@ -145,8 +145,11 @@ def model_card(policy: dict, r: dict) -> str:
                  if r['search_space'].get('train_batch') else ""),
               *([f"- selection on the whole past (minimax): the fitness is the worst ratio "
                  f"of mean bsld to {mm['reference']}'s over the training chunks and the "
-                 f"validation span, so validation is fitted, not held out; the best point "
-                 f"ships only if that worst ratio is below {mm['margin']:g}, else the "
+                 f"validation span, so validation is fitted, not held out; "
+                 + ("the smallest step from the heuristic's point toward the best point "
+                    f"({', '.join(f'{a:g}' for a in mm['shrink'])} or all of the way) "
+                    if mm.get("shrink") else "the best point ")
+                 + f"ships only if its worst ratio is below {mm['margin']:g}, else the "
                  "heuristic stays (candidates' worst ratios: " + ", ".join(
                      f"{k} {v:.3f}" for k, v in mm['worst'].items()) + ")"]
                 if (mm := r.get("minimax")) else

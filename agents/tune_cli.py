@@ -91,8 +91,10 @@ def add_parser(sub) -> None:
                         "validation mean wins; minimax: the search's fitness is the worst "
                         "ratio to the best heuristic over the training chunks and the "
                         "validation span (the whole past; --evaluation running; where "
-                        "F1+EASY leads, its submit-time term is searched too), and the best "
-                        "point ships only if that ratio is below --margin")
+                        "F1+EASY leads, its submit-time term is searched too), and the "
+                        "smallest step from the heuristic's point toward the best point (a "
+                        "quarter, half, three quarters or all of the way) whose ratio is "
+                        "below --margin ships")
     t.add_argument("--margin", type=float, default=MINIMAX_MARGIN,
                    help=f"--selection minimax: a searched point ships only if its worst-period ratio is below this "
                         f"(default {MINIMAX_MARGIN:g})")

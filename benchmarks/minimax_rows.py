@@ -35,6 +35,15 @@ never searched (the held-out table of docs/tuning.md)::
     python benchmarks/minimax_rows.py --rows fresh3 --out out/minimax-fresh3
     python benchmarks/minimax_rows.py --rows fresh3 --out out/minimax-fresh3 --backlog
 
+``--shrink``: the search also reads the point found shrunk toward the seed
+heuristic's point (:data:`agents.tune_select.SHRINK` of the way) and applies
+both rules: the point itself (stop 39's minimax) and the smallest step whose
+worst past ratio is below the margin (the tuner's minimax since stop 40,
+judged on seeds 317-332 by a rule written beforehand; files
+``<row>[-f1term]-shrink.json``)::
+
+    python benchmarks/minimax_rows.py --rows fresh3 --first 317 --last 332 --shrink --out out/shrink
+
 Which heuristic leads validation is read from the plain row's JSON, or from a
 run without a search (``<row>-lead.json``, ``--generations 0``) where that
 row has not run. About 2-4 minutes a row on 2 cores at ``--generations 60``. A row whose
@@ -54,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hindsight_search  # noqa: E402
 from fallback_rules import holdout_traces  # noqa: E402
 
-from agents.tune_select import MINIMAX_MARGIN  # noqa: E402
+from agents.tune_select import MINIMAX_MARGIN, SHRINK  # noqa: E402
 
 #: Stop 35's synthetic design traces (``scenarios/lublin256.yaml`` overrides).
 DESIGN = ["seed=37", "seed=41 workload.params.load=0.95 workload.estimates.model=tsafrir",
@@ -89,10 +98,6 @@ def outcome(d: dict, margin: float) -> dict:
     return {"reference": d["best_on_validation"], "worst_past": worst, "shipped": ship,
             "test": t["mean_ratio"] if ship else 1.0, "ci": t["mean_ratio_ci"],
             "wins": t["wins"], "losses": t["losses"], "point_test": t["mean_ratio"]}
-
-
-#: ``--shrink``: the fractions of the way from the seed heuristic's point to the point found.
-SHRINK = (0.25, 0.5, 0.75)
 
 
 def shrink_outcome(d: dict, margin: float) -> dict:

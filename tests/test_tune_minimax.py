@@ -9,6 +9,7 @@ from test_tune import trace
 
 from agents.__main__ import main
 from agents.tune import tune
+from agents.tune_select import SHRINK
 from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.evaluation import CLASSIC, Evaluator, chronological_split
@@ -37,16 +38,18 @@ def test_every_candidate_is_scored_on_every_period_of_the_past_by_hand(tmp_path)
     workload = load_workload(scenario)
     scenario = resolve_machine(scenario, workload)
     sp = chronological_split(workload, size=80, train_count=4, count=6, evaluation="running")
-    names = list(mm["period_ratios"])
+    shrunk = [f"shrunk{a:g}" for a in SHRINK]
+    assert list(mm["period_ratios"])[3:] == shrunk and mm["shrink"] == list(SHRINK)
+    names = list(mm["period_ratios"])[:3]
     assert names == [f"searched{i + 1}" for i in range(len(names))] and len(names) == 3
     pols = [PriorityWeights(tuple(d["weights"]), d["capacity"], d["backfill"], name=n,
                             backfill_weights=tuple(d["backfill_weights"]))
-            for n, d in ((n, r["candidates"][n]) for n in names)]
+            for n, d in ((n, r["candidates"][n]) for n in names + shrunk)]
     with Evaluator(scenario, sp.train, 1) as ev:
         train = ev.evaluate([lead] + pols)[:, :, 0]
     with Evaluator(scenario, sp.validation, 1, slices=[sp.slices["validation"]]) as ev:
         val = ev.evaluate([lead] + pols)[:, :-1, 0].mean(axis=1)
-    for i, n in enumerate(names, start=1):
+    for i, n in enumerate(names + shrunk, start=1):
         by_hand = list(train[i] / train[0]) + [val[i] / val[0]]
         assert mm["period_ratios"][n] == pytest.approx(by_hand)
         assert mm["worst"][n] == pytest.approx(max(by_hand))
@@ -56,7 +59,7 @@ def test_every_candidate_is_scored_on_every_period_of_the_past_by_hand(tmp_path)
     assert worst == sorted(worst) and worst[0] <= 1.0
     assert r["train_ratio_of_searched"] == pytest.approx(worst)
     # nothing below the margin: the heuristic stays
-    assert worst[0] >= 0.95 and r["chosen"] == lead
+    assert min(mm["worst"].values()) >= 0.95 and r["chosen"] == lead
     card = (tmp_path / "a" / "card.md").read_text()
     assert "selection on the whole past (minimax)" in card and "below 0.95" in card
 
@@ -71,10 +74,17 @@ def test_the_margin_alone_decides_what_ships_and_the_future_is_never_read(tmp_pa
     assert wide["minimax"]["period_ratios"] == other_future["minimax"]["period_ratios"]
     assert wide["chosen"] == other_future["chosen"]
     assert wide["test"]["mean_bsld"] != other_future["test"]["mean_bsld"]
-    # a margin above every candidate's worst ratio ships the best point; one below keeps
-    # the heuristic
-    best_point = min(wide["minimax"]["worst"], key=wide["minimax"]["worst"].get)
-    assert wide["chosen"] == best_point and tight["chosen"] == tight["best_heuristic"]
+    # a margin above every candidate's worst ratio ships the smallest step toward the
+    # best point; one below every ratio keeps the heuristic
+    assert max(wide["minimax"]["worst"].values()) < 2.0
+    assert wide["chosen"] == "shrunk0.25" and tight["chosen"] == tight["best_heuristic"]
+    # a margin just above the lowest worst ratio: only the candidates at it pass, and the
+    # smallest step among them ships (the point found, searched1, is the whole step)
+    worst = wide["minimax"]["worst"]
+    low = min(worst.values())
+    mid = minimax_tune(s, tmp_path / "mid", low + 1e-9)
+    steps = [k for k in (*(f"shrunk{a:g}" for a in SHRINK), "searched1") if worst[k] <= low]
+    assert steps and mid["chosen"] == steps[0]
     make_policy(f"learned:{tmp_path / 'wide'}")
 
 
