@@ -75,9 +75,8 @@ chunks of the training span, each run whole; the contention filter is off.
 The bootstrap resamples blocks of consecutive windows, since one window's
 backlog carries into the next.
 
-Options beyond the defaults (``--fitness folds``, ``--max-wait``, ``--slack``,
-``--drain``, ``--backlog``, ``--fallback``) are described by ``python -m agents tune
---help``, and measured in docs/tuning.md.
+Options beyond the defaults (``--fitness folds``, ``--max-wait``, ``--slack``, ``--drain``,
+``--backlog``, ``--fallback``): ``python -m agents tune --help``; measured in docs/tuning.md.
 
 The output folder runs as ``--policy learned:DIR``: ``policy.json``,
 ``card.md`` (the model card: data, spans, budget, search space, validation
@@ -98,6 +97,7 @@ from agents.tune_card import write_folder
 from agents.tune_select import (
     FALLBACK,
     MINIMAX_MARGIN,
+    SHRINK,
     fallback_heuristic,
     past_check,
     shrunk_points,
@@ -548,7 +548,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                              for k, v in checked["fold_ratios"].items()))
     # minimax: the smallest step from the heuristic toward the point found that clears
     # the margin (``shrunkA``; ``searched1``, the point, is the whole step)
-    step = {w.name: float(w.name[6:]) for w in shrunk}
+    step = dict(zip((w.name for w in shrunk), SHRINK))
     chosen_name = min(eligible, key=lambda k: (step.get(k, 1.0), worst_past.get(k, 0.0),
                                                val_means[k], k not in CLASSIC))
     chosen = next((c for c in cand if c.name == chosen_name), chosen_name)

@@ -50,8 +50,8 @@ SHRINK = (0.25, 0.5, 0.75)
 _BSLD = 0
 
 
-def shrunk_points(spec_of, x0, x_best) -> list[PriorityWeights]:
-    """The points ``x0 + a (x_best - x0)`` for ``a`` in :data:`SHRINK`, named ``shrunkA``.
+def shrunk_points(spec_of, x0, x_best, fractions=SHRINK) -> list[PriorityWeights]:
+    """The points ``x0 + a (x_best - x0)`` for ``a`` in ``fractions``, named ``shrunkA``.
 
     Examples:
         >>> spec = lambda x, name: (name, [round(float(v), 3) for v in x])
@@ -60,7 +60,7 @@ def shrunk_points(spec_of, x0, x_best) -> list[PriorityWeights]:
     """
     x0 = np.asarray(x0, dtype=float)
     return [spec_of(x0 + a * (np.asarray(x_best, dtype=float) - x0), f"shrunk{a:g}")
-            for a in SHRINK]
+            for a in fractions]
 
 
 def fallback_heuristic(names: list[str], train_bsld: np.ndarray | None, val_means,

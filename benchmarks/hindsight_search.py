@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.tune_select import shrunk_points
 from agents.tune_space import SearchSpace, user_features_choice
 from cosim.config import load_scenario
 from cosim.errors import CosimError
@@ -223,8 +224,7 @@ def main(argv=None) -> int:
             print(f"nothing found scores below the heuristic's 1.0; the closest point "
                   f"({best_f:.4f}) is read below")
         found = per.space.spec(best_x, f"hindsight-{ns.fit}")
-        shrunk = [per.space.spec(x0 + a * (np.asarray(best_x) - x0), f"shrunk{a:g}")
-                  for a in alphas]
+        shrunk = shrunk_points(per.space.spec, x0, best_x, alphas)
         res = per.run([found, *shrunk])
         row = res["means"][0]
         print(f"\nthe policy found ({gen} generations, {time.perf_counter() - t0:.0f} s), "
