@@ -177,6 +177,9 @@ def run(ns) -> int:
             pass
         if not isinstance(warmup, int) or warmup < 0:
             raise InputError("--warmup", repr(warmup), "0 or more jobs, or all")
+    if ns.processes is not None and ns.processes < 1:
+        raise InputError("--processes", repr(ns.processes), "at least 1 (or leave it out: "
+                                                            "every CPU available)")
     if ns.train_batch < 0:
         raise InputError("--train-batch", repr(ns.train_batch), "0 (all) or more windows")
     if ns.generations is not None and ns.generations < 1:

@@ -83,6 +83,17 @@ def test_bad_budget_is_one_clear_line(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("processes", ["0", "-2"])
+def test_a_worker_count_below_one_is_one_clear_line(processes, tmp_path, capsys):
+    # it used to run serially without a word (-2) or on every CPU (0)
+    code = main(["tune", "scenarios/lublin256.yaml", "--minutes", "1", "--processes", processes,
+                 "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: --processes: expected at least 1 (or leave it out: "
+                                 f"every CPU available), got {processes}"]
+    assert not (tmp_path / "o").exists()
+
+
 def test_fitness_by_hand():
     from agents.tune_space import fitness_of
     ref = np.array([10.0, 1.0])
