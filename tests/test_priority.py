@@ -92,6 +92,17 @@ def test_bad_learned_folders_are_clear(tmp_path):
         make_policy(f"learned:{tmp_path}")
 
 
+@pytest.mark.parametrize("capacity", ["0", "-5", "true", "256.7", "Infinity", "NaN", '"256"', "null"])
+def test_a_learned_folder_with_a_bad_capacity_is_one_clear_error(capacity, tmp_path):
+    # 0 used to divide by zero in the F1 term; -5, true and 256.7 ran as some other machine
+    (tmp_path / "policy.json").write_text(
+        f'{{"kind": "priority", "features": {json.dumps(list(FEATURES))}, '
+        f'"weights": {json.dumps([1.0] + [0.0] * (len(FEATURES) - 1))}, "capacity": {capacity}}}')
+    with pytest.raises(InputError, match="capacity: .*expected a whole number of schedulable "
+                                         "units >= 1"):
+        make_policy(f"learned:{tmp_path}")
+
+
 # -- hand-checked keys and orders ------------------------------------------------------
 def _unit_weights(name):
     w = [0.0] * len(FEATURES)

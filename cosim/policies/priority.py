@@ -145,6 +145,9 @@ class PriorityWeights:
     drain_grace: float = 0.0
 
     def __post_init__(self):
+        if isinstance(self.capacity, bool) or not self.capacity >= 1:
+            raise ValueError(f"capacity: {self.capacity!r}; expected a whole number of "
+                             "schedulable units >= 1")
         if len(self.weights) != len(FEATURES):
             raise ValueError(f"weights: {len(self.weights)} values, expected {len(FEATURES)} "
                              f"({', '.join(FEATURES)})")
@@ -528,7 +531,12 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
         return out + (0.0,) * pad if len(out) == len(features) else out
     try:
         bw = data.get("backfill_weights")
-        spec = PriorityWeights(vec(data["weights"]), int(data["capacity"]),
+        cap = data["capacity"]
+        if (isinstance(cap, bool) or not isinstance(cap, (int, float))
+                or not math.isfinite(cap) or cap != int(cap)):
+            raise ValueError(f"capacity: {cap!r}; expected a whole number of schedulable "
+                             "units >= 1")
+        spec = PriorityWeights(vec(data["weights"]), int(cap),
                                str(data.get("backfill", "easy")), name=f"learned:{folder}",
                                backfill_weights=None if bw is None else vec(bw),
                                slack=float(data.get("slack", 0.0)),
