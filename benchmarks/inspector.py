@@ -23,6 +23,14 @@ Train an inspector first, e.g. (about 3 minutes of 2 shared cores)::
 Prints the offered load of each set, every heuristic's mean bsld on
 validation, the inspector against its base (and its skip rate), and, if
 allowed, the same on test.
+
+``--trace SWF`` takes the windows from a trace instead: its validation and
+test spans cut in time order as ``agents tune`` cuts them, each window run
+from an empty machine, the trace's own requests as estimates. Is there room
+over SAF+EASY on RICC, where user estimates leave EASY the most?::
+
+    python benchmarks/inspector.py --trace ../shared/traces/RICC-2010-2.swf.gz \
+        --size 2048 --windows 30 --probe 0.05 --base saf+easy
 """
 
 from __future__ import annotations
@@ -42,17 +50,20 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from cosim.config import scenario_from_dict  # noqa: E402
+from cosim.config import load_scenario, scenario_from_dict  # noqa: E402
+from cosim.errors import CosimError  # noqa: E402
 from cosim.evaluation import (  # noqa: E402
     CLASSIC,
     Evaluator,
     best_heuristic,
+    capacity_of,
+    chronological_split,
     compare,
     seeded_split,
 )
 from cosim.job import Outcome  # noqa: E402
 from cosim.model import build  # noqa: E402
-from cosim.workloads.loading import load_workload  # noqa: E402
+from cosim.workloads.loading import load_workload, resolve_machine  # noqa: E402
 
 #: Generator seeds of the training, validation and test sets.
 SEEDS = (1, 1002, 1003)
@@ -66,6 +77,16 @@ def lublin_maker(estimates: str, cores: int = 256):
                                               "estimates": {"model": estimates}}})
         return load_workload(sc)
     return make
+
+
+def trace_split(path: str, size: int, count: int):
+    """``(scenario, split)`` for an SWF trace: ``scenarios/swf.yaml`` on it, the machine
+    from its header, and :func:`cosim.evaluation.chronological_split`'s cold windows."""
+    sc = load_scenario(str(ROOT / "scenarios" / "swf.yaml"),
+                       [f"workload.path={Path(path).resolve()}"])
+    wl = load_workload(sc, base_dir=ROOT / "scenarios")
+    return resolve_machine(sc, wl), chronological_split(wl, size=size, train_count=1,
+                                                        count=count)
 
 
 def offered_load(windows, cores: int) -> float:
@@ -209,6 +230,11 @@ def main(argv=None, correction: Correction = INSPECT) -> int:
     ap.add_argument("--probe", type=float, default=None, metavar="P",
                     help=f"instead: {correction.probe_what} with probability P over --base "
                          "(is there room?), on the first --windows validation windows")
+    ap.add_argument("--trace", default=None, metavar="SWF",
+                    help="instead of Lublin windows: windows of this trace, cut in time order "
+                         "as agents tune cuts it (validation from 50 to 70 %% of its jobs, test "
+                         "the last 30 %%), each run from an empty machine, with the trace's own "
+                         "requests as estimates (--estimates does not apply)")
     ap.add_argument("--base", default="saf+easy", help="--probe's base policy")
     ap.add_argument("--tries", type=int, default=8, help="--probe's seeds per window")
     ns = ap.parse_args(argv)
@@ -224,21 +250,31 @@ def main(argv=None, correction: Correction = INSPECT) -> int:
                   f"{correction.actions!r}, got actions={cfg.get('actions')!r}", file=sys.stderr)
             return 2
         base = cfg.get("base_policy") or "sjf+easy"
-    split = seeded_split(lublin_maker(ns.estimates), size=ns.size, train_count=1,
-                         count=ns.windows, seeds=SEEDS)
-    scenario = scenario_from_dict({"cluster": {"nodes": 256}, "metrics": {"tau": 10},
-                                   "workload": {"kind": "lublin", "jobs": 1}})
+    if ns.trace:
+        try:
+            scenario, split = trace_split(ns.trace, ns.size, ns.windows)
+        except CosimError as err:       # no such trace, or too short: one line
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        what_data = f"{Path(ns.trace).name}, the trace's requests as estimates"
+    else:
+        split = seeded_split(lublin_maker(ns.estimates), size=ns.size, train_count=1,
+                             count=ns.windows, seeds=SEEDS)
+        scenario = scenario_from_dict({"cluster": {"nodes": 256}, "metrics": {"tau": 10},
+                                       "workload": {"kind": "lublin", "jobs": 1}})
+        what_data = f"Lublin-Feitelson, {ns.estimates} estimates"
+    cores = capacity_of(scenario)
     if ns.probe is not None:
         probe(scenario, split.validation, ns.base, ns.probe, ns.tries, correction)
         return 0
     names = list(dict.fromkeys([*CLASSIC, base]))
     val = measure(scenario, split.validation, agent, names, correction)
     best = best_heuristic({n: val["bsld"][n] for n in CLASSIC})
-    print(f"Lublin-Feitelson, 256 cores, {ns.estimates} estimates, {len(split.validation)} "
-          f"windows of {ns.size} jobs; {split.note}; offered load (validation) "
-          f"{offered_load(split.validation, 256):.2f}; base {base}; best heuristic on "
+    print(f"{what_data}, {cores} units, {len(split.validation)} windows of {ns.size} jobs; "
+          f"{split.note}; offered load (validation) "
+          f"{offered_load(split.validation, cores):.2f}; base {base}; best heuristic on "
           f"validation {best}")
-    figures = {"estimates": ns.estimates, "base": base, "best": best,
+    figures = {"estimates": "trace" if ns.trace else ns.estimates, "base": base, "best": best,
                "validation": report("validation", val, base, best, agent, correction)}
     if agent is not None and ns.test:
         if not figures["validation"][f"vs {base}"]["mean_ratio_ci"][1] < 1.0:
