@@ -74,13 +74,17 @@ TRACES = {"lublin": SHARED / "lublin_256.swf", "ricc": SHARED / "RICC-2010-2.swf
 class Periods:
     """Every period of a trace as the tuner measures it: each policy's mean bsld on the
     training chunks, on the validation windows and on the test windows (columns in that
-    order), and per window on validation and test for intervals."""
+    order), and per window on validation and test for intervals. ``compress`` < 1 runs the
+    same jobs arriving closer together (each submit ``compress`` times as far after the
+    first): a heavier load on every period (``benchmarks/heavier_past.py``)."""
 
     def __init__(self, scenario: str, overrides: list[str], processes: int,
-                 submit_time: bool = False, backlog: bool = False):
+                 submit_time: bool = False, backlog: bool = False, compress: float = 1.0):
         ricc = any("RICC" in o for o in overrides)
         sc = load_scenario(scenario, overrides)
         wl = load_workload(sc, base_dir=Path(scenario).parent)
+        if compress != 1.0:     # the same jobs, arriving closer together: load x 1/compress
+            wl.submit = wl.submit[0] + (wl.submit - wl.submit[0]) * compress
         self.scenario = resolve_machine(sc, wl)
         on, self.user_features = user_features_choice("auto", wl)
         if on:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_tune import trace
 
@@ -224,3 +226,45 @@ def test_hindsight_search_refuses_a_shrink_fraction_outside_zero_one_in_one_line
     err = capsys.readouterr().err.strip()
     assert err == ("error: --shrink: expected fractions in (0, 1) separated by commas, "
                    f"got {value!r}")
+
+
+def test_heavier_past_reads_a_row_on_its_own_past_and_on_a_compressed_one(tmp_path, capsys):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import heavier_past
+    from hindsight_search import ROOT, Periods
+
+    from cosim.evaluation import CLASSIC
+    from cosim.policies.priority import FEATURES, PriorityWeights
+
+    overrides = ["seed=5", "workload.jobs=1500"]
+    per = Periods(str(ROOT / "scenarios" / "lublin256.yaml"), overrides, 1)
+    w = [0.0] * len(FEATURES)
+    w[FEATURES.index("log_est")], w[FEATURES.index("log_wait")] = 0.8, -0.6
+    point = PriorityWeights(tuple(w), per.capacity, name="found")
+    try:
+        means = per.run([*CLASSIC, point], ("train", "validation"))["means"]
+    finally:
+        per.close()
+    lead = CLASSIC[int(np.argmin(means[:len(CLASSIC), -2]))]
+    row = {"trace": "lublin256.yaml " + " ".join(overrides), "best_on_validation": lead,
+           "heuristics": dict(zip(CLASSIC, means[:len(CLASSIC)].tolist())),
+           "found": {"weights": w, "backfill_weights": [], "means": means[-1].tolist()}}
+    own = heavier_past.point_on_compressed_past(row, 1.0, 1)
+    lead_row = means[CLASSIC.index(lead), :-1]
+    assert own["ratios"] == (means[-1, :-1] / lead_row).tolist()     # its own past, exactly
+    heavy = heavier_past.point_on_compressed_past(row, 0.5, 1)
+    # the same jobs at twice the rate: FCFS+EASY's bsld is higher over the past as a whole
+    # (not in every period: on chunks of 187 jobs, 311.3 on the first at the trace's own
+    # rate against 38.1 at twice it, where the same jobs pack otherwise)
+    assert sum(heavy["fcfs"]) > sum(own["fcfs"]) and heavy["ratios"] != own["ratios"]
+    assert heavy["worst"] == max(heavy["ratios"])
+    path = tmp_path / "row.json"
+    path.write_text(json.dumps(row))
+    assert heavier_past.main([str(path), "--factors", "1.5"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --factors: expected fractions in (0, 1] "
+                                               "separated by commas, got '1.5'")
+    (tmp_path / "torn.json").write_text("{")
+    assert heavier_past.main([str(tmp_path / "torn.json")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'torn.json'}: expected a row "
+                                              "written by minimax_rows.py")
