@@ -271,7 +271,7 @@ def main(argv=None, correction: Correction = INSPECT) -> int:
     val = measure(scenario, split.validation, agent, names, correction)
     best = best_heuristic({n: val["bsld"][n] for n in CLASSIC})
     print(f"{what_data}, {cores} units, {len(split.validation)} windows of {ns.size} jobs; "
-          f"{split.note}; offered load (validation) "
+          + (f"{split.note}; " if split.note else "") + "offered load (validation) "
           f"{offered_load(split.validation, cores):.2f}; base {base}; best heuristic on "
           f"validation {best}")
     figures = {"estimates": "trace" if ns.trace else ns.estimates, "base": base, "best": best,
