@@ -49,6 +49,7 @@ class JobQueue:
         self.hi = 0
         self.count = 0
         self.version = 0   # bumped on every add/remove
+        self.estimates_set = 0   # bumped by set_estimate: cached per-slot terms are stale
         # True while keys were added in non-decreasing order: then slot order
         # is priority order and the head is the first alive slot.
         self.key_monotone = True
@@ -132,6 +133,7 @@ class JobQueue:
         """Refresh the column after a job's estimate changed."""
         self.estimate[job.queue_slot] = job.estimate
         self.version += 1
+        self.estimates_set += 1
 
     def set_key(self, job: Job, key: float) -> None:
         """Change a queued job's priority key (its estimate changed)."""

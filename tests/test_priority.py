@@ -112,21 +112,28 @@ def _unit_weights(name):
 
 def test_each_feature_by_hand():
     # One job: estimate 100 s, 4 cores, submitted at 1000 s, waited 9 s, N = 16.
+    # Both the key (its wait-free terms cached per queue slot) and the uncached one.
     from types import SimpleNamespace
 
     import numpy as np
 
     from cosim.policies.priority import _dynamic_key
-    q = SimpleNamespace(estimate=np.array([100.0]), procs=np.array([4]),
-                        submit=np.array([1000.0]), slots=lambda: np.array([0]))
+    from cosim.queue import JobQueue
+
+    class Job(SimpleNamespace):
+        __hash__ = object.__hash__
+    q = JobQueue()
+    q.add(Job(procs=4, mem=0.0, estimate=100.0, submit=1000.0, queue_slot=-1, index=0))
     backlog = np.log10(1 + 100 * 4 / 3600 / 16)      # the queue's core-hours over N
     expected = {"log_est": 2.0, "log_procs": np.log10(4), "log_wait": 1.0,
                 "log_est_procs": 2 * np.log10(4), "wait_per_est": 0.09, "log_submit": 3.0,
                 "f1_area": 2.0 * 4 / 16, "backlog_log_est": backlog * 2.0,
                 "backlog_log_procs": backlog * np.log10(4), "backlog_log_wait": backlog}
     for name, value in expected.items():
-        got = _dynamic_key(_unit_weights(name), 16)(q, np.array([0]), 1009.0, None, None)
-        assert got[0] == pytest.approx(value), name
+        key = _dynamic_key(_unit_weights(name), 16)
+        for got in (key(q, np.array([0]), 1009.0, None, None),
+                    key.uncached(q, np.array([0]), 1009.0, None, None)):
+            assert got[0] == pytest.approx(value), name
 
 
 TINY = load_scenario("scenarios/lublin256.yaml", ["cluster.nodes=10"])
@@ -494,3 +501,48 @@ def test_drain_aware_easy_round_trips_and_bad_values(tmp_path, lublin):
     (tmp_path / "policy.json").write_text(json.dumps(dict(spec.as_dict(), drain_grace=-5)))
     with pytest.raises(InputError, match="drain_grace"):
         make_policy(f"learned:{tmp_path}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "add", "add", "remove", "estimate"]),
+                              st.integers(0, 10**6)), min_size=1, max_size=300),
+       weights=st.lists(st.floats(-1, 1), min_size=len(FEATURES), max_size=len(FEATURES)),
+       bound=st.booleans(), promote=st.sampled_from([0.0, 5_000.0]))
+def test_the_cached_dynamic_key_equals_the_uncached_one_to_the_bit(ops, weights, bound,
+                                                                   promote):
+    # The wait-free terms are cached per queue slot; keys must not move by one ulp
+    # through adds, removes (with compaction and reset), estimates set while queued,
+    # jobs outside the bound workload and the backlog terms.
+    from cosim.policies.priority import _dynamic_key, _UserColumns
+    from cosim.queue import JobQueue
+
+    class Job:          # hashed by identity, as the engine's jobs
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    rng = np.random.default_rng(ops[0][1])
+    users = _UserColumns()
+    if bound:
+        users._pred_np = rng.normal(3, 1, 400)
+        users._acc_np = -rng.random(400)
+    key = _dynamic_key(tuple(weights), 512, users, promote_after=promote)
+    q, queued, now = JobQueue(capacity=8), [], 0.0
+    for step, (op, x) in enumerate(ops):
+        now += x % 997
+        if op == "add" or not queued:
+            job = Job(procs=1 + x % 64, mem=0.0, estimate=float(1 + x % 90_000),
+                      submit=now - x % 500, queue_slot=-1,
+                      index=x % 420 - 10)      # some rows outside the workload
+            q.add(job)
+            queued.append(job)
+        elif op == "remove":
+            q.remove(queued.pop(x % len(queued)))
+        else:
+            job = queued[x % len(queued)]
+            job.estimate = float(1 + (x * 7) % 50_000)
+            q.set_estimate(job)
+        if queued and step % 3 == 0:
+            slots = q.slots()
+            got = key(q, slots, now, None, None)
+            want = key.uncached(q, slots, now, None, None)
+            assert got.tobytes() == want.tobytes()
