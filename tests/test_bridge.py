@@ -42,13 +42,15 @@ def summary(out, policy="sjf+easy@rnn"):
 def test_inprocess_and_http_give_identical_jobs_parquet(models, tmp_path):
     outs = {}
     with ServerProcess(models) as server:
-        for backend in ("none", "inprocess", "http"):
-            out = tmp_path / backend
-            proc = cosim_run(out, models, f"prediction_service.backend={backend}",
-                             f"prediction_service.url={server.url}")
+        # The three runs are independent processes: run them side by side.
+        procs = {backend: cosim_run(tmp_path / backend, models,
+                                    f"prediction_service.backend={backend}",
+                                    f"prediction_service.url={server.url}")
+                 for backend in ("none", "inprocess", "http")}
+        for backend, proc in procs.items():
             _, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, err
-            outs[backend] = (out / "sjf+easy@rnn" / "jobs.parquet").read_bytes()
+            outs[backend] = (tmp_path / backend / "sjf+easy@rnn" / "jobs.parquet").read_bytes()
     assert outs["none"] == outs["inprocess"] == outs["http"]
     s = summary(tmp_path / "http")
     assert s["prediction_fallbacks"] == 0 and s["remaining_predictions"] > 0
