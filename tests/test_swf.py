@@ -59,6 +59,7 @@ def test_every_rule_counted_and_values_by_hand(trace):
     assert list(w.cleaning) == list(CLEANING_RULES)
     assert w.cleaning == {
         "status_dropped": 0,
+        "submit_unknown_dropped": 0,
         "run_unknown_dropped": 1,
         "run_zero_dropped": 0,
         "run_zero_kept": 2,
@@ -173,6 +174,20 @@ def test_unsorted_submits_are_sorted_and_counted(tmp_path):
     w.validate()
     assert w.job_id.tolist() == [2, 3, 1]
     assert w.cleaning["submit_out_of_order"] == 1
+
+
+def test_negative_submits_are_unknown_and_dropped_not_replayed_at_zero(tmp_path):
+    # Replayed at time 0, job 2 (submitted at -50) would wait 50 s less than the
+    # trace says and go ahead of job 1; SWF's times start at 0, so it is unknown.
+    p = write(tmp_path, "\n".join([job(1, 0, 100, 4), job(2, -50, 100, 4), job(3, -1, 7, 1),
+                                    job(4, 30, 100, 4)]) + "\n")
+    w = read_swf(p)
+    w.validate()
+    assert w.job_id.tolist() == [1, 4] and w.submit.tolist() == [0, 30]
+    assert w.cleaning["submit_unknown_dropped"] == 2
+    assert w.cleaning["submit_out_of_order"] == 0
+    from cosim.workloads.loading import workload_warnings
+    assert workload_warnings(w)[0] == "2 of 4 jobs dropped: 2 with an unknown (negative) submit time"
 
 
 def test_header_only_gives_empty_workload(tmp_path):

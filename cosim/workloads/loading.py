@@ -224,6 +224,7 @@ def _dropped(workload: Workload) -> list[tuple[str, int]]:
 
 _DROP_WORDS = {
     "status_dropped": "with a status not kept (workload.params.status)",
+    "submit_unknown_dropped": "with an unknown (negative) submit time",
     "run_unknown_dropped": "with an unknown run time",
     "run_zero_dropped": "with a zero run time",
     "procs_unknown_dropped": "with no processor count",

@@ -16,6 +16,7 @@ the first rule that drops it:
 rule name                   what happens
 ==========================  ==========================================================
 ``status_dropped``          status (field 11) not among those kept (``status=``)
+``submit_unknown_dropped``  submit time (field 2) < 0, i.e. unknown (the log starts at 0)
 ``run_unknown_dropped``     run time (field 4) < 0, i.e. unknown: job dropped
 ``run_zero_dropped``        run time == 0 and ``drop_zero_run=True``: job dropped
 ``run_zero_kept``           run time == 0 and ``drop_zero_run=False``: kept, counted
@@ -84,6 +85,7 @@ SWF_FIELDS: tuple[str, ...] = (
 #: Names of the cleaning rules :func:`read_swf` counts, in the order they apply.
 CLEANING_RULES: tuple[str, ...] = (
     "status_dropped",
+    "submit_unknown_dropped",
     "run_unknown_dropped",
     "run_zero_dropped",
     "run_zero_kept",
@@ -342,6 +344,9 @@ def read_swf(
 
     if keep_status is not None:
         drop("status_dropped", ~np.isin(codes, sorted(keep_status)))
+    # SWF counts time from the log's start, so a negative submit is -1, "unknown":
+    # replayed at time 0 it would change the job's wait and its order.
+    drop("submit_unknown_dropped", table[:, 1] < 0)
     drop("run_unknown_dropped", run < 0)
     if drop_zero_run:
         drop("run_zero_dropped", run == 0)
