@@ -36,7 +36,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cosim.cli import ArgumentParser, nonnegative_float, run_command
+from cosim.cli import ArgumentParser, nonnegative_float, nonnegative_int, run_command
 from cosim.env.wrappers import PAIRED_MODES
 from cosim.errors import InputError, did_you_mean
 
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="step the environments in Ray actors (a local Ray unless --address)")
     t.add_argument("--address", default=None, metavar="auto|HOST:PORT",
                    help="with --ray: join this running Ray cluster")
-    t.add_argument("--seed", type=int, default=1)
+    t.add_argument("--seed", type=nonnegative_int, default=1)
     t.add_argument("--out", default=None,
                    help="output folder (default: runs/agents/<scenario>-<algo>-s<seed>)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
@@ -182,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("scenario", help="scenario YAML file")
     e.add_argument("--checkpoint", required=True, help="training output or checkpoint folder")
     e.add_argument("--episodes", type=int, default=10)
-    e.add_argument("--seed", type=int, default=1000, help="first episode seed")
+    e.add_argument("--seed", type=nonnegative_int, default=1000, help="first episode seed")
     e.add_argument("--episode-jobs", type=int, default=None)
     e.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
                    help="another window (kernel networks only)")

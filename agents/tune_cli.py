@@ -18,6 +18,7 @@ from agents.tune import (
     tune,
 )
 from agents.tune_select import FALLBACK, FALLBACKS, MINIMAX_MARGIN
+from cosim.cli import nonnegative_int
 from cosim.errors import InputError
 from cosim.evaluation import CONTENTION, EVALUATIONS
 
@@ -50,7 +51,7 @@ def add_parser(sub) -> None:
                    help="cut points as fractions of the jobs (train | validation | test)")
     t.add_argument("--processes", type=int, default=None, help="worker processes "
                                                                "(default: every CPU available)")
-    t.add_argument("--seed", type=int, default=0, help="CMA-ES and bootstrap seed")
+    t.add_argument("--seed", type=nonnegative_int, default=0, help="CMA-ES and bootstrap seed")
     t.add_argument("--keep", type=int, default=5, help="searched policies taken to validation")
     t.add_argument("--with-submit-time", action="store_true",
                    help="also search the log submit time weight (F1's second term); off by "

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from cosim.errors import CosimError
 
-__all__ = ["ArgumentParser", "run_command", "nonnegative_float", "positive_int",
+__all__ = ["ArgumentParser", "run_command", "nonnegative_float", "nonnegative_int", "positive_int",
            "progress_bar", "stderr_line"]
 
 
@@ -57,20 +57,33 @@ def nonnegative_float(text: str) -> float:
     return value
 
 
+def _whole_number(text: str, least: int, words: str) -> int:
+    """``int(text)`` when it is at least ``least``, else argparse's error naming ``words``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {words}, got {text}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse ``type=``: a whole number, 0 or more (seeds: numpy takes no others).
+
+    >>> nonnegative_int("0")
+    0
+    """
+    return _whole_number(text, 0, "a whole number of 0 or more")
+
+
 def positive_int(text: str) -> int:
     """argparse ``type=``: a whole number above 0 (steps, episodes, jobs).
 
     >>> positive_int("3")
     3
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}") \
-            from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text}")
-    return value
+    return _whole_number(text, 1, "a whole number above 0")
 
 
 class _Lines:

@@ -209,7 +209,7 @@ class PredictorConfig(_Section):
     runtime: Literal["estimate", "history", "xgboost", "rnn"] = "estimate"
     models: str | None = None
     train_jobs: int = Field(4000, gt=10)
-    train_seed: int = 977
+    train_seed: int = Field(977, ge=0)
     train_epochs: int | None = Field(None, ge=0)
     cache: str = ".cache/cosim-models"
     update_interval: float = Field(300.0, gt=0)
@@ -264,7 +264,7 @@ class Scenario(_Section):
 
     name: str = "scenario"
     description: str = ""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     cluster: ClusterConfig = ClusterConfig()
     workload: WorkloadConfig
     scheduler: SchedulerConfig = SchedulerConfig()

@@ -69,6 +69,8 @@ BAD = [
                                      "got unknown key 'cout'; did you mean 'count'?"]),
     ("seeds: [1, two]\n", ["study.yaml:2: seeds[1]: expected a valid integer, got 'two'"]),
     ("seeds: abc\n", ["study.yaml:2: seeds: expected a list of seeds or {start: N, count: M}"]),
+    # numpy seeds only non-negative integers: a negative one raised a traceback in the run
+    ("seeds: [3, -1]\n", ["study.yaml:2: seeds[1]: expected greater than or equal to 0, got -1"]),
     ("set: {seed: 3}\n", ["set.seed: expected the seeds key"]),
     ("grid: {workload.jobs: []}\n", ["grid.workload.jobs: expected at least one value"]),
     ("set: {workload.jobs: 10}\ngrid: {workload.jobs: [20]}\n",

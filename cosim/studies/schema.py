@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -257,7 +257,7 @@ def _seeds(study: Study, where: _Where) -> list[int] | None:
         if isinstance(value, dict):
             r = SeedRange.model_validate(value)
             return list(range(r.start, r.start + r.count))
-        return TypeAdapter(list[int]).validate_python(value, strict=True)
+        return TypeAdapter(list[Annotated[int, Field(ge=0)]]).validate_python(value, strict=True)
     except ValidationError as err:
         def locate(path: str) -> str:
             return where("seeds", f"[{path}]") if path.isdigit() else (
