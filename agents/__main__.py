@@ -36,7 +36,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cosim.cli import ArgumentParser, nonnegative_float, nonnegative_int, run_command
+from cosim.cli import ArgumentParser, nonnegative_float, nonnegative_int, positive_int, run_command
 from cosim.env.wrappers import PAIRED_MODES
 from cosim.errors import InputError, did_you_mean
 
@@ -78,9 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--mimic-decay", type=float, default=None, metavar="FRACTION",
                    help="fraction of the training over which the imitation weight decays "
                         "linearly to 0 (default 1: the whole run)")
-    t.add_argument("--bc-steps", type=int, default=0,
+    t.add_argument("--bc-steps", type=nonnegative_int, default=0,
                    help="behaviour-cloning pretraining: teacher decisions to clone first")
-    t.add_argument("--bc-epochs", type=int, default=10)
+    t.add_argument("--bc-epochs", type=positive_int, default=10)
     t.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect", "backfill"),
                    default=None,
                    help="action model: start (DBF split window with Fwd), select (pick the "

@@ -165,9 +165,9 @@ class Args:
             raise InputError("args.gamma", repr(self.gamma), "a number in (0, 1]")
         if self.optimizer not in ("adam", "rmsprop"):
             raise InputError("args.optimizer", repr(self.optimizer), "adam or rmsprop")
-        if self.mimic_coef < 0 or not 0 < self.mimic_decay <= 1:
+        if not 0 <= self.mimic_coef < math.inf or not 0 < self.mimic_decay <= 1:   # NaN too
             raise InputError("args.mimic_coef/mimic_decay", f"{self.mimic_coef}/{self.mimic_decay}",
-                             "mimic_coef >= 0 and 0 < mimic_decay <= 1")
+                             "a finite mimic_coef >= 0 and 0 < mimic_decay <= 1")
         if self.batch_size < self.num_minibatches:
             raise InputError("args.num_minibatches", str(self.num_minibatches),
                              f"at most the batch size {self.batch_size}")

@@ -160,6 +160,9 @@ def test_resume_extends_to_a_new_step_budget_and_says_when_nothing_is_left(tmp_p
      "two different time discounts"),
     (["train", SCENARIO, "--image-slot-s", "0", "--quiet"], "image_slot_s: expected seconds > 0"),
     (["train", SCENARIO, "--ray", "--async", "--quiet"], "--ray: expected one of them"),
+    # NaN passed "mimic_coef < 0" and trained; infinity trained on an infinite loss
+    (["train", SCENARIO, "--mimic-coef", "nan", "--quiet"], "a finite mimic_coef >= 0"),
+    (["train", SCENARIO, "--mimic-coef", "inf", "--quiet"], "a finite mimic_coef >= 0"),
 ])
 def test_user_errors_print_one_line_and_exit_2(tmp_path, capsys, argv, message):
     if argv[0] == "train":
@@ -174,6 +177,30 @@ def test_argparse_errors_exit_2(capsys):
         main(["train", SCENARIO, "--algo", "dqn"])
     assert exc.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command, option, value, expected", [
+    # numpy and Gymnasium take only seeds of 0 or more: these raised a traceback
+    (["tune", SCENARIO, "--minutes", "1"], "--seed", "-1", "a whole number of 0 or more"),
+    (["train", SCENARIO, "--steps", "64"], "--seed", "-1", "a whole number of 0 or more"),
+    (["evaluate", "--checkpoint", "agents/pretrained/lublin256", SCENARIO], "--seed", "-1",
+     "a whole number of 0 or more"),
+    # asked to clone with no epoch (or fewer), the run trained without a word
+    (["train", SCENARIO, "--teacher", "sjf+easy", "--bc-steps", "100"], "--bc-epochs", "0",
+     "a whole number above 0"),
+    (["train", SCENARIO, "--teacher", "sjf+easy"], "--bc-steps", "-3",
+     "a whole number of 0 or more"),
+])
+def test_an_out_of_range_number_is_one_clear_line(command, option, value, expected, tmp_path,
+                                                   capsys):
+    out = [] if command[0] == "evaluate" else ["--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, *out, option, value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2
+    assert err == [f"python -m agents {command[0]}: error: argument {option}: expected "
+                   f"{expected}, got {value}"]
+    assert not (tmp_path / "o").exists()
 
 
 def test_make_env_needs_a_scenario():

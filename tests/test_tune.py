@@ -94,23 +94,6 @@ def test_a_worker_count_below_one_is_one_clear_line(processes, tmp_path, capsys)
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("command", [
-    ["tune", "scenarios/lublin256.yaml", "--minutes", "1"],
-    ["train", "scenarios/lublin256.yaml", "--steps", "64"],
-    ["evaluate", "--checkpoint", "agents/pretrained/lublin256", "scenarios/lublin256.yaml"],
-])
-def test_a_negative_seed_is_one_clear_line(command, tmp_path, capsys):
-    # numpy and Gymnasium take only seeds of 0 or more: these raised a traceback
-    out = [] if command[0] == "evaluate" else ["--out", str(tmp_path / "o")]
-    with pytest.raises(SystemExit) as exit_:
-        main([*command, *out, "--seed", "-1"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exit_.value.code == 2
-    assert err == [f"python -m agents {command[0]}: error: argument --seed: expected a whole "
-                   "number of 0 or more, got -1"]
-    assert not (tmp_path / "o").exists()
-
-
 def test_fitness_by_hand():
     from agents.tune_space import fitness_of
     ref = np.array([10.0, 1.0])
