@@ -11,6 +11,7 @@ import pytest
 
 from cosim.__main__ import main
 from cosim.errors import InputError, WorkloadError
+from cosim.workloads.loading import workload_warnings
 from cosim.workloads.slurm import (
     PEAK_SOURCE,
     parse_duration,
@@ -104,7 +105,7 @@ def test_sample_counts(sample):
     assert sample.cleaning == {
         "steps_ignored": 3, "het_components_merged": 1, "status_dropped": 0,
         "pending_dropped": 2, "cancelled_before_start_dropped": 1, "running_dropped": 1,
-        "procs_unknown_dropped": 0, "procs_over_machine_dropped": 0, "array_tasks": 2,
+        "end_before_start_dropped": 0, "procs_unknown_dropped": 0, "procs_over_machine_dropped": 0, "array_tasks": 2,
         "req_time_missing": 2, "run_exceeds_request": 1, "submit_out_of_order": 0}
     assert sample.status_counts == {"COMPLETED": 5, "TIMEOUT": 1, "CANCELLED": 2, "FAILED": 1,
                                     "NODE_FAIL": 1, "OUT_OF_MEMORY": 1, "PENDING": 2,
@@ -151,6 +152,20 @@ def test_alloc_cpus_and_epoch_times(tmp_path):
     assert w.submit.tolist() == [0, 50] and w.run.tolist() == [300, 100]
     assert w.features["wait"].tolist() == [100, 350] and w.procs.tolist() == [3, 2]
     assert w.user.tolist() == [-1, -1]   # no User column: unknown
+
+
+def test_an_end_before_its_start_is_dropped_and_counted(tmp_path):
+    # A clock set back: job 7 ended 60 s before it started. It was replayed as a
+    # 0-second job, and alone in a file it was called "wider than the machine".
+    p = tmp_path / "skew.txt"
+    p.write_text("JobID|Submit|Start|End|Timelimit|NCPUS|State\n"
+                 "5|1700000000|1700000100|1700000400|00:10:00|3|COMPLETED\n"
+                 "7|1700000050|1700000400|1700000340|00:10:00|2|COMPLETED\n"
+                 "8|1700000060|1700000400|1700000500|00:10:00|2|COMPLETED\n")
+    w = read_sacct(p)
+    assert w.features["slurm_id"].tolist() == ["5", "8"] and w.run.tolist() == [300, 100]
+    assert w.cleaning["end_before_start_dropped"] == 1
+    assert workload_warnings(w)[0] == "1 of 3 jobs dropped: 1 ending before they started"
 
 
 @pytest.mark.parametrize("text, where, found", [

@@ -232,6 +232,7 @@ _DROP_WORDS = {
     "pending_dropped": "that never started (pending)",
     "cancelled_before_start_dropped": "cancelled before they started",
     "running_dropped": "still running (no end)",
+    "end_before_start_dropped": "ending before they started",
 }
 
 

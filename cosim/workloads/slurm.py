@@ -39,7 +39,8 @@ What each field becomes:
   ``OUT_OF_MEMORY``, ``PREEMPTED``, ``BOOT_FAIL``, ``DEADLINE`` (status 0):
   each replays with the time it really ran. A job that never started
   (``PENDING``, or no ``Start``), was cancelled before starting, or has not
-  ended (``RUNNING``, ``SUSPENDED``) is dropped and counted.
+  ended (``RUNNING``, ``SUSPENDED``) is dropped and counted, and so is one
+  whose ``End`` comes before its ``Start`` with no ``Elapsed`` (no run time).
   ``Workload.status_counts`` counts every state in the file; ``status=``
   keeps ``"all"`` (default), ``"completed"``, or a list of state names.
 - ``JobID``: ``123``, array tasks ``123_4`` (a pending range
@@ -104,6 +105,7 @@ CLEANING_RULES: tuple[str, ...] = (
     "pending_dropped",
     "cancelled_before_start_dropped",
     "running_dropped",
+    "end_before_start_dropped",
     "procs_unknown_dropped",
     "procs_over_machine_dropped",
     "array_tasks",
@@ -336,6 +338,11 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
             continue
         if j.end is None or j.state in _NOT_ENDED:
             cleaning["running_dropped"] += 1
+            continue
+        # A clock set back between Start and End: no run time to replay (it was
+        # read as 0 s). Mixed time formats are refused below, with the file.
+        if j.elapsed is None and type(j.start) is type(j.end) and j.end < j.start:
+            cleaning["end_before_start_dropped"] += 1
             continue
         if (j.nodes if unit == "nodes" else j.cpus) <= 0:
             cleaning["procs_unknown_dropped"] += 1
