@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from cosim.errors import CosimError
+from cosim.errors import CosimError, InputError
 
 __all__ = ["ArgumentParser", "run_command", "nonnegative_float", "nonnegative_int", "positive_int",
            "progress_bar", "stderr_line"]
@@ -156,6 +156,13 @@ def run_command(handler: Callable[[Sequence[str] | None], int], argv: Sequence[s
         return handler(argv)
     except CosimError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # The file system refused a path the user named (an output under a
+        # file, a read-only folder, a full disk): one line, not a traceback.
+        if exc.filename is None:
+            raise
+        print(f"error: {InputError.from_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)

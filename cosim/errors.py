@@ -2,14 +2,17 @@
 
 Every error a user can cause (a bad scenario key, a malformed SWF line, a
 missing file) is a :class:`CosimError`. The CLIs print ``str(error)`` as one
-line and exit with code 2; anything else escaping is a bug and keeps its
-traceback.
+line and exit with code 2, and so they do for an ``OSError`` naming a path
+(the file system refused it: :meth:`InputError.from_os_error`); anything else
+escaping is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 __all__ = ["CosimError", "InputError", "ScenarioError", "WorkloadError", "did_you_mean"]
 
@@ -48,6 +51,25 @@ class InputError(CosimError):
         self.where, self.found, self.expected, self.hint = where, found, expected, hint
         message = f"{where}: expected {expected}, got {found}"
         super().__init__(f"{message}; {hint}" if hint else message)
+
+
+    @classmethod
+    def from_os_error(cls, err: OSError, path: str | os.PathLike | None = None,
+                      expected: str = "a path this user can read or write") -> InputError:
+        """The error for a path the file system refused (``err``), named by ``path``.
+
+        A path under a file (``--out trace.swf/x``) says so; otherwise the
+        system's reason (read-only, no such folder, disk full) is quoted.
+        """
+        where = Path(path if path is not None else err.filename or "?")
+        above = next((p for p in Path(err.filename or where).parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            found = f"a path under the file {above}"
+        else:
+            found = str(err.strerror or err)
+            if err.filename and Path(err.filename) != where:
+                found += f" ({err.filename})"
+        return cls(str(where), found, expected)
 
 
 class ScenarioError(InputError):

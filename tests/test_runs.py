@@ -3,13 +3,19 @@ output folders replaced as a whole, progress on stderr."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
+import pytest
+
+from agents.__main__ import main as agents_main
 from cosim.__main__ import main
+from cosim.cli import run_command
 from cosim.compose import default_out_dir, table
 from cosim.compose import run as runner
 from cosim.config import load_scenario
+from cosim.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SWF = str(ROOT / "scenarios" / "swf.yaml")
@@ -242,3 +248,33 @@ def test_the_models_folder_is_named_on_stderr(tmp_path, capsys):
                              "--no-plots")
     assert code == 0, err
     assert f"predictors: {models}" in err and "predictors:" not in out
+
+
+def test_an_output_the_file_system_refuses_is_one_line_and_nothing_is_written(tmp_path,
+                                                                             capsys):
+    # Each raised FileExistsError or NotADirectoryError with a traceback.
+    blocker = tmp_path / "trace.swf"
+    blocker.write_text("not a folder\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    lublin = str(ROOT / "scenarios" / "lublin256.yaml")
+    code, _, err = run_cli(capsys, "run", lublin, "--set", "workload.jobs=20", "--no-plots",
+                           "--quiet", "--out", blocker / "res" / "a")
+    assert code == 2 and err.strip() == (
+        f"error: {blocker / 'res' / 'a'}: expected a results folder this user can write "
+        f"(--out DIR), got a path under the file {blocker}")
+    for command in (["train", lublin, "--steps", "64"], ["tune", lublin, "--minutes", "1"]):
+        assert agents_main([*command, "--out", str(blocker / "o")]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"error: {blocker / 'o'}: expected a path this user can read or write, got a path "
+            f"under the file {blocker}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    # Elsewhere the system's reason is quoted, with the path it refused when that is another.
+    read_only = OSError(errno.EROFS, "Read-only file system", str(tmp_path / ".o.partial-1"))
+    assert str(InputError.from_os_error(read_only, tmp_path / "o")) == (
+        f"{tmp_path / 'o'}: expected a path this user can read or write, got Read-only file "
+        f"system ({tmp_path / '.o.partial-1'})")
+
+    def broken(argv):
+        raise OSError("no path")
+    with pytest.raises(OSError):   # an OSError naming no path is a bug: it keeps its traceback
+        run_command(broken, [])

@@ -69,8 +69,9 @@ def prepare_out(out: Path) -> Path:
     """Check that ``out`` may be replaced, clean up after killed runs, make the staging folder.
 
     Raises:
-        InputError: ``out`` is a file, or a folder that holds something other
-            than a results folder.
+        InputError: ``out`` is a file, a folder that holds something other
+            than a results folder, or cannot be made (its parent is a file,
+            read-only, ...).
     """
     for path, kind, pid in _leftovers(out):
         if pid == os.getpid() or _pid_alive(pid):
@@ -88,11 +89,15 @@ def prepare_out(out: Path) -> Path:
                              "comparison.json or scenario.yaml)",
                              "a new or empty folder, or one written by 'cosim run' (it is "
                              "replaced as a whole)", "choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
     stage = out.parent / f".{out.name}.partial-{os.getpid()}"
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir()
+    except OSError as err:   # a parent that is a file, read-only or a pseudo file system
+        raise InputError.from_os_error(err, out, "a results folder this user can write "
+                                       "(--out DIR)") from None
     return stage
 
 
