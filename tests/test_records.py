@@ -226,6 +226,40 @@ def test_read_json_errors(tmp_path):
         read_json(tmp_path / "missing.json")
 
 
+def test_read_json_too_deep_or_too_long(tmp_path):
+    # A fuzzer's comparison.json: the parser itself runs out of stack.
+    bad = tmp_path / "comparison.json"
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match=r"^\S*comparison.json: expected a JSON document nested "
+                                         r"at most 64 levels, got JSON nested too deeply$"):
+        read_json(bad)
+    # Parsed, but deep enough to break whatever walks it recursively.
+    bad.write_text('{"sources": ' + "[" * 500 + "]" * 500 + "}")
+    with pytest.raises(InputError, match="comparison.json: .*got JSON nested too deeply"):
+        read_json(bad)
+    bad.write_text("[" * 64 + "]" * 64)   # the limit itself is fine
+    assert len(json.dumps(read_json(bad))) == 128
+    bad.write_text('{"jobs_total": ' + "1" * 5000 + "}")
+    with pytest.raises(InputError, match=r"comparison.json: expected a JSON document, "
+                                         r"got invalid JSON \(Exceeds the limit"):
+        read_json(bad)
+
+
+def test_read_run_metadata_that_is_not_an_object(tmp_path):
+    path = write_table(tmp_path / "jobs.parquet", jobs_table(), JOBS_SCHEMA, {"cores": 4})
+    table = pq.read_table(path)
+    for raw, found in ((b"[1, 2]", "an array"), (b'"abc"', "a string"), (b"7", "a number")):
+        meta = {**table.schema.metadata, b"cosim.run": raw}
+        pq.write_table(table.replace_schema_metadata(meta), path)
+        with pytest.raises(InputError, match=rf"jobs.parquet: cosim.run: expected a JSON object "
+                                             rf"of run metadata .*, got {found}$"):
+            read_jobs(path)
+    meta = {**table.schema.metadata, b"cosim.run": b"[" * 100_000}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    with pytest.raises(InputError, match="jobs.parquet: expected canonical JSON run metadata"):
+        read_jobs(path)
+
+
 def test_write_run(tmp_path):
     jobs = jobs_table(8)
     paths = write_run(tmp_path / "run", jobs=jobs, events=events_table(),

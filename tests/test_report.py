@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from cosim import records
@@ -391,3 +392,104 @@ def test_warnings_and_never_started_jobs_stay_in_a_report_made_again(tmp_path):
     (root / "warnings.json").write_text('{"warnings": 3}')
     with pytest.raises(InputError, match="warnings.json: expected"):
         write_report(root)
+
+
+# ------------------------------------------------ damaged inputs (fuzzer) ----
+
+def test_deeply_nested_comparison_json(tmp_path):
+    root = make_comparison(tmp_path, ["fcfs"])
+    (root / "comparison.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match=r"comparison.json: expected a JSON document nested at "
+                                         r"most 64 levels, got JSON nested too deeply$"):
+        write_report(root)
+
+
+def test_metric_values_that_are_not_numbers(tmp_path):
+    root = make_comparison(tmp_path, ["fcfs", "easy"])
+    _summary_with(root, "easy", utilization={"a": 1})
+    with pytest.raises(InputError, match=r"easy/summary.json: metrics.utilization: expected a "
+                                         r"number or null, got \{'a': 1\}$"):
+        write_report(root)
+    _summary_with(root, "easy", utilization=0.5, wait_mean="abc")
+    with pytest.raises(InputError, match=r"easy/summary.json: metrics.wait_mean: expected a "
+                                         r"number or null, got 'abc'$"):
+        write_report(root)
+    _summary_with(root, "easy", wait_mean=True)
+    with pytest.raises(InputError, match="metrics.wait_mean: expected a number or null, got True"):
+        write_report(root)
+    # null (cosim's spelling of an undefined metric) is still shown as missing
+    _summary_with(root, "easy", wait_mean=None, fairness_jain=None)
+    write_report(root)
+    # comparison.json's summaries, used where a policy has no summary.json
+    (root / "easy" / "summary.json").unlink()
+    doc = records.read_json(root / "comparison.json")
+    doc["summaries"]["easy"]["mode_jobs_ready"] = "most"
+    records.write_json_atomic(root / "comparison.json", doc)
+    with pytest.raises(InputError, match=r"comparison.json: summaries.easy.mode_jobs_ready: "
+                                         r"expected a number or null, got 'most'$"):
+        write_report(root)
+    doc["summaries"]["easy"].update(mode_jobs_ready=0.5, cores=-5)
+    records.write_json_atomic(root / "comparison.json", doc)
+    with pytest.raises(InputError, match=r"comparison.json: summaries.easy.cores: expected a "
+                                         r"positive integer, got -5$"):
+        write_report(root)
+
+
+def test_run_metadata_with_bad_cores_or_tau(tmp_path):
+    jobs, events, _ = synthetic_run(20, 8, seed=1)
+    records.write_table(tmp_path / "events.parquet", events, records.EVENTS_SCHEMA, {})
+    for meta, error in (({"cores": "abc"}, "cosim.run.cores: expected a positive integer, "
+                                           "got 'abc'"),
+                        ({"cores": -5}, "cosim.run.cores: expected a positive integer, got -5"),
+                        ({"cores": 8, "tau": "x"}, "cosim.run.tau: expected a positive number "
+                                                   "of seconds, got 'x'"),
+                        ([8, 10.0], "cosim.run: expected a JSON object of run metadata")):
+        path = records.write_table(tmp_path / "jobs.parquet", jobs, records.JOBS_SCHEMA, {})
+        table = pq.read_table(path)
+        raw = json.dumps(meta).encode()
+        pq.write_table(table.replace_schema_metadata(
+            {**table.schema.metadata, b"cosim.run": raw}), path)
+        with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: {re.escape(error)}"):
+            write_report(tmp_path)
+
+
+def test_table_errors_name_their_file(tmp_path):
+    jobs, events, decisions = synthetic_run(20, 8, seed=1)
+    records.write_run(tmp_path / "p", jobs=jobs, events=events, decisions=decisions, cores=8,
+                      policy="p")
+    events["time"][1] = events["time"][0] - 1.0   # time runs backwards
+    records.write_table(tmp_path / "p" / "events.parquet", events, records.EVENTS_SCHEMA,
+                        {"cores": 8, "policy": "p"})
+    where = re.escape(str(tmp_path / "p" / "events.parquet"))
+    # drawn from the events table (summary.json present), or summarized from it (absent)
+    with pytest.raises(InputError, match=rf"^{where}: events.time\[1\]: expected rows in "
+                                         r"non-decreasing time order"):
+        write_report(tmp_path)
+    (tmp_path / "p" / "summary.json").unlink()
+    with pytest.raises(InputError, match=rf"^{where}: events.time\[1\]: expected"):
+        write_report(tmp_path)
+    jobs["start"][0] = np.nan       # a completed job that never started
+    records.write_table(tmp_path / "p" / "jobs.parquet", jobs, records.JOBS_SCHEMA,
+                        {"cores": 8, "policy": "p"})
+    where = re.escape(str(tmp_path / "p" / "jobs.parquet"))
+    with pytest.raises(InputError, match=rf"^{where}: jobs.start\[0\]: expected a finite time"):
+        write_report(tmp_path)
+
+
+@pytest.mark.parametrize("target", ["report.html", "timeseries.png", "warnings.json"])
+def test_output_path_that_is_a_folder(tmp_path, capsys, target):
+    from cosim.__main__ import main
+
+    root = make_comparison(tmp_path, ["fcfs"])
+    (root / target).mkdir()
+    argv = ["report", str(root)]
+    if target == "warnings.json":   # written only when cosim run passes its warnings
+        with pytest.raises(InputError, match=rf"^{re.escape(str(root / target))}: expected a "
+                                             "file path the report can write, got a folder$"):
+            write_report(root, warnings=["w"])
+    else:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (f"error: {root / target}: expected a file path the report can write, "
+                       "got a folder\n")
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ from cosim.report.runs import (
     load_runs,
     metric_label,
     metric_unit,
+    naming_files,
     size_classes,
 )
 from cosim.report.runs import (
@@ -236,11 +239,22 @@ def _slug(name: str, taken: set[str]) -> str:
     return slug
 
 
+@contextmanager
+def _writing(target: Path) -> Iterator[None]:
+    """Name ``target`` when writing it fails: the error names the temporary file."""
+    try:
+        yield
+    except OSError as exc:
+        found = "a folder" if target.is_dir() else str(exc.strerror or exc)
+        raise InputError(str(target), found, "a file path the report can write") from None
+
+
 def _kept_warnings(root: Path, warnings: list[str] | None) -> list[str]:
     """``warnings``, saved beside the page; or, when None, those saved by an earlier report."""
     path = root / "warnings.json"
     if warnings is not None:
-        records.write_json_atomic(path, {"warnings": list(warnings)})
+        with _writing(path):
+            records.write_json_atomic(path, {"warnings": list(warnings)})
         return list(warnings)
     if not path.is_file():
         return []
@@ -289,8 +303,11 @@ def write_report(results_dir: str | os.PathLike, *,
     root = Path(results_dir)
     runs = load_runs(root)
     warnings = _kept_warnings(root, warnings) + _never_started(runs)
-    per = [metrics.job_metrics(r.jobs, tau=float(r.meta.get("tau", r.summary.get("tau") or 10.0)))
-           for r in runs]
+    per = []
+    for r in runs:
+        with naming_files(r.path):
+            per.append(metrics.job_metrics(
+                r.jobs, tau=float(r.meta.get("tau", r.summary.get("tau") or 10.0))))
     images: list[tuple[str, str]] = []
     notes: list[str] = [
         "Averages, percentiles and maxima are over finished jobs (completed or "
@@ -306,9 +323,10 @@ def write_report(results_dir: str | os.PathLike, *,
         # Write to a temp name then rename, like every other result file.
         tmp = root / f".{fname}.tmp.png"
         try:
-            drawn = draw(tmp)
-            if drawn is not False:
-                os.replace(tmp, root / fname)
+            with _writing(root / fname):
+                drawn = draw(tmp)
+                if drawn is not False:
+                    os.replace(tmp, root / fname)
         finally:
             tmp.unlink(missing_ok=True)
         if drawn is False:
@@ -349,7 +367,6 @@ def write_report(results_dir: str | os.PathLike, *,
             stale.unlink(missing_ok=True)
     out = root / "report.html"
     text = _html(runs, images, notes, warnings)
-    tmp = root / ".report.html.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    with _writing(out):  # removes its temporary file when it fails
+        records.write_bytes_atomic(out, text)
     return out

@@ -10,7 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from cosim import metrics
-from cosim.report.runs import _LABELS, _MODE_COLORS, _SMOOTH_BINS, Run, kiviat_scores, size_classes
+from cosim.report.runs import (
+    _LABELS,
+    _MODE_COLORS,
+    _SMOOTH_BINS,
+    Run,
+    kiviat_scores,
+    naming_files,
+    size_classes,
+)
 
 
 def _pyplot():
@@ -60,7 +68,9 @@ def _plot_time(runs: list[Run], path: Path) -> bool:
     for run, color in zip(runs, _colors(len(runs)), strict=True):
         if run.events is None or run.events.num_rows == 0 or "cores" not in run.meta:
             continue
-        ts = metrics.time_series(run.events, int(run.meta["cores"]), max_points=_SMOOTH_BINS)
+        with naming_files(run.path):
+            ts = metrics.time_series(run.events, int(run.meta["cores"]),
+                                     max_points=_SMOOTH_BINS)
         series.append((run, color, ts))
     n = max(1, len(series))
     fig = plt.figure(figsize=(9, 0.75 * n + 3.0))

@@ -6,6 +6,9 @@ See :mod:`cosim.report` for the layouts :func:`load_runs` accepts.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,16 +193,70 @@ class Run:
     meta: dict[str, Any]
 
 
-def _summary_metrics(doc: Any, where: str) -> dict[str, Any]:
-    """The flat metrics of a summary document (``summary/1`` or a flat dict)."""
+#: Summary keys the report computes with (tables, Kiviat, plots, notes): each
+#: must be a number, or null for undefined (shown as missing, as cosim writes
+#: NaN). Other keys (sources, workload_cleaning, ...) are only displayed.
+_NUMERIC_KEYS = frozenset(
+    {k for k, *_ in HEADLINE} | set(KIVIAT_KEYS)
+    | {"utilization", "jobs_total", "jobs_unfinished", "jobs_never_started", "jobs_given_up"}
+    | {f"mode_{by}_{m}" for by in ("jobs", "corehours") for m in metrics.EXEC_MODES})
+
+
+def _check_positive(value: Any, where: str, *, integer: bool) -> None:
+    """Raise unless ``value`` is a positive integer (cores) or positive number (tau)."""
+    if integer:
+        ok = isinstance(value, int) and 0 < value < 2**63
+    else:  # the bound also keeps float() from overflowing on a huge integer
+        ok = isinstance(value, (int, float)) and 0 < value <= sys.float_info.max
+    if isinstance(value, bool) or not ok:
+        raise InputError(where, repr(value)[:60],
+                         "a positive integer" if integer else "a positive number of seconds")
+
+
+def _check_metrics(values: dict[str, Any], where: str, at: str) -> None:
+    """Check the values the report computes with, in file ``where`` at key path ``at``."""
+    def path(key: str) -> str:
+        return f"{where}: {at}.{key}" if at else f"{where}: {key}"
+
+    for key in sorted(_NUMERIC_KEYS & values.keys()):
+        v = values[key]
+        # float() of an integer past the float range overflows; NaN/inf are missing.
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or isinstance(v, int) and abs(v) > sys.float_info.max):
+            raise InputError(path(key), repr(v)[:60], "a number or null")
+    for key in ("cores", "tau"):
+        if values.get(key) is not None:
+            _check_positive(values[key], path(key), integer=key == "cores")
+
+
+def _summary_metrics(doc: Any, where: str, key: str = "") -> dict[str, Any]:
+    """The flat metrics of a summary document (``summary/1`` or a flat dict).
+
+    ``where`` names the file and ``key`` the document's key path in it ("" at the top).
+    """
+    at = f"{where}: {key}" if key else where
     if not isinstance(doc, dict):
-        raise InputError(where, type(doc).__name__, "a JSON object of metrics")
+        raise InputError(at, type(doc).__name__, "a JSON object of metrics")
     if "metrics" in doc:
-        if not isinstance(doc["metrics"], dict):
-            raise InputError(f"{where}:metrics", type(doc["metrics"]).__name__,
+        key = f"{key}.metrics" if key else "metrics"
+        doc = doc["metrics"]
+        if not isinstance(doc, dict):
+            raise InputError(f"{where}: {key}", type(doc).__name__,
                              "a JSON object of metrics")
-        return dict(doc["metrics"])
+    _check_metrics(doc, where, key)
     return dict(doc)
+
+
+@contextmanager
+def naming_files(folder: Path) -> Iterator[None]:
+    """Prefix the file to the table errors of :mod:`cosim.metrics` ("events.time[1]")."""
+    try:
+        yield
+    except InputError as exc:
+        table = exc.where.split(".")[0].split("[")[0]
+        path = folder / f"{table}.parquet" if table in records.SCHEMAS else folder
+        raise InputError(f"{path}: {exc.where}", exc.found, exc.expected,
+                         exc.hint) from None
 
 
 def _load_run(folder: Path, name: str | None, summary: dict | None) -> Run:
@@ -207,6 +264,10 @@ def _load_run(folder: Path, name: str | None, summary: dict | None) -> Run:
     ev_path = folder / "events.parquet"
     events = records.read_events(ev_path) if ev_path.exists() else None
     meta = dict(jobs.meta)
+    for key in ("cores", "tau"):
+        if key in meta:
+            _check_positive(meta[key], f"{folder / 'jobs.parquet'}: cosim.run.{key}",
+                            integer=key == "cores")
     if (folder / "summary.json").exists():
         summary = _summary_metrics(records.read_json(folder / "summary.json"),
                                    str(folder / "summary.json"))
@@ -214,8 +275,9 @@ def _load_run(folder: Path, name: str | None, summary: dict | None) -> Run:
         if "cores" not in meta:
             raise InputError(str(folder / "jobs.parquet"), "no 'cores' in the run metadata",
                              "a summary.json or run metadata with cores")
-        summary = metrics.summarize(jobs, events, cores=int(meta["cores"]),
-                                    tau=float(meta.get("tau", 10.0)))
+        with naming_files(folder):
+            summary = metrics.summarize(jobs, events, cores=int(meta["cores"]),
+                                        tau=float(meta.get("tau", 10.0)))
     if "cores" not in meta and summary.get("cores"):
         meta["cores"] = int(summary["cores"])
     name = name or str(meta.get("policy") or folder.resolve().name)
@@ -233,17 +295,20 @@ def _comparison_entries(doc: Any, where: str) -> list[tuple[str, str, dict | Non
     entries = []
     if isinstance(pol, dict):
         for name, s in pol.items():
-            entries.append((str(name), str(name), _summary_metrics(s, f"{where}:{name}")))
+            entries.append((str(name), str(name),
+                            _summary_metrics(s, where, f"policies.{name}")))
     elif isinstance(pol, list):
         for i, p in enumerate(pol):
             if isinstance(p, str):
                 s = sums.get(p)
-                entries.append((p, p, None if s is None else _summary_metrics(s, where)))
+                entries.append((p, p, None if s is None else
+                                _summary_metrics(s, where, f"summaries.{p}")))
             elif isinstance(p, dict) and isinstance(p.get("policy", p.get("name")), str):
                 name = p.get("policy", p.get("name"))
+                key = f"policies[{i}].summary" if "summary" in p else f"summaries.{name}"
                 s = p.get("summary", sums.get(name))
                 entries.append((name, str(p.get("dir", name)),
-                                None if s is None else _summary_metrics(s, where)))
+                                None if s is None else _summary_metrics(s, where, key)))
             else:
                 raise InputError(f"{where}:policies[{i}]", repr(p)[:60],
                                  "a policy name or {\"policy\": name, ...}")
