@@ -78,6 +78,29 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A seed XGBoost takes too (it stores an int64): 0 .. 2**63 - 1."""
+    value = _non_negative_int(text)
+    if value >= 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..2**63-1, got {text!r}")
+    return value
+
+
+def _threads(text: str) -> int:
+    # a bound, so that a typo does not start a hundred thousand threads (or overflow)
+    value = _positive_int(text)
+    if value > 1024:
+        raise argparse.ArgumentTypeError(f"expected at most 1024 threads, got {text!r}")
+    return value
+
+
+def _out(text: str) -> Path:
+    # Path("") is ".": an empty --out wrote the data set into the working folder
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    return Path(text)
+
+
 def build_parser() -> ArgumentParser:
     """The argument parser of ``python -m predictors`` (usage errors: one line, exit 2)."""
     parser = ArgumentParser(
@@ -87,30 +110,30 @@ def build_parser() -> ArgumentParser:
 
     g = sub.add_parser("generate", help="write a synthetic VASP dataset")
     g.add_argument("--jobs", type=_positive_int, required=True, help="number of jobs")
-    g.add_argument("--seed", type=_non_negative_int, default=0,
+    g.add_argument("--seed", type=_seed, default=0,
                    help="seed of the job stream (default 0)")
-    g.add_argument("--population-seed", type=_non_negative_int, default=DEFAULT_POPULATION,
+    g.add_argument("--population-seed", type=_seed, default=DEFAULT_POPULATION,
                    help="seed of the centre: its users, project templates and hidden speed "
                         f"factors (default {DEFAULT_POPULATION}, the centre of "
                         "scenarios/vasp.yaml); two seeds with one population are one centre's "
                         "past and future")
-    g.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+    g.add_argument("--out", type=_out, required=True, help="dataset folder to write")
 
     i = sub.add_parser("ingest", help="build a dataset from real VASP run folders")
     i.add_argument("dirs", nargs="+", type=Path, help="run folders (INCAR + OSZICAR)")
-    i.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+    i.add_argument("--out", type=_out, required=True, help="dataset folder to write")
 
     t = sub.add_parser("train", help="train one model and save it in MODELDIR/KIND/")
     t.add_argument("kind", choices=MODEL_KINDS)
     t.add_argument("--data", type=Path, required=True, help="dataset folder")
-    t.add_argument("--out", type=Path, required=True, help="model folder (MODELDIR)")
-    t.add_argument("--seed", type=_non_negative_int, default=0, help="random seed")
-    t.add_argument("--threads", type=_positive_int, default=1,
+    t.add_argument("--out", type=_out, required=True, help="model folder (MODELDIR)")
+    t.add_argument("--seed", type=_seed, default=0, help="random seed")
+    t.add_argument("--threads", type=_threads, default=1,
                    help="CPU threads for XGBoost / torch (default 1)")
     t.add_argument("--model", choices=("gbm", "gru"), default="gbm",
                    help="remaining: boosted trees over progress features (default) or a "
                         "recurrent network")
-    t.add_argument("--epochs", type=_non_negative_int, default=None,
+    t.add_argument("--epochs", type=_positive_int, default=None,
                    help="remaining --model gru: training epochs (default: the model's)")
     t.add_argument("--rnn", choices=("gru", "lstm"), default="gru",
                    help="remaining --model gru: RNN cell")
@@ -118,7 +141,7 @@ def build_parser() -> ArgumentParser:
     e = sub.add_parser("evaluate", help="score the models of MODELDIR on a dataset")
     e.add_argument("--data", type=Path, required=True, help="held-out dataset folder")
     e.add_argument("--models", type=Path, required=True, help="MODELDIR written by train")
-    e.add_argument("--json", type=Path, default=None, help="also write the result here")
+    e.add_argument("--json", type=_out, default=None, help="also write the result here")
 
     s = sub.add_parser("serve", help="answer prediction batches over HTTP until SIGTERM")
     s.add_argument("--models", type=Path, required=True, help="MODELDIR written by train")
@@ -129,7 +152,8 @@ def build_parser() -> ArgumentParser:
     s.add_argument("--token", default=None,
                    help="require 'Authorization: Bearer TOKEN' on every request")
     s.add_argument("--max-body-mb", type=_positive_float, default=64.0,
-                   help="largest request body in MiB; bigger ones get 413 (default 64)")
+                   help="largest request body in MiB, at most 1024; bigger ones get 413 "
+                   "(default 64)")
     s.add_argument("--max-concurrency", type=_positive_int, default=8,
                    help="prediction requests in progress at once (default 8)")
     s.add_argument("--queue-timeout", type=_positive_float, default=5.0,
@@ -137,6 +161,9 @@ def build_parser() -> ArgumentParser:
     s.add_argument("--body-timeout", type=_positive_float, default=10.0,
                    help="seconds a client may take to send its request body before 408 "
                    "(default 10)")
+    s.add_argument("--header-timeout", type=_positive_float, default=20.0,
+                   help="seconds a connection may stay open without a complete request line "
+                   "and headers, idle keep-alive included, before it is closed (default 20)")
     return parser
 
 
@@ -181,7 +208,8 @@ def _serve(args: argparse.Namespace) -> None:
 
     serve(args.models, host=args.host, port=args.port, token=args.token,
           max_body_mb=args.max_body_mb, max_concurrency=args.max_concurrency,
-          queue_timeout_s=args.queue_timeout, body_timeout_s=args.body_timeout)
+          queue_timeout_s=args.queue_timeout, body_timeout_s=args.body_timeout,
+          header_timeout_s=args.header_timeout)
 
 
 _HANDLERS = {"generate": _generate, "ingest": _ingest, "train": _train,

@@ -74,10 +74,12 @@ class ModelBundle:
             raise InputError(str(runtime_dir / "meta.json"), "no feature_spec",
                              "a model trained by 'python -m predictors train runtime'")
         spec = FeatureSpec.from_dict(meta["feature_spec"], where=str(runtime_dir / "meta.json"))
+        spec.check_fits(runtime_model, str(runtime_dir / "meta.json"))
         remaining_model = None
         versions = [str(meta.get("training_hash", ""))[:12]]
         if (root / "remaining").is_dir():
             remaining_model = load(root / "remaining", expected_class=RemainingTimeRegressor)
+            spec.check_fits(remaining_model, str(root / "remaining" / "meta.json"))
             versions.append(str(read_meta(root / "remaining").get("training_hash", ""))[:12])
         return cls(runtime_model, remaining_model, spec, "+".join(v for v in versions if v))
 

@@ -210,13 +210,20 @@ def write_dataset(jobs: Mapping[str, Any], progress: Mapping[str, Any], out_dir:
         ``out_dir`` as a :class:`~pathlib.Path`.
     """
     out = check_output_folder(out_dir)
+    jt = _table(jobs, JOBS_SCHEMA, "jobs")   # before the folder: a bad column leaves nothing
+    pt = _table(progress, PROGRESS_SCHEMA, "progress")
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # dataset.json is what makes a set load, and it is written last: an earlier
+        # set's goes first, so that a rewrite cut short never mixes the new files
+        # with the old description; temporary files of killed writes go with it.
+        (out / "dataset.json").unlink(missing_ok=True)
+        for name in _FILES:
+            for stale in out.glob(f".{name}.*.tmp"):
+                stale.unlink(missing_ok=True)
     except OSError as exc:
         raise InputError(str(out), f"a folder that cannot be made ({exc.strerror or exc})",
                          "a writable folder for the data set") from None
-    jt = _table(jobs, JOBS_SCHEMA, "jobs")
-    pt = _table(progress, PROGRESS_SCHEMA, "progress")
     meta = {
         "version": DATASET_VERSION,
         "features": list(FEATURES),
@@ -352,6 +359,44 @@ def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
     return table.select(schema.names)
 
 
+#: Names a feature may not take: the target itself (a model trained on it learns
+#: nothing) and the job's identifier.
+_NOT_FEATURES = ("runtime", "job_id")
+
+
+def _check_feature_names(meta_path: Path, features: list, categorical: dict) -> None:
+    """``features`` and ``categorical``'s keys: distinct strings, neither target nor id."""
+    seen: set[str] = set()
+    for key, names in (("features", features), ("categorical", list(categorical))):
+        for i, name in enumerate(names):
+            where = f"{meta_path}: {key}[{i}]"
+            if not isinstance(name, str) or not name:
+                raise InputError(where, repr(name), "a column name (a non-empty string)")
+            if name in _NOT_FEATURES:
+                raise InputError(where, repr(name), f"a feature other than {' or '.join(_NOT_FEATURES)} "
+                                 "(the target and the id)")
+            if name in seen:
+                raise InputError(where, f"{name!r} a second time", "each feature once")
+            seen.add(name)
+
+
+def _check_finite(path: Path, table: pa.Table, columns: list[str], *,
+                  negative_ok: bool = True) -> None:
+    """Refuse infinite values in ``columns`` (and negative ones unless ``negative_ok``).
+
+    NaN stays allowed: it is "unknown" (a feature, or an elapsed time ingest
+    could not read).
+    """
+    for name in columns:
+        values = table[name].to_numpy(zero_copy_only=False).astype(np.float64)
+        bad = np.isinf(values) if negative_ok else np.isinf(values) | (values < 0)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(f"{path}: column {name!r}, row {row}", repr(float(values[row])),
+                             "a finite number or NaN (unknown)" if negative_ok
+                             else "a finite number of seconds, 0 or more, or NaN (unknown)")
+
+
 def load_dataset(path: str | Path) -> Dataset:
     """Read a data set folder written by :func:`write_dataset`.
 
@@ -370,6 +415,9 @@ def load_dataset(path: str | Path) -> Dataset:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"{meta_path}:{exc.lineno}", f"invalid JSON ({exc.msg})", "a JSON object") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(meta_path), f"a byte that is not UTF-8 at offset {exc.start}",
+                         "a UTF-8 JSON file") from None
     except OSError as exc:
         raise InputError(str(meta_path), f"an unreadable file ({exc})", "a readable file") from None
     if not isinstance(meta, dict):
@@ -380,9 +428,13 @@ def load_dataset(path: str | Path) -> Dataset:
     for key, kind in (("features", list), ("categorical", dict), ("n_jobs", int)):
         if not isinstance(meta.get(key), kind):
             raise InputError(f"{meta_path}: {key}", repr(meta.get(key)), f"a JSON {kind.__name__}")
+    _check_feature_names(meta_path, meta["features"], meta["categorical"])
     schema = _jobs_schema(meta["features"], meta["categorical"])
     jobs = _read_table(folder / "jobs.parquet", schema)
     progress = _read_table(folder / "progress.parquet", PROGRESS_SCHEMA)
+    _check_finite(folder / "jobs.parquet", jobs, [f.name for f in schema
+                                                  if pa.types.is_floating(f.type)])
+    _check_finite(folder / "progress.parquet", progress, ["elapsed"], negative_ok=False)
     if jobs.num_rows != meta["n_jobs"]:
         raise InputError(f"{folder / 'jobs.parquet'}", f"{jobs.num_rows} rows",
                          f"{meta['n_jobs']} rows (n_jobs in dataset.json)")

@@ -317,6 +317,8 @@ def evaluate_dir(data_dir: str | Path, models_dir: str | Path) -> dict[str, Any]
             spec = read_meta(folder).get("feature_spec")
             kw[f"{name}_spec"] = FeatureSpec.from_dict(spec, str(folder / "meta.json")) \
                 if spec else None
+            if spec:
+                kw[f"{name}_spec"].check_fits(kw[f"{name}_model"], str(folder / "meta.json"))
     result = evaluate(data, **kw)
     result["models"] = str(models_dir)
     return result

@@ -246,6 +246,9 @@ def _read_run(folder: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]
     if math.isnan(elec):
         elec = outcar.nelect if outcar and outcar.nelect else nelect
     cores = outcar.cores if outcar and outcar.cores else int(script.get("cores", 0))
+    if cores >= 2**31:   # no machine has that many; int64 would overflow a batch away
+        raise InputError(str(folder), f"{cores} cores (OUTCAR or the batch script)",
+                         "a core count below 2**31")
     hosts = float(outcar.nodes) if outcar and outcar.nodes else script.get("nodes", nan)
 
     features: dict[str, Any] = {

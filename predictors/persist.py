@@ -313,22 +313,33 @@ def load(path: str | Path, expected_class: type | str | None = None) -> Any:
         if cls_name != want:
             raise InputError(str(path / META), f"a saved {_short(cls_name)}",
                              f"a saved {_short(want)}")
-    for name, digest in meta["files"].items():
+    if cls_name not in KNOWN_CLASSES:
+        raise InputError(f"{path / META}: class", repr(cls_name),
+                         f"one of {', '.join(KNOWN_CLASSES)}")
+    cls = _known_class(cls_name)
+    # Exactly the class's payload files, by plain name: an emptied list skipped the
+    # checksums, and a path ("/etc/x", "../x") pointed outside the folder.
+    listed = meta["files"]
+    # (a class whose files depend on its parameters has a property here: plain names then)
+    known = cls._payload_files if isinstance(cls._payload_files, tuple) else None
+    if (not listed or (known is not None and sorted(listed) != sorted(known))
+            or any(Path(n).name != n or n in ("", ".", "..") for n in listed)
+            or not all(isinstance(d, str) for d in listed.values())):
+        raise InputError(f"{path / META}: files", repr(listed)[:120],
+                         f"a SHA-256 for each of {', '.join(known) if known else 'its payload files'}"
+                         " (plain names in the folder)")
+    for name, digest in listed.items():
         f = path / name
         if not f.is_file():
             raise InputError(str(f), "no such file", f"the {name} listed in {META}")
         if _sha256(f) != digest:
             raise InputError(str(f), "a checksum mismatch (the file is corrupt or was modified)",
                              f"the SHA-256 recorded in {META}")
-    if cls_name not in KNOWN_CLASSES:
-        raise InputError(f"{path / META}: class", repr(cls_name),
-                         f"one of {', '.join(KNOWN_CLASSES)}")
-    cls = _known_class(cls_name)
     try:
         return cls._read_payload(path, meta, dict(meta["params"]))
     except InputError:
         raise
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise InputError(str(path / META), f"parameters this version cannot use "
                          f"({first_line(exc)})", "a model saved by this version") from None
 

@@ -190,6 +190,8 @@ class FeatureSpec:
         Raises:
             InputError: the keys are missing or have the wrong type.
         """
+        if not isinstance(d, Mapping):
+            raise InputError(where, repr(d)[:80], "a JSON object of feature names")
         numeric = d.get("numeric", d.get("features"))
         categorical = d.get("categorical", {})
         extra = d.get("extra", ("cores",))
@@ -205,6 +207,18 @@ class FeatureSpec:
         if not isinstance(extra, list | tuple):
             raise InputError(f"{where}: 'extra'", repr(extra)[:80], "a list of column names")
         return cls(numeric=tuple(numeric), categorical=categorical, extra=tuple(extra))
+
+    def check_fits(self, model: Any, where: str) -> None:
+        """Refuse a model fitted on another number of columns than this spec makes.
+
+        Both come from one ``meta.json``; an edited one loaded fine and then
+        failed on every batch (the server blamed the client).
+        """
+        fitted = getattr(model, "n_features_in_", None)
+        if fitted is not None and int(fitted) != len(self.names):
+            raise InputError(where, f"a feature_spec of {len(self.names)} columns for a model "
+                             f"fitted on {int(fitted)}", "the feature_spec the model was "
+                             "trained with (retrain it, or restore meta.json)")
 
     @classmethod
     def from_dataset(cls, data_dir: str | Path) -> FeatureSpec:

@@ -18,8 +18,9 @@ whole, null when no field is to blame):
 
 - 400: invalid JSON, wrong shape, a missing column, unequal lengths, a wrong
   type, too many jobs, a number no float can hold (an integer of 400
-  digits), JSON nested deeper than the parser goes, or a batch the model
-  refuses;
+  digits), JSON nested deeper than the parser goes, a batch the model
+  refuses, or a body that cannot be decompressed (bad ``Content-Encoding``
+  data; the connection is closed after that answer);
 - 401: a missing or wrong ``Authorization: Bearer TOKEN`` (every endpoint,
   when the server has a token);
 - 404: unknown path, or ``/v1/remaining`` without a remaining-time model
@@ -35,7 +36,10 @@ whole, null when no field is to blame):
 
 A client that gives up (closes the connection while its body is still
 arriving or while its batch is being predicted) costs one ``client gone``
-line in the log, never a traceback.
+line in the log, never a traceback; a malformed request (bad request line or
+headers), which aiohttp answers with a plain-text 400, costs one line too. A connection
+without a complete request line and headers ``header_timeout_s`` after it
+connected or got its last answer is closed.
 
 Concurrency: a request's body is read first, outside the limit and within
 ``body_timeout_s``, so clients that send their body slowly (or never) cannot
@@ -72,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 
 from cosim.errors import InputError
 from predictors.batches import DEFAULT_MAX_BATCH, BatchError, parse_request
@@ -79,7 +84,7 @@ from predictors.service import BatchRejected, InProcessService, ModelNotLoaded, 
 
 __all__ = ["make_app", "start_server", "serve", "RunningServer", "ServerProcess",
            "DEFAULT_MAX_BODY_MB", "DEFAULT_MAX_CONCURRENCY", "DEFAULT_QUEUE_TIMEOUT_S",
-           "DEFAULT_BODY_TIMEOUT_S"]
+           "DEFAULT_BODY_TIMEOUT_S", "DEFAULT_HEADER_TIMEOUT_S", "MAX_BODY_MB_LIMIT"]
 
 logger = logging.getLogger("predictors.server")
 
@@ -92,6 +97,13 @@ DEFAULT_QUEUE_TIMEOUT_S = 5.0
 #: Default time a client has to send its whole request body (a 64 MB body
 #: takes well under a second over any link a prediction service runs on).
 DEFAULT_BODY_TIMEOUT_S = 10.0
+#: Default time a connection may sit without a complete request line and
+#: headers (after connecting, or after its previous answer) before it is closed.
+#: Longer than aiohttp's client pool keeps an idle connection (15 s), so the
+#: server never closes a pooled connection the client is about to reuse.
+DEFAULT_HEADER_TIMEOUT_S = 20.0
+#: Largest allowed --max-body-mb: far above any real batch, and well inside int range.
+MAX_BODY_MB_LIMIT = 1024.0
 
 
 @dataclass
@@ -103,6 +115,7 @@ class _State:
     queue_timeout_s: float
     slots: asyncio.Semaphore
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     started: float = field(default_factory=time.monotonic)
     in_flight: int = 0      # prediction requests holding a slot
     served: int = 0
@@ -121,6 +134,39 @@ def _error(status: int, message: str, field: str | None = None,
 
 def _mb(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:g} MB"
+
+
+async def _send_and_close(request: web.Request, response: web.Response) -> web.Response:
+    """Send ``response`` now and close the connection.
+
+    For a body that cannot be read to its end: aiohttp would otherwise keep
+    reading the rest of it after the answer (its "lingering close"), for 10 s
+    more, or, on a broken body, fail again there and log a second traceback.
+    """
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    request.protocol.force_close()
+    return response
+
+
+class _ConnectionLog(logging.LoggerAdapter):
+    """aiohttp's per-connection logger, minus the traceback for a malformed request.
+
+    aiohttp answers a malformed request (bad request line, bad Content-Length,
+    ...) with 400 itself and logs it with a full traceback at ERROR, so any
+    client could flood the log; such a request is the client's fault, so one
+    INFO line.
+    """
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            lines = str(exc_info.message).splitlines() or [""]
+            # args[0] is the client address in aiohttp's "Error handling request from %s"
+            self.info("malformed HTTP request from %s answered 400: %s",
+                      args[0] if args else "?", lines[0][:200])
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kwargs)
 
 
 @web.middleware
@@ -181,7 +227,10 @@ async def _auth(request: web.Request, handler: Callable) -> web.StreamResponse:
         if given is None:
             return _error(401, "missing bearer token (send 'Authorization: Bearer TOKEN')",
                           "headers.Authorization", {"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        # aiohttp decodes header bytes as UTF-8 with surrogateescape: encode the
+        # same way to compare the very bytes sent (any bytes, never an error)
+        expected = f"Bearer {token}".encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
             return _error(401, "wrong bearer token", "headers.Authorization",
                           {"WWW-Authenticate": 'Bearer error="invalid_token"'})
     return await handler(request)
@@ -209,15 +258,19 @@ def _predict_handler(kind: str) -> Callable:
             async with asyncio.timeout(state.body_timeout_s):
                 body = await request.read()
         except TimeoutError:
-            response = _error(408, f"request body not received within {state.body_timeout_s:g} s "
-                              "(--body-timeout)", "body")
-            # Send it and close the connection now: aiohttp would otherwise keep
-            # reading the rest of the body (its "lingering close") for 10 s more.
-            response.force_close()
-            await response.prepare(request)
-            await response.write_eof()
-            request.protocol.force_close()
-            return response
+            return await _send_and_close(request, _error(
+                408, f"request body not received within {state.body_timeout_s:g} s "
+                "(--body-timeout)", "body"))
+        except web.RequestPayloadError as exc:
+            # the body arrived but cannot be decoded: the client's fault, so 400
+            if isinstance(exc.__cause__, ContentEncodingError):
+                encoding = request.headers.get("Content-Encoding", "")[:40]
+                message = f"request body could not be decompressed (Content-Encoding: {encoding})"
+            else:
+                cause = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+                detail = str(getattr(cause, "message", cause)).splitlines() or [""]
+                message = f"malformed request body ({detail[0][:200]})"
+            return await _send_and_close(request, _error(400, message, "body"))
         try:
             async with asyncio.timeout(state.queue_timeout_s):
                 await state.slots.acquire()
@@ -258,7 +311,8 @@ async def _models(request: web.Request) -> web.Response:
     info["limits"] = {"max_body_bytes": state.max_body_bytes,
                       "max_concurrency": state.max_concurrency,
                       "queue_timeout_s": state.queue_timeout_s,
-                      "body_timeout_s": state.body_timeout_s}
+                      "body_timeout_s": state.body_timeout_s,
+                      "header_timeout_s": state.header_timeout_s}
     return web.json_response(info)
 
 
@@ -267,29 +321,36 @@ def make_app(bundle: Any, *, token: str | None = None,
              max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
              queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S,
              max_batch: int = DEFAULT_MAX_BATCH,
-             body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> web.Application:
+             body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+             header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S) -> web.Application:
     """The aiohttp application serving ``bundle`` (see the module docstring for the contract).
 
     Args:
         bundle: a loaded :class:`predictors.bundle.ModelBundle`.
         token: bearer token required on every endpoint, or None.
-        max_body_mb: largest request body (MiB); bigger ones get 413.
+        max_body_mb: largest request body (MiB, at most 1024); bigger ones get 413.
         max_concurrency: prediction requests in progress at once.
         queue_timeout_s: how long an excess request waits for a slot before 503.
         max_batch: most jobs per batch (more: 400).
         body_timeout_s: how long a client may take to send its body before 408.
+        header_timeout_s: how long a connection may go without a complete request
+            line and headers before it is closed (slow or silent clients).
 
     Raises:
-        InputError: a limit is not positive.
+        InputError: a limit is not positive, or ``max_body_mb`` is over 1024.
     """
-    if not (isinstance(max_body_mb, int | float) and max_body_mb > 0):
-        raise InputError("--max-body-mb", repr(max_body_mb), "a number > 0")
+    # bounded, so the byte count below is an int (1e308 MiB is an infinite float)
+    if not (isinstance(max_body_mb, int | float) and 0 < max_body_mb <= MAX_BODY_MB_LIMIT):
+        raise InputError("--max-body-mb", repr(max_body_mb),
+                         f"a number > 0 and <= {MAX_BODY_MB_LIMIT:g}")
     if not (isinstance(max_concurrency, int) and max_concurrency >= 1):
         raise InputError("--max-concurrency", repr(max_concurrency), "an integer >= 1")
     if not (isinstance(queue_timeout_s, int | float) and queue_timeout_s > 0):
         raise InputError("--queue-timeout", repr(queue_timeout_s), "a number > 0")
     if not (isinstance(body_timeout_s, int | float) and 0 < body_timeout_s < float("inf")):
         raise InputError("--body-timeout", repr(body_timeout_s), "a finite number > 0")
+    if not (isinstance(header_timeout_s, int | float) and 0 < header_timeout_s < float("inf")):
+        raise InputError("header_timeout_s", repr(header_timeout_s), "a finite number > 0")
     if token is not None and not token:
         raise InputError("--token", "an empty string", "a non-empty token")
     max_body = max(1, int(max_body_mb * 2**20))
@@ -297,7 +358,8 @@ def make_app(bundle: Any, *, token: str | None = None,
     app = web.Application(client_max_size=max_body, middlewares=[_track, _errors, _auth])
     service = InProcessService(bundle, max_batch=max_batch, offload=True)
     app[_STATE] = _State(service, token, max_body, max_concurrency, float(queue_timeout_s),
-                         asyncio.Semaphore(max_concurrency), float(body_timeout_s))
+                         asyncio.Semaphore(max_concurrency), float(body_timeout_s),
+                         float(header_timeout_s))
     app.router.add_post("/v1/runtime", _predict_handler("runtime"))
     app.router.add_post("/v1/remaining", _predict_handler("remaining"))
     app.router.add_get("/health", _health)
@@ -370,8 +432,12 @@ async def start_server(bundle: Any, *, host: str = "127.0.0.1", port: int = 0,
     app = make_app(bundle, **options)
     # the drain in RunningServer.close does the waiting; aiohttp's own wait only
     # covers a request that slips in on an idle connection as it closes
+    # keepalive_timeout: aiohttp closes a connection still waiting for a complete
+    # request this long after connecting or after its last answer (a slowloris)
     runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                           shutdown_timeout=min(shutdown_timeout_s, 5.0))
+                           shutdown_timeout=min(shutdown_timeout_s, 5.0),
+                           keepalive_timeout=app[_STATE].header_timeout_s,
+                           logger=_ConnectionLog(logging.getLogger("aiohttp.server"), {}))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:
@@ -398,6 +464,7 @@ def serve(models_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080,
           max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
           queue_timeout_s: float = DEFAULT_QUEUE_TIMEOUT_S,
           body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+          header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
           shutdown_timeout_s: float = 30.0, echo: Callable[[str], Any] = print) -> int:
     """Load ``models_dir`` and serve it until SIGTERM or SIGINT; returns 0 after a clean stop.
 
@@ -422,6 +489,7 @@ def serve(models_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080,
                                     max_body_mb=max_body_mb, max_concurrency=max_concurrency,
                                     queue_timeout_s=queue_timeout_s,
                                     body_timeout_s=body_timeout_s,
+                                    header_timeout_s=header_timeout_s,
                                     shutdown_timeout_s=shutdown_timeout_s)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

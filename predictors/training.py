@@ -121,6 +121,9 @@ def _fit_remaining(data: EvalData, prerun_dir: Path, *, seed: int, threads: int,
                                   feature_names=list(spec.names))
     if epochs is not None:
         params["epochs"] = epochs
+    if len(data.runtime) < 2:   # its validation split needs two runs (one ingested run has one)
+        raise InputError(str(data.path), f"{len(data.runtime)} job with a known run time",
+                         "at least 2 for a remaining-time model")
     fitted = RemainingTimeRegressor(**params)
     fitted.fit(data.matrix(), data.progress, data.runtime, startup=data.startup)
     return fitted

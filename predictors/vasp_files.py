@@ -13,6 +13,7 @@ import gzip
 import math
 import os
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,8 +265,11 @@ def read_outcar(path: str | Path) -> OutcarInfo:
                     if m:
                         info.cores = int(m.group(1)) * int(m.group(2) or 1)
                         info.nodes = int(m.group(3)) if m.group(3) else None
-    except OSError as exc:
+    except (OSError, EOFError, zlib.error) as exc:   # EOFError, zlib.error: a cut .gz
         raise InputError(str(path), f"an unreadable file ({exc})", "a readable OUTCAR") from None
+    except ValueError as exc:   # a number field that is not one (ZVAL = abc)
+        raise InputError(str(path), f"a value that is not a number ({exc})",
+                         "an OUTCAR written by VASP") from None
     return info
 
 

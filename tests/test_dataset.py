@@ -184,3 +184,75 @@ def test_empty_dataset_round_trip(tmp_path):
     ds = load_dataset(out)
     assert ds.n_jobs == 0 and ds.progress.num_rows == 0
     assert ds.progress_offsets().tolist() == [0]
+
+
+def _set_meta(d, **changes):
+    meta = json.loads((d / "dataset.json").read_text())
+    meta.update(changes)
+    (d / "dataset.json").write_text(json.dumps(meta))
+
+
+def test_feature_names_and_values_a_model_cannot_use_are_one_line(generated, tmp_path):
+    # Each raised KeyError, TypeError, UnicodeDecodeError or a ValueError inside the
+    # fit with a traceback, or (the target as a feature) trained silently on it.
+    features = json.loads((generated / "dataset.json").read_text())["features"]
+    cases = [
+        ({"features": [*features, "NSW"]}, rf"features\[{len(features)}\]: expected each "
+                                            r"feature once, got 'NSW' a second time"),
+        ({"features": [1, 2]}, r"features\[0\]: expected a column name"),
+        ({"features": [*features, "runtime"]}, r"expected a feature other than runtime or "
+                                               r"job_id \(the target and the id\), got 'runtime'"),
+    ]
+    for i, (change, message) in enumerate(cases):
+        d = _copy(generated, tmp_path / f"meta{i}")
+        _set_meta(d, **change)
+        with pytest.raises(InputError, match=message):
+            load_dataset(d)
+    d = _copy(generated, tmp_path / "utf8")
+    (d / "dataset.json").write_bytes(b"\xff" + (d / "dataset.json").read_bytes())
+    with pytest.raises(InputError, match=r"dataset.json: expected a UTF-8 JSON file, got a "
+                                         r"byte that is not UTF-8 at offset 0"):
+        load_dataset(d)
+    # NaN is unknown and loads; infinity does not, nor a negative elapsed time
+    d = _copy(generated, tmp_path / "values")
+    jobs = pq.read_table(d / "jobs.parquet")
+    nsw = jobs["NSW"].to_numpy().astype(float)
+    nsw[3] = np.nan
+    pq.write_table(jobs.set_column(jobs.schema.get_field_index("NSW"), "NSW", pa.array(nsw)),
+                   d / "jobs.parquet")
+    assert load_dataset(d).jobs.num_rows == jobs.num_rows
+    nsw[4] = np.inf
+    pq.write_table(jobs.set_column(jobs.schema.get_field_index("NSW"), "NSW", pa.array(nsw)),
+                   d / "jobs.parquet")
+    with pytest.raises(InputError, match=r"jobs.parquet: column 'NSW', row 4: expected a finite "
+                                         r"number or NaN \(unknown\), got inf"):
+        load_dataset(d)
+    d = _copy(generated, tmp_path / "elapsed")
+    prog = pq.read_table(d / "progress.parquet")
+    elapsed = prog["elapsed"].to_numpy().copy()
+    elapsed[2] = -5.0
+    pq.write_table(prog.set_column(prog.schema.get_field_index("elapsed"), "elapsed",
+                                   pa.array(elapsed)), d / "progress.parquet")
+    with pytest.raises(InputError, match=r"progress.parquet: column 'elapsed', row 2: expected "
+                                         r"a finite number of seconds, 0 or more, or NaN"):
+        load_dataset(d)
+
+
+def test_a_rewrite_cut_short_leaves_no_set_that_loads(generated, tmp_path, monkeypatch):
+    # It left the new jobs.parquet beside the old progress and dataset.json, and loaded.
+    import predictors.dataset as dataset
+
+    d = _copy(generated, tmp_path / "set")
+    (d / ".progress.parquet.abc.tmp").write_bytes(b"a killed write's leftovers")
+    real = dataset._atomic_write
+
+    def cut(path, write):
+        if path.name == "progress.parquet":
+            raise KeyboardInterrupt
+        real(path, write)
+    monkeypatch.setattr(dataset, "_atomic_write", cut)
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(20, 99, d)
+    assert sorted(p.name for p in d.iterdir()) == ["jobs.parquet", "progress.parquet"]
+    with pytest.raises(InputError, match="dataset.json: expected dataset.json of a data set"):
+        load_dataset(d)

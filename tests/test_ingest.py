@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import shutil
@@ -359,3 +360,28 @@ def test_an_unreadable_line_is_a_counted_warning_not_a_rejected_run(tmp_path, in
     step = sum("F=" in line for line in lines[:40])
     assert ds.progress_columns()["scf_steps"].tolist() == \
         [n + (i == step) for i, n in enumerate(index[0]["electronic_per_ionic"])]
+
+
+def test_one_run_a_parser_chokes_on_never_stops_the_batch(index, tmp_path):
+    # Each of these raised (ValueError, EOFError, OverflowError at the write) and
+    # the whole batch wrote nothing.
+    cases = {"zval": ("OUTCAR", b" Ionic Valenz\n  ZVAL   =  abc\n"),
+             "cut_gz": ("OUTCAR.gz", gzip.compress(OUTCAR.encode())[:40]),
+             "cores": ("OUTCAR", b" running on  99999999999999999999999 total cores\n")}
+    for name, (file, payload) in {"good": (None, b""), **cases}.items():
+        d = tmp_path / "src" / name
+        d.mkdir(parents=True)
+        (d / "INCAR").write_text(_incar(index[0]["incar"]))
+        shutil.copy(VASP_DIR / index[0]["file"], d / "OSZICAR")
+        if file:
+            (d / file).write_bytes(payload)
+    report = ingest_runs(tmp_path / "src", tmp_path / "out")
+    # a bad OUTCAR is a warning (the run is ingested without it); a core count no
+    # machine has leaves the run out
+    assert report.ingested == ["cut_gz", "good", "zval"]
+    assert [m.split(": expected ")[1] for _, m in report.skipped] == [
+        "a core count below 2**31, got 99999999999999999999999 cores (OUTCAR or the batch "
+        "script)"]
+    warned = " ".join(w for _, w in report.warnings)
+    assert "a value that is not a number" in warned and "an unreadable file" in warned
+    assert load_dataset(tmp_path / "out").n_jobs == 3

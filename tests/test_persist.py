@@ -231,3 +231,46 @@ def test_estimators_share_one_save_and_load():
         assert issubclass(cls, Persistable)
         assert "save" not in vars(cls) and "load" not in vars(cls)
         assert f"{cls.__module__}.{cls.__qualname__}" in KNOWN_CLASSES
+
+
+def test_a_model_folder_lists_exactly_its_own_files_by_plain_name(models, tmp_path):
+    # An emptied list skipped the checksums; a path pointed outside the folder.
+    import hashlib
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    for i, files in enumerate(({}, {str(outside): digest}, {"../outside.json": digest})):
+        folder = save(models["runtime"], tmp_path / f"r{i}")
+        _rewrite_meta(folder, files=files)
+        with pytest.raises(InputError, match=r"meta.json: files: expected a SHA-256 for each of "
+                                             r"model.ubj \(plain names in the folder\)"):
+            load(folder)
+    folder = save(models["remaining"], tmp_path / "rem")
+    _rewrite_meta(folder, files={})
+    with pytest.raises(InputError, match="expected a SHA-256 for each of its payload files"):
+        load(folder)
+
+
+def test_a_feature_spec_that_does_not_fit_its_model_is_refused_on_load(tmp_path):
+    # It loaded, then every batch failed: evaluate with a traceback, the server
+    # with a 400 that blamed the client.
+    from predictors.dataset import generate_dataset
+    from predictors.evaluate import evaluate_dir
+    from predictors.training import train_model
+
+    data = tmp_path / "data"
+    generate_dataset(60, 3, data)
+    train_model("runtime", data, tmp_path / "m")
+    meta_path = tmp_path / "m" / "runtime" / META
+    meta = json.loads(meta_path.read_text())
+    meta["feature_spec"]["numeric"] = meta["feature_spec"]["numeric"][:3]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=r"runtime/meta.json: expected the feature_spec the "
+                                         r"model was trained with .*, got a feature_spec of "
+                                         r"\d+ columns for a model fitted on \d+"):
+        evaluate_dir(data, tmp_path / "m")
+    meta["feature_spec"] = [1, 2]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=r"meta.json: expected a JSON object of feature names, "
+                                         r"got \[1, 2\]"):
+        evaluate_dir(data, tmp_path / "m")

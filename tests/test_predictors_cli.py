@@ -221,3 +221,25 @@ def test_generate_sizes_and_seeds_are_one_line_exit_2(tmp_path, argv, message):
     assert message in r.stderr and len(r.stderr.strip().splitlines()) <= 2
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    # XGBoost stores its seed as an int64: 2**63 raised XGBoostError with a traceback
+    (["train", "runtime", "--data", "d", "--out", "m", "--seed", str(2**63)],
+     f"argument --seed: expected an integer in 0..2**63-1, got '{2**63}'"),
+    (["train", "runtime", "--data", "d", "--out", "m", "--threads", "100000"],
+     "argument --threads: expected at most 1024 threads, got '100000'"),
+    # 0 epochs "trained" a network that never saw the data
+    (["train", "remaining", "--data", "d", "--out", "m", "--model", "gru", "--epochs", "0"],
+     "argument --epochs: expected a positive integer, got '0'"),
+    # Path("") is the working folder: the data set was written into it
+    (["generate", "--jobs", "5", "--out", ""], "argument --out: expected a path, got an empty one"),
+    (["train", "runtime", "--data", "d", "--out", " "],
+     "argument --out: expected a path, got an empty one"),
+])
+def test_out_of_range_options_are_one_line_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(message), err

@@ -116,3 +116,14 @@ def test_ensure_models_trains_without_the_cli(tmp_path):
     folder = next(p for p in tmp_path.iterdir() if not p.name.startswith("."))
     assert lines[5].startswith(f"predictors: {folder} (runtime and remaining, trained in ")
     assert all(str(folder) + "." not in ln and "/." not in ln for ln in lines[2:])
+
+
+def test_a_remaining_model_on_one_run_is_one_clear_line(tmp_path):
+    # One ingested run is one job: its validation split raised ValueError in the fit.
+    from predictors.training import train_model
+
+    generate_dataset(1, 3, tmp_path / "one")
+    with pytest.raises(InputError, match=r"one: expected at least 2 for a remaining-time "
+                                         r"model, got 1 job with a known run time"):
+        train_model("remaining", tmp_path / "one", tmp_path / "m", epochs=1)
+    assert not (tmp_path / "m" / "remaining").exists()

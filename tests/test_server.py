@@ -321,7 +321,7 @@ def test_bad_limits_are_input_errors(models_dir):
     bundle = ModelBundle.load(models_dir)
     with pytest.raises(InputError, match=r"^--max-concurrency: expected an integer >= 1, got 0$"):
         make_app(bundle, max_concurrency=0)
-    with pytest.raises(InputError, match=r"^--max-body-mb: expected a number > 0, got -1$"):
+    with pytest.raises(InputError, match=r"^--max-body-mb: expected a number > 0 and <= 1024, got -1$"):
         make_app(bundle, max_body_mb=-1)
     with pytest.raises(InputError, match=r"^--token: expected a non-empty token"):
         make_app(bundle, token="")
