@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -160,7 +161,7 @@ def run_command(handler: Callable[[Sequence[str] | None], int], argv: Sequence[s
     except OSError as exc:
         # The file system refused a path the user named (an output under a
         # file, a read-only folder, a full disk): one line, not a traceback.
-        if exc.filename is None:
+        if not isinstance(exc.filename, str | bytes | os.PathLike):
             raise
         print(f"error: {InputError.from_os_error(exc)}", file=sys.stderr)
         return 2

@@ -52,7 +52,6 @@ class InputError(CosimError):
         message = f"{where}: expected {expected}, got {found}"
         super().__init__(f"{message}; {hint}" if hint else message)
 
-
     @classmethod
     def from_os_error(cls, err: OSError, path: str | os.PathLike | None = None,
                       expected: str = "a path this user can read or write") -> InputError:
@@ -61,14 +60,16 @@ class InputError(CosimError):
         A path under a file (``--out trace.swf/x``) says so; otherwise the
         system's reason (read-only, no such folder, disk full) is quoted.
         """
-        where = Path(path if path is not None else err.filename or "?")
-        above = next((p for p in Path(err.filename or where).parents if p.exists()), None)
+        named = err.filename
+        name = os.fsdecode(named) if isinstance(named, str | bytes | os.PathLike) else None
+        where = Path(path if path is not None else name or "?")
+        above = next((p for p in Path(name or where).parents if p.exists()), None)
         if above is not None and not above.is_dir():
             found = f"a path under the file {above}"
         else:
             found = str(err.strerror or err)
-            if err.filename and Path(err.filename) != where:
-                found += f" ({err.filename})"
+            if name and Path(name) != where:
+                found += f" ({name})"
         return cls(str(where), found, expected)
 
 
