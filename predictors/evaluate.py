@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -378,6 +379,14 @@ def check_output_file(path: str | Path) -> Path:
             if not parent.is_dir():
                 raise InputError(str(path), f"a path under the file {parent}",
                                  "a file path for the JSON result")
+            # permissions alone do not say it (root, read-only or pseudo file
+            # systems): make and remove a file where the result's folder starts
+            try:
+                tempfile.TemporaryFile(dir=parent).close()
+            except OSError as exc:
+                raise InputError(str(path), f"a folder this user cannot write in ({parent}: "
+                                 f"{exc.strerror or exc})", "a file path for the JSON result") \
+                    from None
             break
     return path
 

@@ -188,6 +188,17 @@ def test_output_paths_that_cannot_be_written_are_one_line(trained, tmp_path, cap
         assert list(folder.iterdir()) == [] and file.read_text() == "keep me"
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_json_result_nowhere_writable_is_refused_before_the_evaluation(trained, capsys):
+    # /proc takes no new file: the evaluation ran, printed its table, then failed
+    assert main(["evaluate", "--data", str(trained["data"]), "--models", str(trained["models"]),
+                 "--json", "/proc/eval.json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: /proc/eval.json: expected a file path for the JSON "
+                                   "result, got a folder this user cannot write in (/proc: ")
+
+
 def test_write_json_into_a_folder_leaves_no_temporary_file(tmp_path):
     from cosim.errors import InputError
     from predictors.evaluate import write_json
