@@ -493,3 +493,17 @@ def test_output_path_that_is_a_folder(tmp_path, capsys, target):
         assert err == (f"error: {root / target}: expected a file path the report can write, "
                        "got a folder\n")
     assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+
+
+def test_a_policy_dir_is_a_subfolder_by_name(tmp_path):
+    # "dir" was used as given: "../x" or an absolute path read runs from outside
+    root = make_comparison(tmp_path / "res", ["x"], write_index=False)
+    make_comparison(tmp_path / "elsewhere", ["y"], write_index=False)
+    for sub in ("../elsewhere/y", str(tmp_path / "elsewhere" / "y"), ".."):
+        (root / "comparison.json").write_text(
+            json.dumps({"policies": [{"policy": "x", "dir": sub}]}))
+        with pytest.raises(InputError, match=r"comparison.json:policies\[0\].dir: expected the "
+                                             r"name of a policy subfolder of the results folder"):
+            load_runs(root)
+    (root / "comparison.json").write_text(json.dumps({"policies": [{"policy": "x", "dir": "x"}]}))
+    assert [r.name for r in load_runs(root)] == ["x"]

@@ -307,7 +307,12 @@ def _comparison_entries(doc: Any, where: str) -> list[tuple[str, str, dict | Non
                 name = p.get("policy", p.get("name"))
                 key = f"policies[{i}].summary" if "summary" in p else f"summaries.{name}"
                 s = p.get("summary", sums.get(name))
-                entries.append((name, str(p.get("dir", name)),
+                sub = p.get("dir", name)
+                # a subfolder of the results, by name: never a path out of them
+                if not isinstance(sub, str) or Path(sub).name != sub or sub in ("", ".", ".."):
+                    raise InputError(f"{where}:policies[{i}].dir", repr(sub)[:60],
+                                     "the name of a policy subfolder of the results folder")
+                entries.append((name, sub,
                                 None if s is None else _summary_metrics(s, where, key)))
             else:
                 raise InputError(f"{where}:policies[{i}]", repr(p)[:60],
