@@ -15,7 +15,7 @@
 The env factory comes from the caller: learners never build envs from
 configs themselves (that needs the front, :class:`cosim.compose.EnvFactory`,
 which also pins feature scales with :func:`cosim.compose.pin_scales`).
-:func:`confidence_interval` is the one interval method (BCa bootstrap).
+Intervals come from :func:`cosim.paired.mean_interval`, the one interval method.
 
 Examples:
     >>> from agents.recipe import WarmStartSpec, train  # doctest: +SKIP
@@ -44,7 +44,7 @@ import numpy as np
 from cosim.errors import InputError
 
 __all__ = ["ALGOS", "algorithm", "make_learner", "WarmStartSpec", "Selection", "Selected",
-           "train", "select_then_test", "confidence_interval"]
+           "train", "select_then_test"]
 
 #: Learner names (``--algo``), each a module ``agents.<name>``.
 ALGOS = ("ppo", "a2c", "pg", "dql")
@@ -264,33 +264,3 @@ def select_then_test(candidates: Sequence[str], validation: Sequence[Any], test:
     chosen = min(candidates, key=lambda c: float(np.mean(val[c])))
     tested = {c: [float(score(c, w)) for w in test] for c in candidates}
     return chosen, val, tested
-
-
-def confidence_interval(values, level: float = 0.95, *, seed: int = 0,
-                        resamples: int = 9999) -> tuple[float, float, float]:
-    """Mean and bias-corrected, accelerated (BCa) bootstrap interval ``(mean, low, high)``.
-
-    Non-finite values are left out. One value: ``(mean, nan, nan)``; equal
-    values: a zero-width interval. The resampling is seeded, so a table
-    re-made from the same numbers prints the same interval.
-
-    Examples:
-        >>> confidence_interval([2.0, 2.0, 2.0])
-        (2.0, 2.0, 2.0)
-        >>> m, lo, hi = confidence_interval([1.0, 2.0, 3.0, 4.0, 5.0])
-        >>> m, lo < m < hi
-        (3.0, True)
-    """
-    from scipy.stats import bootstrap
-
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
-    m = float(x.mean())
-    if len(x) == 1:
-        return m, math.nan, math.nan
-    if np.ptp(x) == 0:
-        return m, m, m
-    res = bootstrap((x,), np.mean, confidence_level=level, method="BCa", n_resamples=resamples,
-                    random_state=np.random.default_rng(seed))
-    return m, float(res.confidence_interval.low), float(res.confidence_interval.high)

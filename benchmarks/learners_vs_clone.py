@@ -33,7 +33,7 @@ their own generator seeds (2002 and 3003) through
 Statistics (:func:`paired_stats`): per seed, the relative difference in mean
 bsld on the test windows, ``mean(agent) / mean(clone) - 1`` (negative: the
 agent is better); over seeds, its mean with a 95 % BCa bootstrap interval
-(:func:`agents.recipe.confidence_interval`); wins and losses over windows
+(:func:`cosim.paired.mean_interval`); wins and losses over windows
 (all seeds) and over seeds. A learner "beats its clone" when the interval's
 upper end is below zero.
 
@@ -62,6 +62,7 @@ from repro import ROOT, TABLE, fmt_ci
 
 from agents import recipe
 from cosim.errors import InputError
+from cosim.paired import mean_interval
 
 SCENARIO = "scenarios/lublin256.yaml"
 LEARNERS = ("ppo", "a2c", "pg", "dql")
@@ -98,7 +99,7 @@ def paired_stats(agent, clone, *, seed: int = 0) -> dict:
         raise InputError("paired_stats", f"shapes {a.shape} and {c.shape}",
                          "the same [seeds, windows] for agent and clone")
     per_seed = a.mean(axis=1) / c.mean(axis=1) - 1.0
-    m, lo, hi = recipe.confidence_interval(per_seed, seed=seed)
+    m, lo, hi = mean_interval(per_seed, seed=seed)
     return {"per_seed": [float(x) for x in per_seed], "mean": m, "low": lo, "high": hi,
             "window_wins": int(np.sum(a < c)), "window_losses": int(np.sum(a > c)),
             "seed_wins": int(np.sum(per_seed < 0)), "seed_losses": int(np.sum(per_seed > 0)),

@@ -64,6 +64,7 @@ import hindsight_search  # noqa: E402
 from fallback_rules import holdout_traces  # noqa: E402
 
 from agents.tune_select import MINIMAX_MARGIN, SHRINK  # noqa: E402
+from cosim.paired import bootstrap_interval  # noqa: E402
 
 #: Stop 35's synthetic design traces (``scenarios/lublin256.yaml`` overrides).
 DESIGN = ["seed=37", "seed=41 workload.params.load=0.95 workload.estimates.model=tsafrir",
@@ -198,13 +199,14 @@ def main(argv=None) -> int:
         if ns.shrink:
             w = np.array([r["shrink"]["test"] for r in results])
             d = w - v
-            boot = np.random.default_rng(0).choice(d, (10000, len(d))).mean(axis=1)
+            # The project's paired interval (percentile bootstrap of the mean difference).
+            lo, hi = bootstrap_interval(lambda i: d[i].mean(), len(d), resamples=10000)
             print(f"shrink rule: mean {w.mean():.3f}, geometric mean "
                   f"{np.exp(np.log(w).mean()):.3f}, shipped "
                   f"{sum(r['shrink']['shipped'] for r in results)}, wins "
                   f"{int(np.sum(w < 0.999))}, losses {int(np.sum(w > 1.001))}, worst "
                   f"{w.max():.3f}; paired shrink - minimax {d.mean():+.3f} "
-                  f"[{np.quantile(boot, 0.025):+.3f}, {np.quantile(boot, 0.975):+.3f}]")
+                  f"[{lo:+.3f}, {hi:+.3f}]")
     return 0
 
 

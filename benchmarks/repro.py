@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agents.recipe import confidence_interval
+from cosim.paired import mean_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,10 +29,10 @@ TABLE = ROOT / "docs" / "reproductions.md"
 def mean_ci(values) -> tuple[float, float, float]:
     """Mean and 95 % interval ``(mean, low, high)`` of per-seed values.
 
-    The interval is :func:`agents.recipe.confidence_interval` (BCa bootstrap), the
+    The interval is :func:`cosim.paired.mean_interval` (BCa bootstrap), the
     one method of every table.
     """
-    return confidence_interval(values)
+    return mean_interval(values)
 
 
 def fmt_ci(values, fmt: str = "{:.3g}") -> str:

@@ -67,6 +67,7 @@ from cosim.paired import (  # the comparisons, re-exported: one place for the pr
     bootstrap_interval,
     compare,
     contention_scores,
+    mean_interval,
     most_contended,
     replace_near_optimal,
 )
@@ -77,7 +78,7 @@ from cosim.workloads.loading import resolve_machine
 
 __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
-           "compare", "best_heuristic", "bootstrap_interval", "capacity_of", "checked_source",
+           "compare", "best_heuristic", "bootstrap_interval", "mean_interval", "capacity_of", "checked_source",
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
            "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED",
            "EVALUATIONS", "running_block", "running_slices", "run_slices"]

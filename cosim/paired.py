@@ -5,6 +5,12 @@ here): a policy against a reference on the same windows, with moving-block
 bootstrap intervals where windows overlap or follow one another in one run,
 and the contention scores that filter training windows. Plain numpy, no
 simulation.
+
+Every confidence interval the project prints comes from this module (a check
+in ``tests/test_architecture.py`` keeps it so): :func:`mean_interval` for the
+mean of independent values (seeds of a study, of a benchmark),
+:func:`bootstrap_interval` for a statistic of paired windows (which may
+overlap, so they are resampled in blocks), as :func:`compare` does.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import numpy as np
 
 from cosim.errors import CosimError
 
-__all__ = ["ProtocolError", "block_indices", "bootstrap_interval", "Comparison", "compare",
+__all__ = ["ProtocolError", "block_indices", "bootstrap_interval", "mean_interval",
+           "Comparison", "compare",
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal"]
 
 
@@ -44,6 +51,44 @@ def bootstrap_interval(stat, n: int, *, resamples: int = 2000, seed: int = 0,
     values = np.array([stat(block_indices(rng, n, block)) for _ in range(resamples)])
     lo, hi = np.nanquantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def mean_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
+                  resamples: int = 9999, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``values`` and a BCa bootstrap confidence interval of it: ``(mean, low, high)``.
+
+    Bias-corrected and accelerated (``scipy.stats.bootstrap``; Efron and
+    Tibshirani, *An Introduction to the Bootstrap*, ch. 14). Non-finite values
+    (and ``None``) are left out. With fewer than two values there is no interval
+    (NaN bounds); when every value is the same the interval is that value; where
+    BCa is undefined the percentile interval is given. Seeded, so a table re-made
+    from the same numbers prints the same interval.
+
+    Examples:
+        >>> mean_interval([2.0, 2.0, 2.0])
+        (2.0, 2.0, 2.0)
+        >>> m, lo, hi = mean_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+        >>> m, lo < m < hi
+        (3.5, True)
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, math.nan, math.nan
+    if np.all(x == x[0]):
+        return mean, mean, mean
+    from scipy.stats import bootstrap
+
+    for method in ("BCa", "percentile"):
+        res = bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=resamples,
+                        method=method, rng=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            break
+    return mean, lo, hi
 
 
 @dataclass(frozen=True)

@@ -224,3 +224,65 @@ def test_the_length_check_sees_a_long_file(tmp_path):
     (tmp_path / "agents" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (tmp_path / "cosim" / "fine.py").write_text("x = 1\n" * MAX_LINES)
     assert _long_files(tmp_path) == [f"agents/big.py ({MAX_LINES + 1} lines)"]
+
+
+#: The one module that computes confidence intervals (issue: three methods once
+#: gave the tables, the studies and the tuner different intervals).
+INTERVALS = "cosim/paired.py"
+#: Where intervals come from when written by hand: scipy's bootstrap and its
+#: normal/t quantiles; a resampling loop that takes quantiles of its draws.
+_INTERVAL_IMPORTS = {"bootstrap", "norm", "t", "sem", "ttest_rel", "wilcoxon", "bootstrap_ci"}
+_QUANTILES = {"quantile", "nanquantile", "percentile", "nanpercentile"}
+_DRAWS = {"integers", "choice", "randint"}
+
+
+def _interval_implementations(root: Path) -> list[str]:
+    """Places outside :data:`INTERVALS` that compute an interval themselves."""
+    import ast
+
+    found = []
+    for folder in (*PACKAGES, "benchmarks", "examples"):
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            if rel == INTERVALS:
+                continue
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("scipy.stats")
+                        and {a.name for a in node.names} & _INTERVAL_IMPORTS):
+                    found.append(f"{rel}:{node.lineno} imports from {node.module}")
+                elif isinstance(node, ast.Import) and any(a.name.startswith("scipy.stats")
+                                                          for a in node.names):
+                    found.append(f"{rel}:{node.lineno} imports scipy.stats")
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    called = {c.func.attr for c in ast.walk(node)
+                              if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+                    looped = any(isinstance(c, ast.For | ast.While | ast.comprehension)
+                                 for c in ast.walk(node))
+                    if called & _QUANTILES and called & _DRAWS and looped:
+                        found.append(f"{rel}:{node.lineno} {node.name}() resamples and takes "
+                                     "quantiles (a bootstrap)")
+    return found
+
+
+def test_one_interval_method():
+    assert not _interval_implementations(ROOT), (
+        f"intervals come from {INTERVALS} (mean_interval, bootstrap_interval): "
+        f"{_interval_implementations(ROOT)}")
+
+
+def test_the_interval_check_sees_a_second_method(tmp_path):
+    for folder in (*PACKAGES, "benchmarks", "examples"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "cosim" / "paired.py").write_text("from scipy.stats import bootstrap\n")
+    (tmp_path / "agents" / "recipe.py").write_text(
+        "def ci(values):\n    from scipy.stats import bootstrap\n    return bootstrap\n")
+    (tmp_path / "benchmarks" / "table.py").write_text(
+        "import numpy as np\n\ndef band(x, rng):\n"
+        "    means = [x[rng.integers(0, len(x), len(x))].mean() for _ in range(999)]\n"
+        "    return np.quantile(means, [0.025, 0.975])\n")
+    (tmp_path / "cosim" / "metrics.py").write_text(
+        "import numpy as np\n\ndef p99(w):\n    return np.percentile(w, 99)\n")
+    assert _interval_implementations(tmp_path) == [
+        "agents/recipe.py:2 imports from scipy.stats",
+        "benchmarks/table.py:3 band() resamples and takes quantiles (a bootstrap)"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import pickle
 
 import numpy as np
@@ -13,7 +12,7 @@ from hypothesis import strategies as st
 
 from agents.checkpoint import load_checkpoint, read_meta
 from agents.loop import Args
-from agents.recipe import Selection, confidence_interval, select_then_test, train
+from agents.recipe import Selection, select_then_test, train
 from cosim.compose import EnvFactory, pin_scales
 from cosim.env.wrappers import VariableLengthEpisodes
 from cosim.errors import InputError
@@ -121,13 +120,3 @@ def test_pin_scales_pins_the_probe_scales_and_keeps_given_ones():
     config = dict(SMALL, max_time=123.0)
     pin_scales(config).close()
     assert config["max_time"] == 123.0
-
-
-def test_confidence_interval_edges_and_determinism():
-    assert confidence_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
-    m, lo, hi = confidence_interval([7.0])
-    assert m == 7.0 and math.isnan(lo) and math.isnan(hi)
-    assert all(math.isnan(x) for x in confidence_interval([float("nan")]))
-    m, lo, hi = confidence_interval([1.0, 2.0, 3.0, 4.0, 5.0, float("inf")])
-    assert m == 3.0 and 1.0 <= lo < m < hi <= 5.0
-    assert confidence_interval([1.0, 2.0, 3.0, 4.0, 5.0]) == (m, lo, hi)

@@ -20,7 +20,7 @@ from cosim.compose import run_policy
 from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.records import read_jobs
-from cosim.studies import bootstrap_ci, plan_study, run_study
+from cosim.studies import plan_study, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 LUBLIN = ROOT / "scenarios" / "lublin256.yaml"
@@ -154,39 +154,6 @@ def test_defaults_come_from_the_scenario(tmp_path):
     assert plan.policies == list(scenario.scheduler.policies)
     assert plan.seeds == [scenario.seed] and plan.settings == [("base", {})]
     assert plan.out == Path("results") / "mine"
-
-
-# -- bootstrap intervals -----------------------------------------------------------------------
-def test_bootstrap_interval_edges_and_determinism():
-    assert bootstrap_ci([3.0, 3.0, 3.0, 3.0]) == (3.0, 3.0, 3.0)
-    mean, lo, hi = bootstrap_ci([4.0])
-    assert mean == 4.0 and np.isnan(lo) and np.isnan(hi)
-    assert all(np.isnan(bootstrap_ci([])))
-    assert bootstrap_ci([1.0, np.nan, 3.0, np.inf, 2.0])[0] == 2.0   # non-finite left out
-    x = np.random.default_rng(1).exponential(size=12)
-    assert bootstrap_ci(x) == bootstrap_ci(x)
-    mean, lo, hi = bootstrap_ci(x, confidence=0.95)
-    _, lo90, hi90 = bootstrap_ci(x, confidence=0.90)
-    assert lo < lo90 < mean < hi90 < hi
-
-
-def test_bootstrap_interval_matches_normal_theory_on_a_large_sample():
-    x = np.random.default_rng(2).normal(10.0, 2.0, size=400)
-    mean, lo, hi = bootstrap_ci(x)
-    half = 1.96 * x.std(ddof=1) / np.sqrt(len(x))
-    assert mean == pytest.approx(x.mean())
-    assert lo == pytest.approx(mean - half, abs=0.1 * half)
-    assert hi == pytest.approx(mean + half, abs=0.1 * half)
-
-
-def test_bootstrap_interval_covers_the_true_mean_about_95_percent_of_the_time():
-    rng = np.random.default_rng(3)
-    trials, covered = 300, 0
-    for t in range(trials):
-        x = rng.normal(5.0, 1.0, size=20)
-        _, lo, hi = bootstrap_ci(x, resamples=999, seed=t)
-        covered += lo <= 5.0 <= hi
-    assert 0.89 <= covered / trials <= 0.99
 
 
 # -- runs ----------------------------------------------------------------------------------

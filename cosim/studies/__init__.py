@@ -60,7 +60,7 @@ interval; with five or fewer, read intervals as rough.
 The package: :mod:`~cosim.studies.schema` (the study file),
 :mod:`~cosim.studies.plan` (settings x seeds x policies),
 :mod:`~cosim.studies.execute` (serial or Ray, resumable),
-:mod:`~cosim.studies.stats` (the one interval method, :func:`bootstrap_ci`),
+:mod:`~cosim.studies.stats` (intervals by :func:`cosim.paired.mean_interval`),
 :mod:`~cosim.studies.report` (``study.parquet``, ``report.json``, ``report.html``).
 
 Examples:
@@ -84,9 +84,9 @@ from cosim.studies.schema import (
     is_study,
     load_study,
 )
-from cosim.studies.stats import bootstrap_ci, summarize_study
+from cosim.studies.stats import summarize_study
 
 __all__ = ["Study", "SeedRange", "TrainSpec", "RunSpec", "StudyPlan", "load_study",
-           "is_study", "validate_study", "plan_study", "run_study", "execute_run", "bootstrap_ci",
+           "is_study", "validate_study", "plan_study", "run_study", "execute_run",
            "study_rows", "write_study_table", "summarize_study", "write_study_report",
            "DEFAULT_METRICS", "TRAIN_METRICS"]

@@ -1,58 +1,23 @@
-"""Study statistics: one interval method for the whole project.
+"""Study statistics: per setting, policy and metric, a mean and its interval.
 
-:func:`bootstrap_ci` is the mean and a seeded BCa bootstrap interval of it
-(``scipy.stats.bootstrap``); :func:`summarize_study` applies it per setting,
-policy and metric, and to each policy's paired difference to the first.
-Benchmarks that report intervals call :func:`bootstrap_ci` too.
+:func:`summarize_study` applies the project's one interval method,
+:func:`cosim.paired.mean_interval` (the mean and a seeded BCa bootstrap
+interval of it), per setting, policy and metric, and to each policy's paired
+difference to the first.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from cosim.errors import ScenarioError, did_you_mean
+from cosim.paired import mean_interval
 from cosim.studies.schema import DEFAULT_METRICS, TRAIN_METRICS, StudyPlan
 
-__all__ = ["bootstrap_ci", "summarize_study"]
-
-def bootstrap_ci(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
-                 resamples: int = 9999, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of ``values`` and a BCa bootstrap confidence interval of it.
-
-    Non-finite values are left out. With fewer than two values there is no
-    interval (NaN bounds); when every value is the same the interval is that
-    value. Seeded, so the same values always give the same interval.
-
-    Examples:
-        >>> bootstrap_ci([2.0, 2.0, 2.0])
-        (2.0, 2.0, 2.0)
-        >>> m, lo, hi = bootstrap_ci([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-        >>> m, lo < m < hi
-        (3.5, True)
-    """
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if len(x) < 2:
-        return mean, math.nan, math.nan
-    if np.all(x == x[0]):
-        return mean, mean, mean
-    from scipy.stats import bootstrap
-
-    res = bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=resamples,
-                    method="BCa", rng=np.random.default_rng(seed))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (math.isfinite(lo) and math.isfinite(hi)):   # BCa undefined: percentile instead
-        res = bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=resamples,
-                        method="percentile", rng=np.random.default_rng(seed))
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return mean, lo, hi
+__all__ = ["summarize_study"]
 
 
 def summarize_study(plan: StudyPlan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +53,7 @@ def summarize_study(plan: StudyPlan, rows: list[dict[str, Any]]) -> list[dict[st
             good = {s: r for s, r in runs.items() if r["status"] == "ok"}
             for metric in plan.metrics:
                 vals = [_num(r.get(metric)) for r in good.values()]
-                mean, lo, hi = bootstrap_ci(vals, confidence=conf, resamples=n_boot)
+                mean, lo, hi = mean_interval(vals, confidence=conf, resamples=n_boot)
                 row = {"setting": label, "policy": policy, "metric": metric,
                        "runs": len(runs), "ok": len(good),
                        "n": int(np.isfinite(np.array(vals, dtype=float)).sum()),
@@ -100,7 +65,7 @@ def summarize_study(plan: StudyPlan, rows: list[dict[str, Any]]) -> list[dict[st
                     diffs = [_num(r.get(metric)) - _num(base[s].get(metric))
                              for s, r in good.items()
                              if s in base and base[s]["status"] == "ok"]
-                    d, dlo, dhi = bootstrap_ci(diffs, confidence=conf, resamples=n_boot)
+                    d, dlo, dhi = mean_interval(diffs, confidence=conf, resamples=n_boot)
                     row.update(diff_mean=d, diff_low=dlo, diff_high=dhi)
                 out.append(row)
     return out
