@@ -76,6 +76,9 @@ __all__ = [
     "job_metrics",
     "summarize",
     "headline",
+    "STARVATION_THRESHOLDS",
+    "starvation",
+    "starves",
     "fairness",
     "METRIC_DEFINITIONS",
     "definition",
@@ -118,6 +121,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "wait_p95": "95th percentile of wait (linear interpolation)",
     "wait_p99": "99th percentile of wait",
     "wait_max": "longest time queued (starvation), over finished, failed and given-up jobs",
+    "starved_1d": "jobs queued more than a day (86,400 s), over finished, failed and given-up jobs",
+    "starved_1w": "jobs queued more than a week (604,800 s), same jobs",
+    "starved_1d_share": "starved_1d / jobs with a time queued (finished, failed, given up)",
+    "starved_1w_share": "starved_1w / the same jobs",
     "wait_mean_failed": "mean time queued of failed and given-up jobs (end - submit - time run)",
     "jobs_never_started": "jobs that never started (rejected, given up or still queued)",
     "jobs_given_up": "jobs taken out of the queue unstarted (start limit under faults, stall)",
@@ -259,6 +266,47 @@ def queued_time(c: Mapping[str, np.ndarray], outcome: np.ndarray) -> np.ndarray:
                     np.where(left, c["end"] - c["submit"] - c["killed_seconds"], np.nan))
 
 
+#: (key suffix, seconds) of each starvation threshold: a job starved when its
+#: time queued (:func:`queued_time`) exceeded it.
+STARVATION_THRESHOLDS: tuple[tuple[str, float], ...] = (("1d", 86_400.0), ("1w", 604_800.0))
+
+
+def starvation(queued: Any) -> dict[str, int | float | None]:
+    """Counts and shares of jobs queued longer than a day and than a week.
+
+    Args:
+        queued: per job, its time queued in seconds (:func:`queued_time`);
+            NaN entries (jobs with no time queued: rejected at submit,
+            unfinished) are left out of counts and shares alike.
+
+    Returns:
+        ``starved_1d``, ``starved_1w`` (jobs whose time queued exceeded 86,400 s
+        and 604,800 s) and ``starved_1d_share``, ``starved_1w_share`` (those
+        counts over the jobs with a time queued; None when there are none).
+
+    Examples:
+        >>> starvation([10.0, 90_000.0, 700_000.0, float("nan")])["starved_1d"]
+        2
+    """
+    q = np.asarray(queued, dtype=np.float64)
+    q = q[np.isfinite(q)]
+    out: dict[str, int | float | None] = {}
+    for suffix, seconds in STARVATION_THRESHOLDS:
+        count = int(np.sum(q > seconds))
+        out[f"starved_{suffix}"] = count
+        out[f"starved_{suffix}_share"] = count / len(q) if len(q) else None
+    return out
+
+
+def starves(summary: Mapping[str, Any]) -> bool:
+    """Whether a run starved a job: some job waited more than a week (``starved_1w > 0``).
+
+    The run table and the report mark such a policy.
+    """
+    v = summary.get("starved_1w")
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
 def _span(c: Mapping[str, np.ndarray]) -> tuple[float, float, float]:
     """First submit, last end and the span between them (0 when nothing ended)."""
     ended = np.isfinite(c["end"])
@@ -291,8 +339,9 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
         tau: bounded-slowdown bound (s).
 
     Returns:
-        ``jobs_finished``, ``wait_mean``, ``wait_max``, ``bsld_mean``,
-        ``utilization`` (useful), ``queue_len_mean`` (None when undefined).
+        ``jobs_finished``, ``wait_mean``, ``wait_max``, the keys of
+        :func:`starvation`, ``bsld_mean``, ``utilization`` (useful),
+        ``queue_len_mean`` (None when undefined).
     """
     per = job_metrics(jobs, tau=tau)
     fin = per["finished"]
@@ -308,7 +357,7 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
         t = np.asarray(events["time"], dtype=np.float64)
         queue = step_integral(t, np.asarray(events["queue_len"], dtype=np.float64), t0, t1) / span
     return {"jobs_finished": int(fin.sum()), "wait_mean": _mean(wait),
-            "wait_max": _f(queued.max()) if len(queued) else None,
+            "wait_max": _f(queued.max()) if len(queued) else None, **starvation(queued),
             "bsld_mean": _mean(per["bsld"][fin]),
             "utilization": _f(float(useful.sum()) / (cores * span)) if span > 0 else None,
             "queue_len_mean": queue}
@@ -339,7 +388,9 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
           ``jobs_finished`` (completed + timeout: the jobs every average is over);
         * ``wait_mean``, ``wait_median``, ``wait_p95``, ``wait_p99``
           (linear-interpolated percentiles), ``wait_max`` (over finished,
-          failed and given-up jobs), ``wait_mean_failed`` (failed and given-up
+          failed and given-up jobs), ``starved_1d``, ``starved_1w``,
+          ``starved_1d_share``, ``starved_1w_share`` (:func:`starvation`, over
+          the same jobs), ``wait_mean_failed`` (failed and given-up
           jobs), ``jobs_never_started``, ``jobs_given_up``, ``response_mean``,
           ``slowdown_mean`` (over finished jobs with run > 0; jobs with run 0
           are counted in ``slowdown_excluded``), ``bsld_mean``, ``bsld_max``;
@@ -403,6 +454,7 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
     queued = queued_time(c, outcome)
     left = np.isfinite(queued) & ~fin
     out["wait_max"] = _f(np.nanmax(queued)) if np.isfinite(queued).any() else None
+    out.update(starvation(queued))
     out["wait_mean_failed"] = _mean(queued[left])
     out["jobs_never_started"] = int(np.sum(~np.isfinite(c["start"])))
     out["jobs_given_up"] = int(np.sum((outcome == "rejected") & np.isfinite(c["end"])))

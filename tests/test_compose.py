@@ -166,3 +166,24 @@ def test_env_settings_are_the_spec_fields():
             if n not in ("self", "settings")]
     assert {"scenario", "spec", "workload", "predictions", "base_factory"} <= set(live)
     assert not set(live) & set(names)
+
+
+def test_the_run_table_shows_starvation_beside_the_mean_and_marks_who_starves():
+    from cosim.compose.table import comparison_table
+
+    table = comparison_table({
+        "fcfs+easy": {"bsld_mean": 3.0, "wait_max": 90_000.0, "starved_1d": 1,
+                      "starved_1d_share": 0.01, "starved_1w": 0, "starved_1w_share": 0.0},
+        "saf+easy": {"bsld_mean": 2.0, "wait_max": 700_000.0, "starved_1d": 3,
+                     "starved_1d_share": 0.03, "starved_1w": 2, "starved_1w_share": 0.02}})
+    lines = table.splitlines()
+    header = lines[0].split("  ")
+    header = [h.strip() for h in header if h.strip()]
+    assert header[:8] == ["policy", "jobs", "mean bsld", "mean wait s", "p99 wait s",
+                          "max wait s", "waited >1d", "waited >1w"]
+    assert "1 (1.0%)" in lines[2] and "!" not in lines[2]
+    assert "3 (3.0%)" in lines[3] and "2 (2.0%) !" in lines[3]
+    assert lines[4] == "! starves: a job waited more than a week under saf+easy"
+    assert len(lines) == 5
+    # no policy starves: no footnote
+    assert len(comparison_table({"fcfs+easy": {"starved_1w": 0}}).splitlines()) == 3

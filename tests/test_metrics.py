@@ -523,3 +523,51 @@ def test_every_summary_key_is_defined_in_the_code_and_in_docs_metrics_md(summary
                    "wait_p95", "wait_p99", "span_start", "span_end", "cores", "tau"):
             continue   # described in prose (outcomes, percentiles, the span)
         assert key in documented, key
+
+
+def starving_jobs() -> dict:
+    """Seven jobs around the day and week thresholds, worked out by hand.
+
+    A waits exactly a day (86,400 s: not more), B a day and a second, C
+    604,800 s once the 1,000 s it ran in a killed attempt are taken off (a
+    day, not more than a week), D a week and a second, E failed after
+    700,000 s queued (it counts, as in wait_max); F was rejected at submit
+    and G is still queued: neither has a time queued, so both are out of the
+    counts and of the shares' denominator (5 jobs).
+    """
+    return {
+        "submit": np.zeros(7),
+        "start": np.array([86_400.0, 86_401.0, 605_800.0, 604_801.0, NAN, NAN, NAN]),
+        "end": np.array([86_500.0, 86_501.0, 605_900.0, 604_901.0, 700_000.0, NAN, NAN]),
+        "run": np.array([100.0, 100.0, 100.0, 100.0, NAN, NAN, NAN]),
+        "procs": np.ones(7, dtype=np.int64),
+        "outcome": ["completed"] * 4 + ["failed", "rejected", "unfinished"],
+        "mode": ["ready"] * 4 + [""] * 3,
+        "killed_seconds": np.array([0.0, 0.0, 1_000.0, 0.0, 0.0, 0.0, 0.0]),
+        "killed_core_seconds": np.array([0.0, 0.0, 1_000.0, 0.0, 0.0, 0.0, 0.0]),
+    }
+
+
+def test_starved_jobs_count_waits_beyond_a_day_and_a_week():
+    from cosim.metrics import headline, starves
+
+    s = summarize(starving_jobs(), None, cores=1)
+    assert (s["starved_1d"], s["starved_1w"]) == (4, 2)
+    assert s["starved_1d_share"] == pytest.approx(4 / 5)
+    assert s["starved_1w_share"] == pytest.approx(2 / 5)
+    assert s["wait_max"] == 700_000.0
+    assert starves(s)
+    h = headline(starving_jobs(), cores=1)
+    for key in ("starved_1d", "starved_1w", "starved_1d_share", "starved_1w_share"):
+        assert h[key] == s[key], key
+
+
+def test_no_starved_jobs_and_no_jobs_queued(summary):
+    from cosim.metrics import starvation, starves
+
+    assert (summary["starved_1d"], summary["starved_1w"]) == (0, 0)
+    assert summary["starved_1d_share"] == summary["starved_1w_share"] == 0.0
+    assert not starves(summary)
+    assert starvation([NAN]) == {"starved_1d": 0, "starved_1d_share": None,
+                                 "starved_1w": 0, "starved_1w_share": None}
+    assert not starves({"starved_1w": None}) and not starves({})

@@ -507,3 +507,24 @@ def test_a_policy_dir_is_a_subfolder_by_name(tmp_path):
             load_runs(root)
     (root / "comparison.json").write_text(json.dumps({"policies": [{"policy": "x", "dir": "x"}]}))
     assert [r.name for r in load_runs(root)] == ["x"]
+
+
+def test_a_policy_that_starves_is_marked_beside_its_mean_bsld(tmp_path):
+    root = make_comparison(tmp_path, ["fcfs", "saf"])
+    _summary_with(root, "fcfs", starved_1d=2, starved_1d_share=0.05, starved_1w=0,
+                  starved_1w_share=0.0)
+    _summary_with(root, "saf", starved_1d=4, starved_1d_share=0.1, starved_1w=1,
+                  starved_1w_share=0.025)
+    write_report(root)
+    page = (root / "report.html").read_text()
+    head = page[page.index('id="headline"'):page.index("</table>", page.index('id="headline"'))]
+    header = re.findall(r"<th[^>]*>([^<]*)</th>", head.split("</tr>")[0])
+    # starvation sits right after the means it qualifies
+    assert header[1:8] == ["jobs", "mean bsld &darr;", "mean wait (s) &darr;",
+                           "p99 wait (s) &darr;", "max wait (s) &darr;", "waited &gt;1d &darr;",
+                           "waited &gt;1w &darr;"]
+    rows = {name: mark for name, mark, _ in re.findall(r"<tr><th>(\w+)(.*?)</th>(.*?)</tr>",
+                                                       head)[1:]}
+    assert 'class="starves"' in rows["saf"] and 'class="starves"' not in rows["fcfs"]
+    assert '<td class="starved">1 <span class="share">(2.5%)</span></td>' in head
+    assert '&#9733; 2 <span class="share">(5.0%)</span>' in head   # fewest over a day

@@ -73,7 +73,8 @@ __all__ = ["write_report", "load_runs", "Run", "GANTT_MAX_JOBS", "HEADLINE", "me
 _MAIN_KEYS = (
     "jobs_total", "jobs_finished", "jobs_completed", "jobs_timeout", "jobs_failed",
     "jobs_rejected", "jobs_unfinished", "wait_mean", "wait_median", "wait_p95", "wait_p99",
-    "wait_max", "response_mean", "slowdown_mean", "bsld_mean", "bsld_max", "utilization",
+    "wait_max", "starved_1d", "starved_1w", "starved_1d_share", "starved_1w_share",
+    "response_mean", "slowdown_mean", "bsld_mean", "bsld_max", "utilization",
     "utilization_busy", "utilization_up", "useful_core_seconds", "busy_core_seconds",
     "wasted_core_seconds", "waste_timeout_core_seconds", "waste_kill_core_seconds",
     "waste_failure_core_seconds", "fairness_jain", "fairness_users", "bsld_worst_user_mean",
@@ -103,6 +104,12 @@ def _fmt(v: Any) -> str:
     return html.escape(str(v))
 
 
+def _share(summary: dict[str, Any], key: str, value: float) -> str:
+    """`` (0.4%)`` after a nonzero starved-jobs count: its share of the jobs."""
+    share = _number(summary.get(f"{key}_share")) if key.startswith("starved_") else None
+    return f' <span class="share">({share:.1%})</span>' if share is not None and value else ""
+
+
 def _headline_html(runs: list[Run]) -> str:
     """The table ``cosim run`` prints, best value per column in bold with a star.
 
@@ -127,11 +134,17 @@ def _headline_html(runs: list[Run]) -> str:
             v = _number(r.summary.get(key))
             if v is None:
                 cells.append("<td>&ndash;</td>")
-            elif key in best and float(fmt.format(v).replace(",", "")) == best[key]:
-                cells.append(f'<td class="best">&#9733; {fmt.format(v)}</td>')
+                continue
+            text = fmt.format(v) + _share(r.summary, key, v)
+            if key in best and float(fmt.format(v).replace(",", "")) == best[key]:
+                cells.append(f'<td class="best">&#9733; {text}</td>')
+            elif key == "starved_1w" and v > 0:
+                cells.append(f'<td class="starved">{text}</td>')
             else:
-                cells.append(f"<td>{fmt.format(v)}</td>")
-        rows.append(f"<tr><th>{html.escape(r.name)}</th>{''.join(cells)}</tr>")
+                cells.append(f"<td>{text}</td>")
+        mark = (' <span class="starves" title="a job waited more than a week">starves</span>'
+                if metrics.starves(r.summary) else "")
+        rows.append(f"<tr><th>{html.escape(r.name)}{mark}</th>{''.join(cells)}</tr>")
     return (f'<table class="headline" id="headline">\n<tr><th>policy</th>{head}</tr>\n'
             + "\n".join(rows) + "\n</table>")
 
@@ -193,6 +206,10 @@ tr th:first-child {{ text-align: left; font-weight: normal; font-family: monospa
   overflow-wrap: break-word; max-width: 24em; }}
 table.headline th {{ background: #f3f3f3; }}
 td.best {{ font-weight: bold; background: #e3f1e3; }}
+td.starved {{ background: #fbe3e3; }}
+span.starves {{ font-family: sans-serif; font-size: 0.8em; color: #fff; background: #c44e52;
+  border-radius: 3px; padding: 0 4px; }}
+span.share {{ color: #555; font-size: 0.85em; }}
 td.def {{ text-align: left; color: #555; font-size: 0.85em; min-width: 18em; }}
 td.unit {{ text-align: left; color: #555; font-size: 0.85em; white-space: nowrap; }}
 td {{ overflow-wrap: break-word; max-width: 22em; }}
@@ -210,7 +227,9 @@ figcaption {{ font-size: 0.85em; color: #555; }}
 <p>&darr; lower is better, &uarr; higher is better; &#9733; marks the best policy of a
 column (ties all marked). util: useful core-seconds over cores &times; makespan;
 busy also counts timed-out, killed and lost attempts; jain: Jain's fairness over
-users' mean bsld.</p>
+users' mean bsld; waited &gt;1d, &gt;1w: jobs queued more than a day, a week
+(share of the jobs in brackets); <span class="starves">starves</span> marks a policy
+under which a job waited more than a week.</p>
 {warn_html}
 <h2 id="notes">Notes</h2>
 <ul>{note_html}</ul>

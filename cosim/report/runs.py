@@ -32,10 +32,13 @@ _MODE_COLORS = {"ready": "#4c72b0", "reserved": "#dd8452", "backfilled": "#55a86
 #: so neither gets a "best" mark.
 HEADLINE: tuple[tuple[str, str, str, str | None], ...] = (
     ("jobs_finished", "jobs", "{:.0f}", None),
-    ("wait_mean", "mean wait (s)", "{:,.0f}", "low"),
-    ("wait_max", "max wait (s)", "{:,.0f}", "low"),
-    ("slowdown_mean", "mean sld", "{:.2f}", "low"),
     ("bsld_mean", "mean bsld", "{:.2f}", "low"),
+    ("wait_mean", "mean wait (s)", "{:,.0f}", "low"),
+    ("wait_p99", "p99 wait (s)", "{:,.0f}", "low"),
+    ("wait_max", "max wait (s)", "{:,.0f}", "low"),
+    ("starved_1d", "waited >1d", "{:,.0f}", "low"),
+    ("starved_1w", "waited >1w", "{:,.0f}", "low"),
+    ("slowdown_mean", "mean sld", "{:.2f}", "low"),
     ("response_mean", "mean resp (s)", "{:,.0f}", "low"),
     ("utilization", "util", "{:.3f}", "high"),
     ("utilization_busy", "busy", "{:.3f}", None),
@@ -61,6 +64,8 @@ _LABELS = {
     "fairness_jain": "Jain fairness", "bsld_worst_user_mean": "worst user's mean bsld",
     "wasted_core_hours": "wasted core-hours", "makespan": "makespan",
     "jobs_per_second": "simulator speed", "resource_holes_frac": "resource holes",
+    "starved_1d": "jobs waiting > 1 day", "starved_1w": "jobs waiting > 1 week",
+    "starved_1d_share": "share waiting > 1 day", "starved_1w_share": "share waiting > 1 week",
 }
 
 
@@ -81,13 +86,13 @@ def metric_unit(key: str) -> str:
     if key.startswith(("wait", "response", "makespan", "span_")) or key in (
             "killed_seconds", "tau"):
         return "s"
-    if key.startswith(("utilization", "mode_")) or key.endswith("_frac"):
+    if key.startswith(("utilization", "mode_")) or key.endswith(("_frac", "_share")):
         return "fraction"
     if key.startswith(("bsld", "slowdown_mean")):
         return "ratio"
     if key == "fairness_jain":
         return "0-1"
-    if key == "queue_len_mean" or key.startswith("jobs") or key in (
+    if key == "queue_len_mean" or key.startswith(("jobs", "starved_")) or key in (
             "slowdown_excluded", "fairness_users"):
         return "jobs"
     if key == "queued_load_mean":
@@ -198,7 +203,8 @@ class Run:
 #: NaN). Other keys (sources, workload_cleaning, ...) are only displayed.
 _NUMERIC_KEYS = frozenset(
     {k for k, *_ in HEADLINE} | set(KIVIAT_KEYS)
-    | {"utilization", "jobs_total", "jobs_unfinished", "jobs_never_started", "jobs_given_up"}
+    | {"utilization", "jobs_total", "jobs_unfinished", "jobs_never_started", "jobs_given_up",
+       "starved_1d_share", "starved_1w_share"}
     | {f"mode_{by}_{m}" for by in ("jobs", "corehours") for m in metrics.EXEC_MODES})
 
 
