@@ -46,34 +46,11 @@ import pyarrow.parquet as pq
 from cosim.errors import InputError
 
 __all__ = [
-    "JOBS_SCHEMA",
-    "EVENTS_SCHEMA",
-    "DECISIONS_SCHEMA",
-    "SCHEMAS",
-    "OUTCOMES",
-    "MODES",
-    "EVENT_KINDS",
-    "ACTIONS",
-    "RecordTable",
-    "write_table",
-    "write_json_atomic",
-    "write_bytes_atomic",
-    "write_run",
-    "read_table",
-    "read_jobs",
-    "read_events",
-    "read_decisions",
-    "read_json",
-    "JSON_MAX_DEPTH",
-    "to_jsonable",
-    "jobs_table",
-    "events_table",
-    "decisions_table",
-    "EVENT_COLUMNS",
-    "DECISION_COLUMNS",
-    "EventRow",
-    "DecisionRow",
-    "Recorder",
+    "JOBS_SCHEMA", "jobs_schema", "EVENTS_SCHEMA", "DECISIONS_SCHEMA", "SCHEMAS", "OUTCOMES",
+    "MODES", "EVENT_KINDS", "ACTIONS", "RecordTable", "write_table", "write_json_atomic",
+    "write_bytes_atomic", "write_run", "read_table", "read_jobs", "read_events", "read_decisions",
+    "read_json", "JSON_MAX_DEPTH", "to_jsonable", "jobs_table", "events_table", "decisions_table",
+    "EVENT_COLUMNS", "DECISION_COLUMNS", "EventRow", "DecisionRow", "Recorder",
 ]
 
 #: Allowed values of ``jobs.outcome``.
@@ -161,21 +138,40 @@ def _schema_id(schema: pa.Schema) -> str:
     return meta[_SCHEMA_KEY].decode()
 
 
+_FEATURE_KEY = b"feature"
+_LABELS_KEY = b"labels"
+
+
+def jobs_schema(features: Mapping[str, Mapping[int, str]]) -> pa.Schema:
+    """:data:`JOBS_SCHEMA` plus an int64 column (-1 unknown) per job feature (a trace
+    field), name -> its labels {id: name}, kept in the field metadata as JSON (the id
+    stays ``jobs/1``: every ``jobs/1`` column is still there)."""
+    assert not set(features) & set(JOBS_SCHEMA.names), f"{sorted(features)} clash"
+    extra = [pa.field(name, pa.int64(), nullable=False, metadata={
+        b"unit": b"", b"doc": b"workload feature (trace field), -1 unknown", _FEATURE_KEY: b"1",
+        _LABELS_KEY: _canonical_json({str(k): str(v) for k, v in labels.items()}).encode()})
+        for name, labels in features.items()]
+    return pa.schema(list(JOBS_SCHEMA) + extra, metadata=JOBS_SCHEMA.metadata)
+
+
 class RecordTable(dict):
     """Columns of a table read back from Parquet, as numpy arrays by name.
 
     A plain ``dict`` (so it goes straight into :func:`cosim.metrics.summarize`)
-    with two attributes.
+    with three attributes.
 
     Attributes:
         schema_id: the file's schema id, e.g. ``"jobs/1"``.
         meta: the run metadata stored with the table (cores, policy, tau, ...).
+        labels: names behind the job-feature columns, column -> {id: name}.
     """
 
-    def __init__(self, columns: Mapping[str, np.ndarray], schema_id: str, meta: dict):
+    def __init__(self, columns: Mapping[str, np.ndarray], schema_id: str, meta: dict,
+                 labels: Mapping[str, dict[int, str]] | None = None):
         super().__init__(columns)
         self.schema_id = schema_id
         self.meta = meta
+        self.labels = dict(labels or {})
 
     @property
     def num_rows(self) -> int:
@@ -450,6 +446,7 @@ def read_table(path: str | os.PathLike, kind: str) -> RecordTable:
         # Strings stay Python objects: numpy's fixed-width str dtype would
         # drop trailing NULs and pad every cell to the longest reason.
         columns[field.name] = col.to_numpy()
+    labels = _read_features(table, columns, path) if kind == "jobs" else {}
     try:
         meta = json.loads(kv.get(_RUN_KEY, b"{}").decode())
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -459,7 +456,25 @@ def read_table(path: str | os.PathLike, kind: str) -> RecordTable:
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
         raise InputError(f"{path}: cosim.run", kind.get(type(meta), "a number"),
                          "a JSON object of run metadata (cores, policy, tau, ...)")
-    return RecordTable(columns, found, meta)
+    return RecordTable(columns, found, meta, labels)
+
+
+def _read_features(table: pa.Table, columns: dict[str, np.ndarray], path: Path
+                   ) -> dict[str, dict[int, str]]:
+    """Add the job-feature columns (see :func:`jobs_schema`); their labels by column."""
+    labels: dict[str, dict[int, str]] = {}
+    for field in table.schema:
+        meta = field.metadata or {}
+        if field.name not in columns and _FEATURE_KEY in meta:
+            try:
+                names = json.loads(meta.get(_LABELS_KEY, b"{}").decode())
+                labels[field.name] = {int(k): str(v) for k, v in names.items()}
+                assert field.type == pa.int64()
+            except (UnicodeDecodeError, ValueError, AttributeError, AssertionError):
+                raise InputError(f"{path}:{field.name}", "a malformed job-feature column",
+                                 "int64 ids with labels as JSON {id: name}") from None
+            columns[field.name] = table.column(field.name).to_numpy()
+    return labels
 
 
 def read_jobs(path: str | os.PathLike) -> RecordTable:
@@ -633,7 +648,10 @@ def decisions_table(rows: list[tuple]) -> dict[str, np.ndarray | list]:
 def write_run(out_dir: str | os.PathLike, *, jobs: Mapping[str, Any],
               events: Mapping[str, Any], decisions: Mapping[str, Any], cores: int,
               policy: str, tau: float = 10.0, meta: Mapping[str, Any] | None = None,
-              summary: Mapping[str, Any] | None = None) -> dict[str, Path]:
+              summary: Mapping[str, Any] | None = None,
+              job_features: Mapping[str, Any] | None = None,
+              feature_labels: Mapping[str, Mapping[int, str]] | None = None
+              ) -> dict[str, Path]:
     """Write a run's results folder: three tables and ``summary.json``.
 
     Args:
@@ -646,6 +664,8 @@ def write_run(out_dir: str | os.PathLike, *, jobs: Mapping[str, Any],
             every table and in the summary under ``meta``.
         summary: precomputed metrics; computed with
             :func:`cosim.metrics.summarize` when omitted.
+        job_features, feature_labels: trace fields for ``jobs.parquet``, name
+            -> one id per job row, and name -> {id: label} (:func:`jobs_schema`).
 
     Returns:
         File role (``"jobs"``, ``"events"``, ``"decisions"``, ``"summary"``) -> path.
@@ -654,7 +674,9 @@ def write_run(out_dir: str | os.PathLike, *, jobs: Mapping[str, Any],
                 **dict(meta or {})}
     out = Path(out_dir)
     paths = {
-        "jobs": write_table(out / "jobs.parquet", jobs, JOBS_SCHEMA, run_meta),
+        "jobs": write_table(out / "jobs.parquet", {**jobs, **(job_features or {})},
+                            jobs_schema({name: (feature_labels or {}).get(name, {})
+                                         for name in job_features or {}}), run_meta),
         "events": write_table(out / "events.parquet", events, EVENTS_SCHEMA, run_meta),
         "decisions": write_table(out / "decisions.parquet", decisions, DECISIONS_SCHEMA,
                                  run_meta),

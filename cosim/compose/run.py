@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import simpy
 import yaml
 
@@ -49,7 +50,7 @@ from cosim.config import Scenario
 from cosim.kernel import run as run_env
 from cosim.model import build
 from cosim.policies import KillRulePolicy, PolicySpec
-from cosim.workloads.base import Workload
+from cosim.workloads.base import TRACE_FEATURES, Workload
 from cosim.workloads.loading import load_workload, resolve_machine, streams, workload_warnings
 
 __all__ = ["run_policy", "run_scenario"]
@@ -184,12 +185,18 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
         "jobs_per_second": len(workload) / wall if wall > 0 else None,
     })
     if out_dir is not None:
+        # The trace fields of each job (its row in the workload), beside its outcome.
+        rows = np.fromiter((j.index for j in sim.scheduler.jobs), dtype=np.int64,
+                           count=len(sim.scheduler.jobs))
+        fields = [name for name in TRACE_FEATURES if name in workload.features]
         records.write_run(Path(out_dir), jobs=jobs, events=events,
                           decisions=sim.decisions_table(), cores=cores, policy=policy_name,
                           tau=scenario.metrics.tau,
                           meta={"scenario": scenario.name, "seed": scenario.seed,
                                 "workload": workload.source},
-                          summary=summary)
+                          summary=summary,
+                          job_features={name: workload.features[name][rows] for name in fields},
+                          feature_labels=workload.labels)
     return summary
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from cosim.errors import InputError, WorkloadError
 
-__all__ = ["Workload", "COLUMNS", "read_input"]
+__all__ = ["Workload", "COLUMNS", "TRACE_FEATURES", "read_input"]
 
 #: name -> dtype of the required columns, in order.
 COLUMNS: dict[str, np.dtype] = {
@@ -31,6 +31,13 @@ COLUMNS: dict[str, np.dtype] = {
     "prev_job": np.dtype(np.int64),   # preceding job id (SWF field 17), -1 none
     "think": np.dtype(np.float64),    # think time after prev_job ends (SWF field 18), -1 none
 }
+
+#: Trace fields kept as integer job features (``Workload.features``, -1 unknown),
+#: the runtime-prediction literature's strongest hints besides the user and the
+#: request: SWF fields 13-16 and sacct's Partition, Account, QOS and JobName (names
+#: in ``Workload.labels`` where the source has them). The user stays ``Workload.user``.
+TRACE_FEATURES: tuple[str, ...] = ("group", "executable", "queue", "partition", "account", "qos",
+                                   "job_name")
 
 
 @dataclass
@@ -50,8 +57,12 @@ class Workload:
             unknown; Slurm state names for sacct output); empty for
             generated workloads.
         labels: names behind integer columns, column -> {id: name} (Slurm
-            user and partition names).
+            user, partition, account, QOS and job names).
         source: where the jobs came from (path or generator name and seed).
+        epoch: Unix time of submit time 0 (SWF ``UnixStartTime``, sacct's
+            first submit), None when the source does not say; with
+            ``timezone``, the trace's own clock (submit hour and weekday).
+        timezone: the site's IANA time zone (SWF ``TimeZoneString``) or "".
         features: extra per-job columns (for example VASP input parameters).
         progress: where running jobs' progress logs come from (for example a
             :class:`cosim.workloads.vasp.VaspJobs`), indexed by
@@ -81,6 +92,8 @@ class Workload:
     labels: dict[str, dict[int, str]] = field(default_factory=dict)
     source: str = ""
     features: dict[str, np.ndarray] = field(default_factory=dict)
+    epoch: float | None = None
+    timezone: str = ""
     progress: Any = None
 
     @classmethod
@@ -141,6 +154,8 @@ class Workload:
         t0 = float(self.submit[0]) if t0 is None else t0
         w = self.take(slice(None))
         w.submit = w.submit - t0
+        if w.epoch is not None:
+            w.epoch = w.epoch + t0   # the same wall clock
         return w
 
     def validate(self) -> None:

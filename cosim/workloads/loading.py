@@ -22,7 +22,7 @@ import numpy as np
 
 from cosim.config import ClusterConfig, Scenario
 from cosim.errors import ScenarioError, WorkloadError, did_you_mean
-from cosim.workloads.base import Workload
+from cosim.workloads.base import TRACE_FEATURES, Workload
 
 __all__ = ["load_workload", "streams", "STREAMS", "TRACE_KINDS", "resolve_machine",
            "machine_from_trace", "workload_warnings", "require_jobs", "check_jobs_fit_memory"]
@@ -260,8 +260,9 @@ def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> l
     Lines appear only when something happened: jobs were dropped (by rule,
     with counts), requested times were missing so the scheduler's estimate is
     the true run time (a perfect estimate no real scheduler has), the machine
-    size was guessed (largest job, or the peak of an accounting file), or a
-    status filter is in force. Empty for generated workloads.
+    size was guessed (largest job, or the peak of an accounting file), a
+    status filter is in force, or trace fields (:data:`TRACE_FEATURES`) are
+    unknown for every job. Empty for generated workloads.
 
     Args:
         workload: the loaded workload.
@@ -303,4 +304,9 @@ def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> l
         counts = ", ".join(f"{k} {name(code)}" for code, k in sorted(
             workload.status_counts.items(), key=lambda kv: (-kv[1], str(kv[0]))))
         lines.append(f"status filter in force; statuses in the file: {counts}")
+    absent = [name for name in TRACE_FEATURES
+              if n and name in workload.features and bool((workload.features[name] < 0).all())]
+    if absent:
+        lines.append(f"no {', '.join(absent)} in the trace (-1 for every job): run-time "
+                     "predictors learn without them")
     return lines

@@ -14,7 +14,8 @@ trailing ``|`` of ``--parsable`` is accepted too). Columns may come in any
 order and extra ones are ignored. Required: ``JobID``, ``Submit``,
 ``Start``, ``End``, ``Timelimit``, ``State`` and ``NCPUS`` (or
 ``AllocCPUS``). Used when present: ``User``, ``Elapsed``, ``NNodes``,
-``ReqMem``, ``Partition``, ``NodeList`` (the machine size, below).
+``ReqMem``, ``Partition``, ``Account``, ``QOS``, ``JobName``, ``NodeList``
+(the machine size, below).
 
 What each field becomes:
 
@@ -50,8 +51,11 @@ What each field becomes:
   are not jobs and are skipped (counted). Jobs are numbered 1..n in submit
   order; the Slurm ids are kept as ``features["slurm_id"]``.
 - ``User`` names are numbered in the order of their first job;
-  ``Partition`` names 1..k in alphabetical order (``features["partition"]``,
-  with the names in ``Workload.labels``).
+  ``Partition``, ``Account``, ``QOS`` and ``JobName`` names 1..k in
+  alphabetical order (``features["partition"]``, ``["account"]``,
+  ``["qos"]``, ``["job_name"]``, -1 when empty, with the names in
+  ``Workload.labels``). ``Workload.epoch`` is the first kept submit on the
+  file's own wall clock (read as UTC), for the submit hour and weekday.
 
 The machine: ``max_procs`` when given (``convert --max-procs``; in a scenario,
 ``cluster.nodes`` and ``cluster.cores_per_node`` override it); else, with a
@@ -79,7 +83,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -201,7 +205,8 @@ class _Job:
     """One allocation (het components merged) while the file is read."""
 
     __slots__ = ("sid", "line", "user", "submit", "start", "end", "elapsed", "limit", "cpus",
-                 "nodes", "mem", "state", "partition", "parts", "hosts")
+                 "nodes", "mem", "state", "partition", "parts", "hosts", "account", "qos",
+                 "job_name")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -324,7 +329,8 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
         jobs[base if "+" in sid else sid] = _Job(
             sid=base if "+" in sid else sid, line=lineno, user=get("User"), submit=submit,
             start=start, end=end, elapsed=elapsed, limit=limit, cpus=cpus, nodes=nodes, mem=mem,
-            state=state, partition=get("Partition"), parts=1, hosts=get("NodeList"))
+            state=state, partition=get("Partition"), parts=1, hosts=get("NodeList"),
+            account=get("Account"), qos=get("QOS"), job_name=get("JobName"))
 
     kept: list[_Job] = []
     for j in jobs.values():
@@ -411,8 +417,6 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
     keep = ~over
 
     users: dict[str, int] = {}
-    parts = sorted({j.partition for j in kept if j.partition})
-    part_id = {p: i + 1 for i, p in enumerate(parts)}
     order = np.argsort(submit, kind="stable")
     cleaning["submit_out_of_order"] = int((np.diff(submit) < 0).sum()) if n else 0
     user_id = np.full(n, -1, dtype=np.int64)
@@ -425,6 +429,8 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
     cleaning["req_time_missing"] = int(missing_req[sel].sum())
     cleaning["run_exceeds_request"] = int(exceeds[sel].sum())
     status = np.array([SWF_STATUS.get(j.state, 0) for j in kept], dtype=np.int64)
+    chosen = [kept[i] for i in sel.tolist()]
+    named = {name: _named_ids(chosen, name) for name in ("partition", "account", "qos", "job_name")}
     w = Workload.from_columns(
         job_id=np.arange(1, len(sel) + 1),
         submit=submit[sel], run=run[sel], procs=procs[sel], req_time=req[sel],
@@ -432,15 +438,30 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
         user=user_id[sel],
         # req_time_missing per job, so that a window of the file counts its own.
         features={"status": status[sel], "wait": wait[sel], "req_time_missing": missing_req[sel],
-                  "partition": np.array([part_id.get(kept[i].partition, -1) for i in sel.tolist()],
-                                        dtype=np.int64),
+                  **{name: ids for name, (ids, _) in named.items()},
                   "nodes": np.array([kept[i].nodes for i in sel.tolist()], dtype=np.int64),
                   "slurm_id": np.array([kept[i].sid for i in sel.tolist()], dtype=str)},
         max_procs=int(machine), max_nodes=max_nodes, machine_source=source, cleaning=cleaning,
-        status_counts=status_counts, source=str(path))
-    w.labels = {"partition": {v: k for k, v in part_id.items()},
+        status_counts=status_counts, source=str(path),
+        epoch=_wall_clock(t0) if kept else None)
+    w.labels = {**{name: labels for name, (_, labels) in named.items()},
                 "user": {v: k for k, v in users.items()}}
     return w
+
+
+def _wall_clock(t: datetime | float) -> float:
+    """Seconds since 1970 on the file's own clock (naive times read as UTC)."""
+    if not isinstance(t, datetime):
+        return float(t)
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def _named_ids(jobs: list[_Job], attr: str) -> tuple[np.ndarray, dict[int, str]]:
+    """A name field as ids 1..k in alphabetical order (-1 empty), and id -> name."""
+    names = [getattr(j, attr) for j in jobs]
+    ids = {name: i + 1 for i, name in enumerate(sorted(set(names) - {""}))}
+    return (np.array([ids.get(name, -1) for name in names], dtype=np.int64),
+            {i: name for name, i in ids.items()})
 
 
 def _status_choice(status: str | list[str]) -> frozenset[str] | None:

@@ -46,6 +46,11 @@ Memory: SWF stores kilobytes per processor. ``mem`` (GB for the whole job) is
 is > 0, else the used memory (field 7), else 0 (not modelled). The request
 comes first because that is what a scheduler reserves.
 
+Trace fields: group, executable, queue and partition (fields 13-16) are kept
+as integer ids in ``features`` (-1 unknown); the header's ``UnixStartTime``
+and ``TimeZoneString`` become ``Workload.epoch`` and ``Workload.timezone``
+(the site's clock, for the submit hour and weekday).
+
 Examples:
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "t.swf")
@@ -389,14 +394,32 @@ def read_swf(
         prev_job=t[:, 16],
         think=t[:, 17],
         # Per job, so that a window of the trace counts its own missing times.
-        features={"status": codes[keep], "wait": t[:, 2], "req_time_missing": missing},
+        features={"status": codes[keep], "wait": t[:, 2], "req_time_missing": missing,
+                  **_trace_features(t)},
         max_procs=int(machine),
         max_nodes=header.max_nodes,
         machine_source=source,
         cleaning=cleaning,
         status_counts=status_counts,
         source=str(path),
+        epoch=_header_float(header.fields.get("UnixStartTime")),
+        timezone=header.fields.get("TimeZoneString", "").split("\n")[0].strip(),
     )
+
+
+def _trace_features(t: np.ndarray) -> dict[str, np.ndarray]:
+    """Fields 13-16 (group, executable, queue, partition) as integer ids, -1 unknown."""
+    return {name: np.rint(t[:, SWF_FIELDS.index(name)]).astype(np.int64)
+            for name in ("group", "executable", "queue", "partition")}
+
+
+def _header_float(value: str | None) -> float | None:
+    """A header number (``UnixStartTime``), or None when absent or not a number."""
+    try:
+        number = float(value.split()[0]) if value else math.nan
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _fmt(values: np.ndarray) -> np.ndarray:
@@ -417,8 +440,8 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
     write never leaves a truncated trace. A path ending in ``.gz`` is gzip
     compressed. Fields the workload does not carry are written as -1; status
     is ``features["status"]`` when the workload has it, else 1 (completed);
-    ``features["queue"]`` and ``features["partition"]`` go to fields 15 and
-    16 when present; allocated and requested processors are both ``procs``;
+    ``features["group"]``, ``["executable"]``, ``["queue"]`` and
+    ``["partition"]`` go to fields 13-16 when present; allocated and requested processors are both ``procs``;
     memory goes to field 10 as KB per processor.
 
     Args:
@@ -446,6 +469,10 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
         lines.append(f"; MaxProcs: {w.max_procs}")
     if w.max_nodes > 0:
         lines.append(f"; MaxNodes: {w.max_nodes}")
+    if w.epoch is not None:
+        lines.append(f"; UnixStartTime: {_fmt(np.array([w.epoch]))[0]}")
+    if w.timezone:
+        lines.append(f"; TimeZoneString: {w.timezone}")
     for key, value in (header or {}).items():
         for part in str(value).splitlines() or [""]:
             lines.append(f"; {key}: {part}")
@@ -462,8 +489,8 @@ def write_swf(workload: Workload, path: str | os.PathLike, *, header: dict[str, 
         _fmt(w.job_id).tolist(), _fmt(w.submit).tolist(), feature("wait", minus1),
         _fmt(w.run).tolist(), procs_text,
         minus1, minus1, procs_text, _fmt(w.req_time).tolist(), _fmt(mem_kb).tolist(),
-        feature("status", ["1"] * n), _fmt(w.user).tolist(), minus1, minus1,
-        feature("queue", minus1), feature("partition", minus1), _fmt(w.prev_job).tolist(),
+        feature("status", ["1"] * n), _fmt(w.user).tolist(), feature("group", minus1),
+        feature("executable", minus1), feature("queue", minus1), feature("partition", minus1), _fmt(w.prev_job).tolist(),
         _fmt(w.think).tolist(),
     ]
     lines.extend(map(" ".join, zip(*cols, strict=True)))
