@@ -276,7 +276,7 @@ def section(results: dict, command: str) -> str:
     """The Markdown section of docs/reproductions.md."""
     r = results
     lines = [
-        "## Learners against their own clones (issue 22)",
+        "## Learners against their own clones",
         "",
         f"Does training move a learner beyond the behaviour clone it starts from? "
         f"Teacher {r['teacher']} (best of {', '.join(r['heuristics'])} on validation); "

@@ -1,13 +1,14 @@
-"""Regenerate the study table the README prints, and the reduced figures that check it.
+"""Regenerate the tables the README and the guide print, and the reduced figures that check them.
 
-The README shows the table of ``python -m cosim sweep scenarios/study-lublin.yaml``
+The guide's studies page (``docs/guide/studies.md``) shows the table of
+``python -m cosim sweep scenarios/study-lublin.yaml``
 (3 policies x 10 seeds x 2 settings of 2,000 Lublin jobs). It is seeded, so it
 reproduces exactly on the same library releases; this script makes it again
 instead of it being pasted by hand::
 
     python benchmarks/readme_tables.py                  # the full study (a few minutes), printed
     python benchmarks/readme_tables.py --serial --update
-        # ... and written into README.md and tests/readme_tables.json
+        # ... and written into docs/guide/studies.md and tests/readme_tables.json
     python benchmarks/readme_tables.py --record-reduced
         # the reduced study's figures into tests/readme_tables.json
     python benchmarks/readme_tables.py --vasp [RESULTS_DIR] [--update]
@@ -17,11 +18,12 @@ instead of it being pasted by hand::
 ``tests/test_readme_tables.py`` runs the reduced study (the same file with 3
 seeds of 300 jobs, 999 bootstrap resamples: a few seconds) and checks that it
 gives the recorded figures (means and interval ends to 1e-9 relative), and
-that the README holds the recorded full table. For the VASP table, whose
+that the studies page holds the recorded full table. For the VASP table
+(printed by the README and by ``docs/guide/run.md``), whose
 ``@rnn`` rows take minutes, ``tests/test_vasp_figures.py`` checks a reduced
-run; here the test only checks that the README's table is the recorded one.
+run; here the test only checks that both pages print the recorded table.
 ``--vasp --update`` writes every column but the last (speed, which depends on
-the machine and its load) into the README and keeps the README's speed
+the machine and its load) into both pages and keeps each page's speed
 column. A change that moves schedules
 (a policy fix) fails the reduced check; re-record both with the commands above.
 
@@ -43,13 +45,17 @@ ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "scenarios" / "study-lublin.yaml"
 FIGURES = ROOT / "tests" / "readme_tables.json"
 README = ROOT / "README.md"
+#: The pages that print the ``cosim run scenarios/vasp.yaml`` table.
+VASP_PAGES = (README, ROOT / "docs" / "guide" / "run.md")
+#: The page that prints the study table.
+STUDY_PAGE = ROOT / "docs" / "guide" / "studies.md"
 
-#: The reduced study: the README's study file with fewer, shorter runs.
+#: The reduced study: the study file of the studies page, with fewer, shorter runs.
 REDUCED = {"seeds": [1, 2, 3], "set": {"workload.jobs": 300}, "bootstrap": 999, "plots": False}
 
 
 def study_file(folder: Path, reduced: bool) -> Path:
-    """The README's study file, or its reduced variant, written into ``folder``.
+    """The study file of the studies page, or its reduced variant, written into ``folder``.
 
     The scenario path is made absolute so that the copy runs from anywhere.
     """
@@ -114,25 +120,30 @@ def without_speed(table: str) -> list[str]:
 
 
 def readme_vasp_table(text: str) -> str:
-    """The ``cosim run scenarios/vasp.yaml`` table as the README prints it."""
+    """The ``cosim run scenarios/vasp.yaml`` table as a page (the README, the guide) prints it."""
     start = text.index("$ python -m cosim run scenarios/vasp.yaml\n")
     first = text.index("\n", start) + 1
     return text[first:text.index("\nresults: ", first)]
 
 
 def update_readme_vasp(table: str) -> None:
-    """Write ``table`` into the README, keeping the README's own speed column."""
-    text = README.read_text()
+    """Write ``table`` into every page that prints it, keeping each page's own speed column."""
+    for page in VASP_PAGES:
+        _update_vasp_page(page, table)
+
+
+def _update_vasp_page(page: Path, table: str) -> None:
+    text = page.read_text()
     old = readme_vasp_table(text)
     old_lines, new_lines = old.splitlines(), table.splitlines()
     if [r.split()[0] for r in old_lines[2:]] != [r.split()[0] for r in new_lines[2:]]:
-        raise SystemExit("error: the README's VASP table has other policies; paste it by hand")
+        raise SystemExit(f"error: {page.name}'s VASP table has other policies; paste it by hand")
     width = len(old_lines[1].split()[-1])
     if len(new_lines[1].split()[-1]) != width:
         raise SystemExit("error: the speed column changed width; paste the table by hand")
     merged = [new[:len(new) - width] + old_line[len(old_line) - width:]
               for new, old_line in zip(new_lines, old_lines)]
-    README.write_text(text.replace(old, "\n".join(merged)))
+    page.write_text(text.replace(old, "\n".join(merged)))
 
 
 def _load() -> dict[str, Any]:
@@ -144,19 +155,20 @@ def _save(doc: dict[str, Any]) -> None:
 
 
 def update_readme(table: str) -> None:
-    """Replace the study table in the README's ``cosim sweep`` block."""
-    text = README.read_text()
+    """Replace the study table in the studies page's ``cosim sweep`` block."""
+    text = STUDY_PAGE.read_text()
     start = text.index("$ python -m cosim sweep scenarios/study-lublin.yaml")
     first = text.index("\nsetting ", start) + 1
     end = text.index("\nresults: ", first)
-    README.write_text(text[:first] + table + text[end:])
+    STUDY_PAGE.write_text(text[:first] + table + text[end:])
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serial", action="store_true", help="run in this process, without Ray")
     ap.add_argument("--update", action="store_true",
-                    help="write the full table into README.md and tests/readme_tables.json")
+                    help="write the full table into docs/guide/studies.md and "
+                         "tests/readme_tables.json")
     ap.add_argument("--record-reduced", action="store_true",
                     help="run only the reduced study and record its figures")
     ap.add_argument("--out", type=Path, default=None,
@@ -174,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             doc["vasp"] = {"scenario": "scenarios/vasp.yaml", "table_without_speed":
                            without_speed(table)}
             _save(doc)
-            print(f"written: {README.relative_to(ROOT)}, {FIGURES.relative_to(ROOT)}",
-                  file=sys.stderr)
+            pages = ", ".join(str(page.relative_to(ROOT)) for page in VASP_PAGES)
+            print(f"written: {pages}, {FIGURES.relative_to(ROOT)}", file=sys.stderr)
         return 0
     if args.record_reduced:
         table, rows = run(base, reduced=True)
@@ -192,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["full"] = {"study": STUDY.name, "figures": figures(rows), "table": table}
         _save(doc)
         update_readme(table)
-        print(f"written: {README.relative_to(ROOT)}, {FIGURES.relative_to(ROOT)}",
+        print(f"written: {STUDY_PAGE.relative_to(ROOT)}, {FIGURES.relative_to(ROOT)}",
               file=sys.stderr)
     return 0
 

@@ -1,47 +1,53 @@
-"""The README's code examples run as written."""
+"""The documentation's code examples run as written, and what it names exists.
+
+The README is the front page; the guide, reference and results pages live in
+``docs/`` (the MkDocs site). Every page is checked alike: its Python
+examples run, its module names and paths exist, its commands parse with the
+real command-line parsers and write under ``out/``.
+"""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Every page a user reads: the front page and the site's pages.
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
 
-def _python_block(section: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {section}")
+
+def _python_block(page: str, heading: str = "") -> str:
+    text = (ROOT / page).read_text()
+    start = text.index(heading) if heading else 0
     match = re.search(r"```python\n(.*?)```", text[start:], re.S)
-    assert match, f"no python block under '{section}'"
+    assert match, f"no python block in {page} after '{heading}'"
     return match.group(1)
 
 
 def test_embedding_example_runs(monkeypatch):
     monkeypatch.chdir(ROOT)
-    code = _python_block("Embedding the model")
+    code = _python_block("docs/guide/embedding.md")
     scope: dict = {}
-    exec(compile(code, "README.md (Embedding the model)", "exec"), scope)
+    exec(compile(code, "docs/guide/embedding.md", "exec"), scope)
     sim, log, samples = scope["sim"], scope["log"], scope["samples"]
     assert sim.finished.triggered
     assert len(log.starts) == len(sim.workload)          # every job started once
     assert samples and max(used for _, used in samples) <= sim.cluster.capacity
 
 
-@pytest.mark.parametrize("section", ["Gymnasium environment"])
-def test_env_example_runs(monkeypatch, section):
+def test_env_example_runs(monkeypatch):
     monkeypatch.chdir(ROOT)
     scope: dict = {}
-    exec(compile(_python_block(section), f"README.md ({section})", "exec"), scope)
+    exec(compile(_python_block("docs/guide/env.md"), "docs/guide/env.md", "exec"), scope)
     assert scope["info"]["action_mask"].dtype.name == "int8"
 
 
-#: Documents whose module names and paths must exist.
-_DOCS = ["README.md", "docs/architecture.md", "docs/metrics.md", "docs/predictors.md",
-         "docs/reproductions.md", "docs/schemas.md", "docs/tuning.md"]
 #: Names that look like modules but are not: Parquet metadata keys, the Gym id.
-_NOT_MODULES = {"cosim.run", "cosim.schema", "cosim.study", "predictors.md"}
+_NOT_MODULES = {"cosim.run", "cosim.schema", "cosim.study"}
 
 
 def _resolves(dotted: str) -> bool:
@@ -62,12 +68,13 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("doc", _DOCS)
+@pytest.mark.parametrize("doc", PAGES)
 def test_every_module_name_and_path_exists(doc):
     # A rename (cosim.runner -> cosim.compose, benchmarks/sweep.py ->
     # study_scaling.py) must not leave the documents naming what is gone.
     text = (ROOT / doc).read_text()
-    names = set(re.findall(r"\b((?:cosim|agents|predictors)(?:\.[A-Za-z_]\w*)+)", text))
+    names = set(re.findall(r"(?<![\w/.-])((?:cosim|agents|predictors)(?:\.[A-Za-z_]\w*)+)", text))
+    names = {n for n in names if not n.endswith((".md", ".png"))}   # links to pages
     missing = sorted(n for n in names - _NOT_MODULES if not _resolves(n))
     assert not missing, f"{doc} names what does not exist: {missing}"
     paths = set(re.findall(r"(?<![\w./])((?:benchmarks|tests|cosim|agents|predictors|examples"
@@ -76,12 +83,65 @@ def test_every_module_name_and_path_exists(doc):
     assert not gone, f"{doc} names paths that do not exist: {gone}"
 
 
-def test_readme_commands_write_under_out():
-    # Outputs of the README's commands go under out/ (ignored), not the checkout's root.
-    text = (ROOT / "README.md").read_text()
-    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))
+def _commands(text: str) -> list[str]:
+    """The shell commands of a page's ``bash`` blocks, continuation lines joined."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                found.append(line)
+    return found
+
+
+def test_pages_show_commands():
+    assert any("python -m cosim run" in c for c in _commands((ROOT / "README.md").read_text()))
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_commands_write_under_out(doc):
+    # Outputs of the documented commands go under out/ (ignored), not the checkout's root.
+    blocks = "\n".join(_commands((ROOT / doc).read_text()))
     targets = re.findall(r"(?:--out|--json|(?<=\s)>)\s+(\S+)", blocks)
-    assert targets
     bad = [t for t in targets if not t.startswith(("out/", "DIR", "FILE"))]
-    assert not bad, f"README commands write outside out/: {bad}"
+    assert not bad, f"{doc}: commands write outside out/: {bad}"
     assert "out/" in (ROOT / ".gitignore").read_text().split()
+
+
+def _parsers() -> dict:
+    from agents import __main__ as agents_main
+    from cosim import __main__ as cosim_main
+    from predictors import __main__ as predictors_main
+
+    return {"cosim": cosim_main._parser(), "agents": agents_main._parser(),
+            "predictors": predictors_main.build_parser()}
+
+
+def _module_calls(command: str) -> list[tuple[str, list[str]]]:
+    """Each ``python -m PACKAGE ARGS`` of a shell line, with its arguments."""
+    calls = []
+    for part in re.split(r"&&|;|(?<![>|])&(?!&)|\|\|", command):
+        words = shlex.split(part, comments=True)
+        if words[:2] == ["python", "-m"] and len(words) > 2:
+            args = words[3:]
+            if ">" in args:                      # a redirection ends the arguments
+                args = args[:args.index(">")]
+            calls.append((words[2], args))
+    return calls
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_documented_commands_parse(doc, capsys):
+    # Every `python -m cosim|agents|predictors ...` a page shows is accepted by
+    # the real parser: no option renamed or removed under the documentation.
+    parsers = _parsers()
+    for command in _commands((ROOT / doc).read_text()):
+        for package, args in _module_calls(command):
+            if package not in parsers:
+                continue
+            try:
+                parsers[package].parse_args(args)
+            except SystemExit as stop:
+                err = capsys.readouterr().err.strip().splitlines()
+                pytest.fail(f"{doc}: `python -m {package} {shlex.join(args)}` is refused "
+                            f"(exit {stop.code}): {err[-1] if err else ''}")

@@ -1,7 +1,9 @@
-"""The README's study table is made by a script, and a reduced run of it reproduces.
+"""The printed study and VASP tables are made by a script, and a reduced run reproduces.
 
 ``benchmarks/readme_tables.py`` runs ``scenarios/study-lublin.yaml`` and writes
-its table into the README and ``tests/readme_tables.json``. The full study
+its table into the studies page of the guide (``docs/guide/studies.md``) and
+``tests/readme_tables.json``; the VASP table is printed by the README and by
+``docs/guide/run.md``. The full study
 takes minutes, so the test runs a reduced one (the same study file with 3
 seeds of 300 jobs, 999 bootstrap resamples) and checks its figures against
 the recorded ones. Tolerance: 1e-9 relative (the runs are seeded and the
@@ -57,26 +59,28 @@ def test_reduced_study_reproduces_its_recorded_figures(reduced):
     assert table == RECORDED["reduced"]["table"]
 
 
-def test_the_reduced_study_is_the_readme_study_made_smaller():
+def test_the_reduced_study_is_the_printed_study_made_smaller():
     # the same policies, settings and metrics as the full table, only fewer runs
     want = {k.split("/", 1)[1] for k in RECORDED["reduced"]["figures"]}
     full = {k.split("/", 1)[1] for k in RECORDED["full"]["figures"]}
     assert want == full
 
 
-def test_readme_prints_the_recorded_full_table():
-    readme = (ROOT / "README.md").read_text()
+def test_studies_page_prints_the_recorded_full_table():
+    page = _script().STUDY_PAGE
     table = RECORDED["full"]["table"]
-    assert table in readme, "README's study table differs from tests/readme_tables.json " \
-        "(python benchmarks/readme_tables.py --serial --update)"
+    assert table in page.read_text(), f"{page.name}'s study table differs from " \
+        "tests/readme_tables.json (python benchmarks/readme_tables.py --serial --update)"
     # the figures the prose quotes come from the same table
     cell = RECORDED["full"]["figures"]["model=tsafrir/f1+conservative/bsld_mean"]
     assert f"{cell['mean']:.1f}" in table
 
 
-def test_readme_prints_the_recorded_vasp_table():
+@pytest.mark.parametrize("page", ["README.md", "docs/guide/run.md"])
+def test_pages_print_the_recorded_vasp_table(page):
     # every column but the speed, as benchmarks/readme_tables.py --vasp recorded it
     # (tests/test_vasp_figures.py checks that a reduced run still gives these rows)
     script = _script()
-    table = script.readme_vasp_table((ROOT / "README.md").read_text())
+    assert ROOT / page in script.VASP_PAGES
+    table = script.readme_vasp_table((ROOT / page).read_text())
     assert script.without_speed(table) == RECORDED["vasp"]["table_without_speed"]

@@ -1,0 +1,88 @@
+"""The documentation site builds with warnings as errors, and its generated pages are current.
+
+The site is MkDocs (``mkdocs.yml`` at the root, pages in ``docs/``);
+``mkdocs`` and ``mkdocs-material`` come with the ``dev`` extra. The command
+line and scenario reference pages are written by ``docs/gen_reference.py``
+from the parsers and from :mod:`cosim.config`, so an option or key added
+without regenerating them fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Pages a user reads; the history belongs in CHANGELOG.md only.
+USER_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["cli.md", "scenario.md"])
+def test_generated_reference_is_current(page):
+    made = _generator().PAGES[page]()
+    assert (ROOT / "docs" / "reference" / page).read_text(encoding="utf-8") == made, \
+        f"docs/reference/{page} is stale: python docs/gen_reference.py"
+
+
+def test_scenario_reference_lists_every_key():
+    from cosim.config import Scenario
+
+    page = (ROOT / "docs" / "reference" / "scenario.md").read_text(encoding="utf-8")
+    for section, field in Scenario.model_fields.items():
+        assert f"| `{section}` |" in page
+        model = field.annotation
+        for key in getattr(model, "model_fields", {}):
+            assert f"| `{section}.{key}` |" in page, f"{section}.{key}"
+
+
+def test_user_pages_hold_no_lab_diary():
+    # "stop N" (a work session) and issue numbers are history: CHANGELOG.md.
+    for page in USER_PAGES:
+        text = page.read_text(encoding="utf-8")
+        found = re.findall(r"\b[Ss]tops? [0-9]+\b|\b[Ii]ssues? #?[0-9]+\b", text)
+        assert not found, f"{page.relative_to(ROOT)}: {found}"
+
+
+def test_every_page_is_in_the_nav():
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+    # mkdocs.yml names a Python function for the mermaid fence; no need to import it here
+    _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_Loader)
+
+    def pages(nav):
+        for item in nav:
+            for value in (item.values() if isinstance(item, dict) else [item]):
+                yield from (pages(value) if isinstance(value, list) else [value])
+    listed = set(pages(config["nav"]))
+    on_disk = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert not listed - on_disk, f"the nav names missing pages: {sorted(listed - on_disk)}"
+
+
+@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
+                    reason="mkdocs is not installed (pip install -e '.[dev]')")
+def test_site_builds_strictly(tmp_path):
+    pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[dev]')")
+    pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed (pip install -e '.[dev]')")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (tmp_path / "site" / "guide" / "run" / "index.html").exists()
+    api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    assert "load_scenario" in api          # the API page is made from the docstrings
