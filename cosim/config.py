@@ -115,10 +115,15 @@ class SchedulerConfig(_Section):
         overrun_min_extension: seconds a job that passed its expected end is
             still expected to run, at least.
         overrun_fraction: ... or this fraction of its elapsed time, if larger.
+        correction: how a job that outlives its prediction is re-predicted:
+            ``overrun`` (the rule above), ``stepup`` (EASY++'s ladder of
+            increments), ``double`` (twice the elapsed time) or ``request``;
+            each capped at the request (:mod:`cosim.actors.corrections`).
     """
 
     policies: tuple[str, ...] = ("fcfs+easy",)
     enforce_walltime: bool = False
+    correction: Literal["overrun", "stepup", "double", "request"] = "overrun"
     overrun_min_extension: float = Field(60.0, ge=0)
     overrun_fraction: float = Field(0.2, ge=0)
 
@@ -204,6 +209,11 @@ class PredictorConfig(_Section):
         update_interval: seconds between progress checks of running jobs.
         min_remaining: floor of a remaining-time prediction (s).
         kill: the rule-based kill (:class:`KillConfig`).
+        allow_shared_history: run ``history`` on a workload without user ids
+            (one history shared by every job), which is refused otherwise.
+        allow_missing_requests: run ``history`` on a workload without
+            requested times (its cap at the request would be the run time
+            itself), which is refused otherwise.
     """
 
     runtime: Literal["estimate", "history", "xgboost", "rnn"] = "estimate"
@@ -215,6 +225,8 @@ class PredictorConfig(_Section):
     update_interval: float = Field(300.0, gt=0)
     min_remaining: float = Field(30.0, ge=0)
     kill: KillConfig = KillConfig()
+    allow_shared_history: bool = False
+    allow_missing_requests: bool = False
 
 
 class PredictionServiceConfig(_Section):

@@ -119,6 +119,7 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
                       enforce_walltime=scenario.scheduler.enforce_walltime,
                       track_placement=scenario.faults.mtbf > 0)
     rules = SchedulerRules(
+        correction=scenario.scheduler.correction,
         overrun_min_extension=scenario.scheduler.overrun_min_extension,
         overrun_fraction=scenario.scheduler.overrun_fraction,
         requeue_on_failure=scenario.faults.on_failure == "requeue",

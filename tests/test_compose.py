@@ -119,7 +119,8 @@ def test_models_are_never_trained_unless_allowed(tmp_path, capsys):
 
 
 def test_factories_are_picklable_and_build_what_they_describe():
-    scenario = load_scenario(SCENARIO, ["workload.jobs=80"])
+    # Lublin jobs have no users: @history runs only when told to share one history
+    scenario = load_scenario(SCENARIO, ["workload.jobs=80", "predictor.allow_shared_history=true"])
     hubs = pickle.loads(pickle.dumps(HubFactory(scenario, "history")))
     workload = load_workload(scenario, base_dir=SCENARIO.parent)
     hub = hubs(workload)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from cosim.actors.corrections import corrected_end
 from cosim.actors.nodes import Cluster, Killed, NodeFailure
 from cosim.decisions import KILL, RESERVE, START, WAIT, Decision, Policy, SchedulerView
 from cosim.job import Job, JobState, Mode, Outcome
@@ -50,8 +51,11 @@ class SchedulerRules:
     """Rules the scheduler applies whatever the policy.
 
     Attributes:
-        overrun_min_extension: when a running job passes its expected end, the
-            scheduler expects it to run at least this many more seconds...
+        correction: how a running job that passes its expected end is
+            re-predicted (:mod:`cosim.actors.corrections`: ``overrun``,
+            ``stepup``, ``double``, ``request``), capped at its request.
+        overrun_min_extension: under ``overrun``, the scheduler expects such a
+            job to run at least this many more seconds...
         overrun_fraction: ...or this fraction of its elapsed time, whichever is
             larger. Keeps reservations meaningful on traces whose jobs outlive
             their requests (walltime not enforced).
@@ -61,6 +65,7 @@ class SchedulerRules:
             again fails instead of being requeued.
     """
 
+    correction: str = "overrun"
     overrun_min_extension: float = 60.0
     overrun_fraction: float = 0.2
     requeue_on_failure: bool = True
@@ -165,6 +170,7 @@ class Scheduler:
         self.ends: list[tuple[float, int, Job]] = []   # running jobs by expected end
         self._end_key: dict[Job, tuple[float, int, Job]] = {}
         self._killing: set[Job] = set()     # kills applied, interrupts not yet processed
+        self._corrected: dict[Job, tuple[int, int]] = {}   # job -> (attempt, corrections)
         self._seq = 0
         self.jobs: list[Job] = []          # every job ever submitted, in order
         self.counters = Counters()
@@ -601,11 +607,16 @@ class Scheduler:
         self.wake()
 
     def job_overran(self, job: Job) -> None:
-        """A running job passed its expected end: expect it to run a while longer."""
+        """A running job passed its expected end: re-predict it (``rules.correction``)."""
         now = self.env.now
         rules = self.rules
-        extension = max(rules.overrun_min_extension, rules.overrun_fraction * (now - job.start))
-        self.set_expected_end(job, now + extension)
+        attempt, count = self._corrected.get(job, (job.attempts, 0))
+        end, count = corrected_end(rules.correction, job, now,
+                                   count if attempt == job.attempts else 0,
+                                   min_extension=rules.overrun_min_extension,
+                                   fraction=rules.overrun_fraction)
+        self._corrected[job] = (job.attempts, count)
+        self.set_expected_end(job, end)
         self.counters.overruns += 1
         if self.record:
             self._event("overrun", job.id)

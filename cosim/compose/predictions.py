@@ -29,6 +29,7 @@ from cosim.prediction_hub import PredictionHub, feature_columns
 from cosim.workloads.base import Workload
 
 __all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
+           "check_history_inputs",
            "service_feature_names", "HubFactory", "MODEL_PREDICTORS"]
 
 #: Predictors that need trained models (a bundle, or the prediction service).
@@ -114,15 +115,48 @@ def prediction_backend(predictor: str, workload: Workload, bundle=None):
                                               bundle.feature_names))
 
 
+def check_history_inputs(predictor: str | None, scenario: Scenario, workload: Workload) -> None:
+    """Refuse ``@history`` where it cannot work as EASY++ means it.
+
+    The last-two history is per user and capped at the request: on a
+    workload without user ids (every user -1) all jobs would share one
+    history, and without requested times (SWF field 9 missing, replaced by
+    the run time) the cap would be each job's own run time. Either is
+    refused unless ``predictor.allow_shared_history`` /
+    ``predictor.allow_missing_requests`` says to run anyway.
+
+    Raises:
+        ScenarioError: one line naming the workload, what it lacks and the way out.
+    """
+    if predictor != "history" or len(workload) == 0:
+        return
+    kind = scenario.workload.kind
+    name = Path(workload.source).name if kind in ("swf", "slurm") and workload.source \
+        else f"the {kind} workload"
+    pc = scenario.predictor
+    if not pc.allow_shared_history and bool((workload.user < 0).all()):
+        raise ScenarioError(name, "none (every job's user is -1: @history would share one "
+                            "history among all jobs)", "user ids for @history",
+                            "use @estimate, or --set predictor.allow_shared_history=true")
+    missing = workload.features.get("req_time_missing")
+    if not pc.allow_missing_requests and scenario.workload.estimates.model == "trace" \
+            and missing is not None and bool(missing.all()):
+        raise ScenarioError(name, "none (every request is missing: @history would be capped "
+                            "at each job's own run time)", "requested times for @history",
+                            "use @estimate, or --set predictor.allow_missing_requests=true")
+
+
 def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload, backend, *,
                         feature_names: list[str] | None = None) -> PredictionHub | None:
     """The hub that gives a policy its ``@PREDICTOR`` beliefs (None for ``@estimate``).
 
     The hub only predicts: kills (``+kill``, ``+kill=DIR``) wrap the policy
-    and read the hub (:func:`cosim.compose.policies.with_kills`).
+    and read the hub (:func:`cosim.compose.policies.with_kills`). ``@history``
+    is refused where it cannot work (:func:`check_history_inputs`).
     """
     if spec.predictor == "estimate" and not spec.kill:
         return None
+    check_history_inputs(spec.predictor, scenario, workload)
     pc = scenario.predictor
     return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
                          interval=pc.update_interval, min_remaining=pc.min_remaining,

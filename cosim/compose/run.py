@@ -39,6 +39,7 @@ from cosim.cli import stderr_line
 from cosim.compose.policies import load_policy, parse_policies, with_kills
 from cosim.compose.predictions import (
     MODEL_PREDICTORS,
+    check_history_inputs,
     make_prediction_hub,
     prediction_backend,
     prepare_models,
@@ -257,6 +258,8 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     specs = parse_policies(policies, scenario, source=source)
     workload = load_workload(scenario, base_dir=base_dir)
     scenario = resolve_machine(scenario, workload)
+    for spec in specs:
+        check_history_inputs(spec.predictor, scenario, workload)
     lines = workload_warnings(workload, scenario)
     if notify is not None:
         if lines:
