@@ -65,6 +65,11 @@ of its current run. :meth:`PredictionHub.prediction` and
 for example for a learned kill decision that sees the same numbers as the
 rule (:meth:`cosim.policies.kill.KillRule.says`).
 
+**A job that outlives its prediction** is re-predicted by the scheduler's
+named correction (``scheduler.correction``: EASY++'s step-up ladder,
+doubling, the request, or the overrun rule), capped at its request, which
+stays its kill time: :mod:`cosim.actors.corrections`.
+
 **Requeued jobs** (killed, or lost to a node failure) are
 re-estimated when they join the queue again: with the in-run model, from
 everything their interrupted run showed (its progress log at the
