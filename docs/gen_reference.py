@@ -1,13 +1,13 @@
-"""Write the generated reference pages of the documentation site.
+"""The generated reference pages of the documentation site, made at build time.
 
-``docs/reference/cli.md`` comes from the argparse parsers of ``python -m
-cosim``, ``python -m agents`` and ``python -m predictors``;
-``docs/reference/scenario.md`` from the pydantic models of
-:mod:`cosim.config`. Both are committed, so they read on GitHub too, and
-``tests/test_docs.py`` fails when either differs from what this script
-writes now. After changing a command-line option or a scenario key::
+``reference/cli.md`` comes from the argparse parsers of ``python -m cosim``,
+``python -m agents`` and ``python -m predictors``; ``reference/scenario.md``
+from the pydantic models of :mod:`cosim.config`. ``mkdocs.yml`` names this
+file as a hook: every build makes both pages from the code it documents, so
+they cannot fall behind an option or a key, and they are not committed. To
+read them without building the site::
 
-    python docs/gen_reference.py
+    python docs/gen_reference.py        # writes docs/reference/cli.md and scenario.md (ignored by git)
 """
 
 from __future__ import annotations
@@ -193,6 +193,21 @@ def scenario_page() -> str:
 
 
 PAGES = {"cli.md": cli_page, "scenario.md": scenario_page}
+
+
+def on_files(files, config):
+    """MkDocs hook: add the generated pages to the site (replacing local copies)."""
+    from mkdocs.structure.files import File
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    for name, make in PAGES.items():
+        uri = f"reference/{name}"
+        old = files.get_file_from_path(uri)
+        if old is not None:
+            files.remove(old)
+        files.append(File.generated(config, uri, content=make()))
+    return files
 
 
 def main() -> int:
