@@ -109,12 +109,13 @@ def test_commands_write_under_out(doc):
 
 
 def _parsers() -> dict:
-    from agents import __main__ as agents_main
-    from cosim import __main__ as cosim_main
-    from predictors import __main__ as predictors_main
+    """The real parsers by package, as the command-line reference page shows them."""
+    import importlib.util
 
-    return {"cosim": cosim_main._parser(), "agents": agents_main._parser(),
-            "predictors": predictors_main.build_parser()}
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    return {parser.prog.split()[-1]: parser for parser in generator.parsers()}
 
 
 def _module_calls(command: str) -> list[tuple[str, list[str]]]:
