@@ -112,11 +112,19 @@ def vasp_table(results: Path | None, out: Path) -> str:
     return comparison_table({p["policy"]: doc["summaries"][p["policy"]] for p in doc["policies"]})
 
 
-def without_speed(table: str) -> list[str]:
-    """The table's lines without the last column (speed, machine-dependent)."""
+def _rows_and_notes(table: str) -> tuple[list[str], list[str]]:
+    """The table's lines (header, dashes, one per policy) and the notes printed below them."""
     lines = table.splitlines()
-    last = len(lines[1].split()[-1]) + 2          # the dashes under the last header, and the gap
-    return [line[:-last].rstrip() for line in lines]
+    width = len(lines[1])
+    rows = [line for line in lines if len(line) == width]
+    return rows, lines[len(rows):]
+
+
+def without_speed(table: str) -> list[str]:
+    """The table's lines without the last column (speed, machine-dependent), notes kept."""
+    rows, notes = _rows_and_notes(table)
+    last = len(rows[1].split()[-1]) + 2           # the dashes under the last header, and the gap
+    return [line[:-last].rstrip() for line in rows] + notes
 
 
 def readme_vasp_table(text: str) -> str:
@@ -135,7 +143,7 @@ def update_readme_vasp(table: str) -> None:
 def _update_vasp_page(page: Path, table: str) -> None:
     text = page.read_text()
     old = readme_vasp_table(text)
-    old_lines, new_lines = old.splitlines(), table.splitlines()
+    (old_lines, _), (new_lines, notes) = _rows_and_notes(old), _rows_and_notes(table)
     if [r.split()[0] for r in old_lines[2:]] != [r.split()[0] for r in new_lines[2:]]:
         raise SystemExit(f"error: {page.name}'s VASP table has other policies; paste it by hand")
     width = len(old_lines[1].split()[-1])
@@ -143,7 +151,7 @@ def _update_vasp_page(page: Path, table: str) -> None:
         raise SystemExit("error: the speed column changed width; paste the table by hand")
     merged = [new[:len(new) - width] + old_line[len(old_line) - width:]
               for new, old_line in zip(new_lines, old_lines)]
-    page.write_text(text.replace(old, "\n".join(merged)))
+    page.write_text(text.replace(old, "\n".join(merged + notes)))
 
 
 def _load() -> dict[str, Any]:
