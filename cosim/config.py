@@ -119,9 +119,13 @@ class SchedulerConfig(_Section):
             ``overrun`` (the rule above), ``stepup`` (EASY++'s ladder of
             increments), ``double`` (twice the elapsed time) or ``request``;
             each capped at the request (:mod:`cosim.actors.corrections`).
+        slurm: knobs of the ``slurm`` policies by their slurm.conf names
+            (``PriorityWeightAge: 1000``, ``bf_window: 1440``, ...; checked with
+            the policy names, see :mod:`cosim.policies.slurm_params`).
     """
 
     policies: tuple[str, ...] = ("fcfs+easy",)
+    slurm: dict[str, Any] = Field(default_factory=dict)
     enforce_walltime: bool = False
     correction: Literal["overrun", "stepup", "double", "request"] = "overrun"
     overrun_min_extension: float = Field(60.0, ge=0)

@@ -20,6 +20,7 @@ from pathlib import Path
 from cosim.config import Scenario
 from cosim.errors import InputError
 from cosim.policies import KillRule, KillRulePolicy, PolicySpec, make_policy, parse_policy
+from cosim.policies.slurm_params import parse_slurm_params
 from cosim.workloads.base import Workload
 
 __all__ = ["parse_policies", "load_policy", "with_kills", "load_kill_agent",
@@ -48,6 +49,9 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
     for i, name in enumerate(names):
         where = source if source.startswith("--") else f"{source}: scheduler.policies[{i}]"
         spec = parse_policy(name, where=where)
+        if spec.kind == "slurm" and scenario.scheduler.slurm:
+            at = "--set" if source.startswith("--") else source
+            parse_slurm_params(scenario.scheduler.slurm, where=f"{at}: scheduler.slurm")
         if spec.kind == "agent" and spec.predictor is None:
             # A trained agent sees what it was trained with, unless the name says otherwise.
             spec = spec.resolved(_agent_predictor(spec.checkpoint, where), where=where)
@@ -105,7 +109,7 @@ def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
         InputError: a prefix no loader is registered for.
     """
     if spec.kind != "agent":
-        return make_policy(spec, rng=rng)
+        return make_policy(spec, rng=rng, slurm=scenario.scheduler.slurm)
     prefix = spec.name.split(":", 1)[0]
     loader = POLICY_LOADERS.get(prefix)
     if loader is None:

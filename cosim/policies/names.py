@@ -3,7 +3,8 @@
 ::
 
     POLICY    = ORDER [ "@" PREDICTOR [ "+kill" [ "=" DIR ] ] ]
-    ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | "rl:" DIR | "learned:" DIR
+    ORDER     = HEURISTIC [ "+" BACKFILL ] | SELECTOR | SLURM | "rl:" DIR | "learned:" DIR
+    SLURM     = "slurm" [ ":" KEY "=" VALUE { "," KEY "=" VALUE } ]
     BACKFILL  = none | greedy | easy | conservative | relaxed [ "=" SLACK ]
               | drain [ "=" D [ ":" DAYS ] ]
     PREDICTOR = estimate | history | xgboost | rnn
@@ -15,7 +16,10 @@ more than 100 times its estimate from its shadow time gets no reservation until
 it has waited 30 days; ``+drain`` alone is 100:30), ``sjf+easy@xgboost``
 (order by XGBoost's pre-run predictions), ``fcfs+easy@rnn+kill`` (remaining-time
 predictions from progress logs and RLSchert's kill rule), ``sjf+easy@rnn+kill=DIR``
-(kills decided by a trained kill agent instead of the rule), ``knapsack``,
+(kills decided by a trained kill agent instead of the rule), ``slurm`` (Slurm's
+multifactor priority and backfill at Slurm's defaults; knobs by their
+slurm.conf names: ``slurm:PriorityWeightAge=1000,bf_max_job_test=100``, see
+:mod:`cosim.policies.slurm`), ``knapsack``,
 ``rl:runs/ppo`` (a trained agent's checkpoint folder), ``learned:runs/tuned`` (a
 policy folder of ``python -m agents tune``). A name without
 ``@PREDICTOR`` takes the scenario's ``predictor.runtime`` (and its
@@ -49,6 +53,8 @@ from cosim.policies.backfill import BACKFILLS, QueuePolicy
 from cosim.policies.heuristics import HEURISTICS
 from cosim.policies.knapsack import KnapsackPolicy
 from cosim.policies.recorded import RecordedPolicy
+from cosim.policies.slurm import make_slurm_policy
+from cosim.policies.slurm_params import SLURM_PREFIX, parse_slurm_params
 
 __all__ = ["PolicySpec", "parse_policy", "make_policy", "policy_names", "grammar_help",
            "PREDICTORS", "SELECTORS"]
@@ -88,8 +94,9 @@ class PolicySpec:
 
     Attributes:
         name: the name as written (whitespace stripped).
-        kind: ``queue`` (heuristic + backfilling), ``selector``, ``agent`` or
-            ``learned`` (a tuned policy folder, :mod:`cosim.policies.priority`).
+        kind: ``queue`` (heuristic + backfilling), ``selector``, ``slurm``,
+            ``agent`` or ``learned`` (a tuned policy folder,
+            :mod:`cosim.policies.priority`).
         heuristic, backfill: for ``queue``: the order and the backfilling variant
             (the heuristic's default when the name has none).
         selector: for ``selector``: its name.
@@ -98,6 +105,8 @@ class PolicySpec:
             then ``relaxed=SLACK``; see :class:`cosim.policies.backfill.QueuePolicy`).
         drain: for ``+drain[=D[:DAYS]]``: drain-aware EASY's ``(D, grace seconds)``
             (``backfill`` is then ``drain=D:DAYS``; (0, 0) otherwise).
+        slurm: for ``slurm``: the knobs the name sets, ``KEY=VALUE,...`` in
+            slurm.conf spelling, those at Slurm's defaults left out.
         predictor: ``@PREDICTOR``, or None when the name has none (the
             scenario's default applies; see :meth:`resolved`).
         kill: ``+kill`` was given (needs ``@rnn``).
@@ -116,6 +125,7 @@ class PolicySpec:
     kill_agent: str = ""
     slack: float = 0.0
     drain: tuple[float, float] = (0.0, 0.0)
+    slurm: str = ""
 
     @property
     def order(self) -> str:
@@ -124,6 +134,8 @@ class PolicySpec:
             return f"{self.heuristic}+{self.backfill}"
         if self.kind == "selector":
             return self.selector
+        if self.kind == "slurm":
+            return SLURM_PREFIX + (f":{self.slurm}" if self.slurm else "")
         return (_LEARNED if self.kind == "learned" else _AGENT) + self.checkpoint
 
     def resolved(self, predictor: str = "estimate", kill: bool = False, *,
@@ -173,6 +185,8 @@ def _parse_order(order: str, name: str, where: str) -> dict:
                                      "'python -m agents train'")
         return {"kind": "agent", "checkpoint": folder}
     base, plus, backfill = order.lower().partition("+")
+    if base == SLURM_PREFIX or base.startswith(SLURM_PREFIX + ":"):
+        return _parse_slurm(order, name, where)
     if base in SELECTORS:
         if backfill not in ("", "none"):
             raise _fail(where, name, f"{base} alone (it selects a set of jobs; "
@@ -214,6 +228,16 @@ def _parse_order(order: str, name: str, where: str) -> dict:
             "backfill": backfill or HEURISTICS[base].default_backfill}
 
 
+def _parse_slurm(order: str, name: str, where: str) -> dict:
+    word, colon, text = order.partition(":")
+    if "+" in word or (colon and not text):
+        raise _fail(where, name, "slurm or slurm:KEY=VALUE,... (slurm backfills as Slurm does, "
+                                 "by its bf_* knobs; no +BACKFILL)")
+    params = parse_slurm_params(text, where=f"{where}: {name!r}", name=True)
+    canonical = params.policy_name()
+    return {"kind": "slurm", "slurm": canonical.partition(":")[2]}
+
+
 def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
     """Parse a policy name (see the module docstring).
 
@@ -250,7 +274,7 @@ def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
 
 
 def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = None,
-                where: str = "policy"):
+                where: str = "policy", slurm=None):
     """Build the heuristic or selector policy a name stands for.
 
     The ``@PREDICTOR`` part is not the policy's business (the runner attaches
@@ -261,6 +285,8 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
         name: a policy name or a parsed :class:`PolicySpec`.
         rng: random stream for randomized heuristics.
         where: key path used in error messages.
+        slurm: a scenario's ``scheduler.slurm`` mapping, the knobs of a
+            ``slurm`` policy under those its name sets.
 
     Raises:
         ScenarioError: an invalid name, or ``rl:DIR`` (trained agents need
@@ -276,6 +302,8 @@ def make_policy(name: str | PolicySpec, *, rng: np.random.Generator | None = Non
                                       "rl:DIR, is loaded by cosim.compose.load_policy)")
     if spec.kind == "selector":
         return RecordedPolicy() if spec.selector == "recorded" else KnapsackPolicy()
+    if spec.kind == "slurm":
+        return make_slurm_policy(spec.slurm, slurm, where=where)
     if spec.kind == "learned":
         from cosim.policies.priority import load_learned
 
@@ -296,6 +324,12 @@ def policy_names() -> list[tuple[str, str]]:
     rows = [(h.name, f"{h.doc}; default backfilling: {h.default_backfill}")
             for h in HEURISTICS.values()]
     rows += list(SELECTORS.items())
+    rows += [(f"{SLURM_PREFIX}[:KEY=VALUE,...]",
+              "Slurm's multifactor priority (PriorityWeightAge, ...JobSize, ...Fairshare, "
+              "...Partition, ...QOS; PriorityMaxAge, PriorityFavorSmall, PriorityDecayHalfLife, "
+              "PriorityUsageResetPeriod) with Slurm-style backfill (bf_window, bf_max_job_test, "
+              "bf_resolution); slurm alone is Slurm's defaults (every weight 0: first in, "
+              "first out, bf_window=1440, bf_max_job_test=500, bf_resolution=60)")]
     rows += [(f"+{b}", doc) for b, doc in BACKFILLS.items()]
     rows += [(f"+{_RELAXED}[=SLACK]",
               "relaxed EASY (Ward, Mahood and West 2002): the head is promised its shadow time "
@@ -321,10 +355,10 @@ def grammar_help() -> str:
     """The grammar and every name, as ``python -m cosim policies`` prints it."""
     rows = policy_names()
     width = max(len(n) for n, _ in rows)
-    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]], a SELECTOR, rl:DIR "
-             "or learned:DIR",
+    lines = ["Policy names: HEURISTIC[+BACKFILL][@PREDICTOR[+kill[=DIR]]], a SELECTOR, "
+             "slurm[:KEY=VALUE,...], rl:DIR or learned:DIR",
              "(e.g. fcfs+easy, f1, saf+relaxed=2, sjf+easy@xgboost, fcfs+easy@rnn+kill, knapsack, "
-             "rl:runs/ppo).",
+             "slurm:PriorityWeightAge=1000, rl:runs/ppo).",
              "Without @PREDICTOR a policy sees the scenario's predictor.runtime.", ""]
     lines += [f"  {n.ljust(width)}  {doc}" for n, doc in rows]
     return "\n".join(lines)

@@ -1,0 +1,155 @@
+"""Slurm's classic fair-share factor from the usage the simulation itself produces.
+
+Slurm's classic algorithm (https://slurm.schedmd.com/classic_fair_share.html;
+Slurm selects it with ``PriorityFlags=NO_FAIR_TREE``)::
+
+    F = 2 ** (-UE / S)
+
+``S`` is the association's normalised share: its share among its siblings
+times its account's share among the accounts (equal shares here, every
+user of the workload and every account it names counted from the start).
+``UE`` is its effective usage: an account's is its normalised usage (its
+decayed usage over the cluster's), a user's in an account ``UA + (UE_account
+- UA) * S_user / S_siblings``. Without an ``account`` feature column every
+user sits under the root, so ``UE = UA`` and ``S = 1 / users``.
+
+Usage is core-seconds (units of the machine times seconds) decayed with
+half-life ``H`` (``PriorityDecayHalfLife``): a job that ran ``p`` units over
+``[a, b)`` adds ``p * integral_a^b 2^-((t - s) / H) ds`` at time ``t``. Usage
+is linear in the jobs, so it is kept as one accumulator per association,
+decayed exactly to each moment it is read, plus the running jobs' part
+computed then in closed form (Slurm decays at every ``PriorityCalcPeriod``,
+5 minutes by default; here decay is continuous and exact). With a reset
+period (``PriorityUsageResetPeriod``) usage before the last boundary is
+dropped. A job's usage is added when its end is seen at a pass (at its end
+time; an attempt that was killed and requeued, whose end time the job does
+not keep, at the moment it is seen).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["FairShare"]
+
+
+class FairShare:
+    """Per-association decayed usage and the classic fair-share factor.
+
+    Args:
+        users: user id per workload row (-1: unknown, one association of its own).
+        accounts: account label per row, or None (every user under the root).
+        half_life: seconds (0: no decay).
+        reset_period: seconds between usage resets (0: never).
+    """
+
+    def __init__(self, users, accounts, half_life: float, reset_period: float):
+        users = np.asarray(users)
+        if accounts is None:
+            keys = users.astype(str)
+            _, assoc = np.unique(keys, return_inverse=True)
+            acct_of = np.zeros(int(assoc.max()) + 1 if len(assoc) else 0, dtype=np.int64)
+        else:
+            accounts = np.asarray(accounts).astype(str)
+            pairs = np.char.add(np.char.add(accounts, "\x1f"), users.astype(str))
+            uniq, assoc = np.unique(pairs, return_inverse=True)
+            acct_names = np.array([p.split("\x1f", 1)[0] for p in uniq.tolist()])
+            _, acct_of = np.unique(acct_names, return_inverse=True)
+        self.assoc_of_row = assoc.astype(np.int64)
+        self.acct_of = acct_of.astype(np.int64)
+        n = len(self.acct_of)
+        n_acct = int(self.acct_of.max()) + 1 if n else 0
+        self.n_acct = n_acct
+        siblings = np.bincount(self.acct_of, minlength=n_acct).astype(np.float64)
+        self.sibling_share = 1.0 / siblings[self.acct_of] if n else np.empty(0)
+        # S = (1 / users in the account) * (1 / accounts)
+        self.share = self.sibling_share / max(n_acct, 1)
+        self.two_levels = accounts is not None
+        self.rate = math.log(2.0) / half_life if half_life > 0 else 0.0
+        self.reset = float(reset_period)
+        self.done = np.zeros(n)          # completed usage, as of self.when
+        self.when = 0.0
+        self._running: dict = {}         # job -> (start, units, association) seen running
+
+    def _epoch(self, t: float) -> float:
+        """The last reset boundary at or before ``t`` (-inf without resets)."""
+        return math.floor(t / self.reset) * self.reset if self.reset > 0 else -math.inf
+
+    def _part(self, units, a, b, t):
+        """Usage at ``t`` of ``units`` run over ``[a, b)`` (arrays or floats)."""
+        if self.rate == 0.0:
+            return units * (b - a)
+        r = self.rate
+        return units * (np.exp(-r * (t - b)) - np.exp(-r * (t - a))) / r
+
+    def _advance(self, t: float) -> None:
+        if t <= self.when:
+            return
+        if self._epoch(t) > self.when:
+            self.done[:] = 0.0
+        elif self.rate:
+            self.done *= math.exp(-self.rate * (t - self.when))
+        self.when = t
+
+    def observe(self, running_jobs, now: float, started=()) -> None:
+        """Account what changed since the last call: ``started`` (jobs started
+        since, some perhaps ended already) join; jobs no longer among
+        ``running_jobs`` (the jobs running now) add their usage."""
+        self._advance(now)
+        seen = self._running
+        n_rows = len(self.assoc_of_row)
+        for job in started:
+            if job not in seen and 0 <= job.index < n_rows:
+                seen[job] = (job.start, float(job.procs), int(self.assoc_of_row[job.index]))
+        current = set(running_jobs)
+        epoch = self._epoch(now)
+        for job, (start, units, assoc) in list(seen.items()):
+            if job in current and job.start == start:
+                continue
+            end = job.end if (job.end == job.end and job.end >= start) else now
+            a = max(start, epoch)
+            end = min(end, now)
+            if end > a:
+                self.done[assoc] += self._part(units, a, end, now)
+            del seen[job]
+        for job in current:
+            if job not in seen and 0 <= job.index < n_rows:
+                seen[job] = (job.start, float(job.procs), int(self.assoc_of_row[job.index]))
+
+    def usage(self, now: float) -> np.ndarray:
+        """Decayed usage per association at ``now`` (completed plus running)."""
+        self._advance(now)
+        out = self.done.copy()
+        if self._running:
+            vals = list(self._running.values())
+            start = np.fromiter((v[0] for v in vals), np.float64, len(vals))
+            units = np.fromiter((v[1] for v in vals), np.float64, len(vals))
+            assoc = np.fromiter((v[2] for v in vals), np.int64, len(vals))
+            start = np.maximum(start, self._epoch(now))
+            part = self._part(units, start, np.maximum(start, now), now)
+            out += np.bincount(assoc, part, minlength=len(out))
+        return out
+
+    def factor(self, now: float) -> np.ndarray:
+        """The classic fair-share factor per association, in (0, 1]."""
+        used = self.usage(now)
+        total = used.sum()
+        if total <= 0:
+            return np.ones(len(used))
+        ua = used / total
+        if self.two_levels:
+            ue_acct = np.bincount(self.acct_of, ua, minlength=self.n_acct)
+            ue = ua + (ue_acct[self.acct_of] - ua) * self.sibling_share
+        else:
+            ue = ua
+        return np.exp2(-ue / self.share)
+
+    def factor_of_rows(self, rows: np.ndarray, now: float) -> np.ndarray:
+        """The factor of the associations of workload rows ``rows`` (1 outside the workload)."""
+        f = self.factor(now)
+        ok = (rows >= 0) & (rows < len(self.assoc_of_row))
+        out = np.ones(len(rows))
+        out[ok] = f[self.assoc_of_row[rows[ok]]]
+        return out

@@ -1,0 +1,354 @@
+"""``slurm``: Slurm's multifactor priority with Slurm-style backfill, as one policy.
+
+Priority (priority/multifactor, https://slurm.schedmd.com/priority_multifactor.html)::
+
+    priority = PriorityWeightAge * age + PriorityWeightJobSize * size
+             + PriorityWeightFairshare * fairshare
+             + PriorityWeightPartition * partition + PriorityWeightQOS * qos
+
+every factor in [0, 1]: ``age = min(wait / PriorityMaxAge, 1)``; ``size`` the
+job's share of the machine ``p / N``, or with ``PriorityFavorSmall=YES``
+``1 - (p - 1) / N`` (a one-unit job gets 1); ``fairshare`` the classic
+``2^(-UE/S)`` of :mod:`cosim.policies.fairshare`; ``partition`` and ``qos``
+the job's label's factor over the largest (:mod:`cosim.policies.slurm_params`;
+1 for every job without a mapping, so no effect). Higher runs first; ties go
+by submit time, then arrival (Slurm: submit time, then job id). With every
+weight 0 (Slurm's default) the order is first in, first out.
+
+Each pass, where some queued job could start at all (else it is skipped):
+
+1. the main scheduler: jobs start in priority order while the first fits;
+2. the backfill scheduler (sched/backfill; slurm.conf(5) ``SchedulerParameters``):
+   in priority order, each of the next ``bf_max_job_test`` jobs starts now if
+   it fits now for its whole estimate around the plans already made, else is
+   planned at the earliest start that delays no plan made before it
+   (higher priority), provided that start is within ``bf_window`` minutes;
+   a job whose earliest start is beyond the window gets no plan. Jobs past
+   ``bf_max_job_test`` start only now and only where they delay no plan.
+   Times are planned in whole ``bf_resolution`` seconds from the pass's
+   start (running jobs' expected ends and estimates rounded up).
+
+``bf_max_job_test=1`` is EASY backfilling (one reservation, for the first
+job that does not fit) and an unlimited depth with a window longer than any
+wait is conservative backfilling (every job planned), with
+``bf_resolution=1`` on whole-second times (``tests/test_slurm_policy.py``
+compares whole schedules). Plans are made afresh at every pass, as Slurm's
+backfill cycle does; they are the policy's own and are not promised to the
+scheduler (no reservation decisions).
+
+Speed: a pass plans only as far as a start now is still possible: a job can
+start now only if it fits now, for its estimate, in the profile with the
+plans made so far, and every plan only takes room, so one vectorized test
+over the rest of the queue finds the next job that may start; the jobs before
+it are planned (they may delay it), and once no later job passes the test
+the pass ends without planning them (their plans could change no start now).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from cosim.decisions import START, Decision, SchedulerView
+from cosim.job import Mode
+from cosim.policies.fairshare import FairShare
+from cosim.policies.profile import Profile
+from cosim.policies.slurm_params import RESET_PERIODS, SlurmParams, parse_slurm_params
+
+__all__ = ["SlurmPolicy", "make_slurm_policy", "slurm_plan"]
+
+_READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
+_NAN = math.nan
+_new = tuple.__new__     # a start Decision without the NamedTuple constructor's frame
+#: Workload feature columns read for the partition and QOS factors, first found wins.
+PARTITION_COLUMNS = ("partition", "queue")
+QOS_COLUMNS = ("qos",)
+
+
+def _label_factors(workload, columns: tuple[str, ...], mapping) -> np.ndarray | None:
+    """Per workload row, its label's factor over the largest; None without a
+    column or a mapping (then every job's factor is 1)."""
+    if not mapping:
+        return None
+    column = next((workload.features[c] for c in columns if c in workload.features), None)
+    if column is None:
+        return None
+    table = dict(mapping)
+    top = max(table.values()) or 1.0
+    labels = np.asarray(column).astype(str)
+    uniq, inv = np.unique(labels, return_inverse=True)
+    per = np.array([table.get(u, 0.0) / top for u in uniq.tolist()])
+    return per[inv] if len(per) else np.zeros(len(labels))
+
+
+class _RowsBySlot:
+    """The workload row of each queue slot, filled once per job (the queue's job
+    list only grows until compaction replaces it)."""
+
+    def __init__(self):
+        self.jobs, self.filled = None, 0
+        self.rows = np.empty(0, dtype=np.int64)
+
+    def of(self, q, slots: np.ndarray) -> np.ndarray:
+        jobs = q.jobs
+        if jobs is not self.jobs:
+            self.jobs, self.filled = jobs, 0
+        n = len(jobs)
+        if n > self.filled:
+            if n > len(self.rows):
+                grown = np.empty(max(2 * n, 256), dtype=np.int64)
+                grown[:self.filled] = self.rows[:self.filled]
+                self.rows = grown
+            self.rows[self.filled:n] = [-1 if j is None else j.index
+                                        for j in jobs[self.filled:n]]
+            self.filled = n
+        return self.rows[slots]
+
+
+def _gather(values: np.ndarray | None, rows: np.ndarray) -> np.ndarray | float:
+    if values is None:
+        return 1.0
+    ok = (rows >= 0) & (rows < len(values))
+    out = np.ones(len(rows))
+    out[ok] = values[rows[ok]]
+    return out
+
+
+def _fits_now(profile: Profile, procs: np.ndarray, mem: np.ndarray | None,
+              dur: np.ndarray) -> np.ndarray:
+    """Which jobs fit at the profile's start for their whole (rounded) duration."""
+    times = np.asarray(profile.times)
+    idx = np.searchsorted(times, dur, "left") - 1     # the last segment a job overlaps
+    np.maximum(idx, 0, out=idx)
+    ok = procs <= np.minimum.accumulate(np.asarray(profile.units))[idx]
+    if mem is not None:
+        ok &= mem <= np.minimum.accumulate(np.asarray(profile.mem))[idx]
+    return ok
+
+
+class _Base:
+    """The running jobs' profile in time relative to now, ends rounded up to ``res``,
+    as sorted arrays: free units (and memory) only grow in it, so the first
+    segment with enough free is a lower bound on any job's start once plans
+    are added (the scans start there)."""
+
+    def __init__(self, view: SchedulerView, res: float):
+        now = view.now
+        cl = view.cluster
+        ends = view.ends()
+        t = np.fromiter((e[0] for e in ends), np.float64, len(ends))
+        t = np.where(t > now, np.ceil((t - now) / res) * res, 0.0)
+        procs = np.fromiter((e[2].procs for e in ends), np.float64, len(ends))
+        times, inv = np.unique(np.concatenate([[0.0], t]), return_inverse=True)
+        gain = np.bincount(inv[1:], procs, len(times))
+        self.times = times
+        self.units = cl.free + np.cumsum(gain)
+        self.mem = None
+        mem = np.full(len(times), cl.free_mem)
+        if cl.free_mem != math.inf and not cl.node_granular:
+            m = np.fromiter((e[2].mem for e in ends), np.float64, len(ends))
+            mem = cl.free_mem + np.cumsum(np.bincount(inv[1:], m, len(times)))
+            self.mem = mem
+        profile = Profile.__new__(Profile)
+        profile.times = times.tolist()
+        profile.units = [int(u) for u in self.units.tolist()]
+        profile.mem = mem.tolist()
+        self.profile = profile
+
+    def lower_bound(self, procs: int, mem: float) -> float:
+        """The earliest time the running jobs alone leave ``procs`` (and ``mem``) free."""
+        k = int(np.searchsorted(self.units, procs, "left"))
+        if self.mem is not None:
+            k = max(k, int(np.searchsorted(self.mem, mem, "left")))
+        return float(self.times[k]) if k < len(self.times) else math.inf
+
+
+def _earliest(base: _Base, profile: Profile, procs: int, mem: float, d: float) -> float:
+    after = base.lower_bound(procs, mem)
+    if after == math.inf:
+        return math.inf
+    return profile.earliest(procs, mem, d, after=after if after > 0.0 else None)
+
+
+def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator[Decision]:
+    """Backfill over ``rest`` (slots in priority order, the first does not fit now)."""
+    q, cl = view.queue, view.cluster
+    res = float(p.bf_resolution)
+    window = p.bf_window * 60.0
+    depth = p.bf_max_job_test
+    base = _Base(view, res)
+    profile = base.profile
+    procs = q.procs[rest]
+    with_mem = cl.free_mem != math.inf
+    mem = q.mem[rest] if with_mem else None
+    dur = np.ceil(q.estimate[rest] / res) * res
+    jobs = q.jobs
+    n = len(rest)
+    pos = 0
+    while pos < n and profile.units[0] > 0:
+        ok = _fits_now(profile, procs[pos:], None if mem is None else mem[pos:], dur[pos:])
+        hits = ok.nonzero()[0]
+        if not len(hits):
+            return
+        c = pos + int(hits[0])
+        for k in range(pos, min(c, depth)):         # they cannot start now: plan them
+            job = jobs[rest[k]]
+            d = float(dur[k])
+            t = _earliest(base, profile, job.procs, job.mem, d)
+            if t <= window:
+                profile.take(t, d, job.procs, job.mem)
+        job = jobs[rest[c]]
+        d = float(dur[c])
+        t = _earliest(base, profile, job.procs, job.mem, d)
+        if t == 0.0:
+            profile.take(0.0, d, job.procs, job.mem)
+            yield _new(Decision, (START, job, _BACKFILLED, "backfill: delays no plan",
+                                  _NAN, True))
+        elif c < depth and t <= window:
+            profile.take(t, d, job.procs, job.mem)
+        pos = c + 1
+
+
+def slurm_plan(now: float, free: int, ends: list, jobs: list, params: SlurmParams,
+               free_mem: float = math.inf, node_granular: bool = False) -> list[float | None]:
+    """The full backfill plan of one pass, for reading and testing: per job of
+    ``jobs`` (in priority order), its planned start (absolute time; ``now``: it
+    starts now) or None (no plan: beyond ``bf_window``, or past
+    ``bf_max_job_test`` and not starting now). ``ends``: ``(expected_end, _,
+    job)`` of running jobs, sorted. The policy's passes start exactly the jobs
+    planned at ``now`` here, with the main scheduler's starts counted in.
+    """
+    res = float(params.bf_resolution)
+    window = params.bf_window * 60.0
+    rel = [(math.ceil((t - now) / res) * res if t > now else 0.0, 0, j) for t, _, j in ends]
+    profile = Profile(0.0, free, free_mem, rel, node_granular)
+    out: list[float | None] = []
+    blocked = False
+    tested = 0
+    for job in jobs:
+        d = math.ceil(job.estimate / res) * res
+        t = profile.earliest(job.procs, job.mem, d)
+        if not blocked and t == 0.0:
+            profile.take(0.0, d, job.procs, job.mem)    # the main scheduler's start
+            out.append(now)
+            continue
+        blocked = True
+        within = tested < params.bf_max_job_test
+        tested += 1
+        if t == 0.0 or (within and t <= window):
+            profile.take(t, d, job.procs, job.mem)
+            out.append(now + t)
+        else:
+            out.append(None)
+    return out
+
+
+class SlurmPolicy:
+    """Slurm's multifactor priority with its backfill (see the module docstring).
+
+    Args:
+        params: the knobs (:class:`cosim.policies.slurm_params.SlurmParams`).
+    """
+
+    yields_events = False
+    static_key = None
+
+    def __init__(self, params: SlurmParams | None = None):
+        self.params = params or SlurmParams()
+        self.name = self.params.policy_name()
+        w = self.params.weights
+        self._ordered = any(w)
+        self._rows = _RowsBySlot()
+        self._fairshare: FairShare | None = None
+        self._partition = self._qos = None
+        self._started: list = []
+
+    def attach_model(self, scheduler, workload) -> None:
+        """Bind to the workload a model runs: fair-share associations, partition
+        and QOS labels (called by :func:`cosim.model.build`)."""
+        p = self.params
+        self._rows = _RowsBySlot()
+        self._started = []
+        self._fairshare = None
+        if p.PriorityWeightFairshare:
+            self._fairshare = FairShare(workload.user, workload.features.get("account"),
+                                        p.PriorityDecayHalfLife,
+                                        RESET_PERIODS[p.PriorityUsageResetPeriod])
+        self._partition = _label_factors(workload, PARTITION_COLUMNS, p.partitions) \
+            if p.PriorityWeightPartition else None
+        self._qos = _label_factors(workload, QOS_COLUMNS, p.qos) if p.PriorityWeightQOS else None
+
+    def priority(self, view: SchedulerView, slots: np.ndarray) -> np.ndarray:
+        """Slurm's priority of the jobs in ``slots`` now (higher runs first)."""
+        q = view.queue
+        p = self.params
+        now = view.now
+        wa, wj, wf, wp, wq = p.weights
+        out = np.zeros(len(slots))
+        if wa:
+            out += wa * np.minimum(np.maximum(now - q.submit[slots], 0.0) / p.PriorityMaxAge, 1.0)
+        if wj:
+            n = float(view.cluster.capacity)
+            procs = q.procs[slots].astype(np.float64)
+            out += wj * ((1.0 - (procs - 1.0) / n) if p.PriorityFavorSmall else procs / n)
+        if wf or wp or wq:
+            rows = self._rows.of(q, slots)
+            if wf:
+                fs = self._fairshare
+                if fs is None:        # not attached to a model: no usage known
+                    out += wf
+                else:
+                    fs.observe(view.running, now, self._started)
+                    self._started = []
+                    out += wf * fs.factor_of_rows(rows, now)
+            if wp:
+                out += wp * _gather(self._partition, rows)
+            if wq:
+                out += wq * _gather(self._qos, rows)
+        return out
+
+    def order(self, view: SchedulerView) -> np.ndarray:
+        """Queue slots in Slurm's evaluation order: priority, submit time, arrival."""
+        q = view.queue
+        slots = q.slots()
+        if not self._ordered:
+            return slots[np.lexsort((slots, q.submit[slots]))]
+        return slots[np.lexsort((slots, q.submit[slots], -self.priority(view, slots)))]
+
+    def decide(self, view: SchedulerView) -> Iterator[Decision]:
+        """Decisions for this pass (a generator: each is applied before the next)."""
+        q, cl = view.queue, view.cluster
+        if not q.count or cl.free <= 0 or (cl.free_mem == math.inf and q.smallest > cl.free):
+            return ()       # no queued job fits in what is free: nothing can start
+        return self._decide(view)
+
+    def _decide(self, view: SchedulerView) -> Iterator[Decision]:
+        q, cl = view.queue, view.cluster
+        order = self.order(view)
+        jobs = q.jobs
+        track = self._fairshare is not None
+        i, n = 0, len(order)
+        while i < n:          # the main scheduler: strict priority order
+            job = jobs[order[i]]
+            if job.procs > cl.free or job.mem > cl.free_mem:
+                break
+            yield _new(Decision, (START, job, _READY, "fits at head", _NAN, True))
+            if track:
+                self._started.append(job)
+            i += 1
+        if i == n or cl.free <= 0:
+            return
+        for d in _backfill(view, order[i:], self.params):
+            yield d
+            if track:
+                self._started.append(d.job)
+
+
+def make_slurm_policy(text: str = "", scenario: Mapping | None = None, *,
+                      where: str = "policy") -> SlurmPolicy:
+    """The ``slurm`` policy of a name's parameters (``text``, after ``slurm:``)
+    over a scenario's ``scheduler.slurm`` mapping (Slurm's defaults under both)."""
+    base = parse_slurm_params(scenario, where="scheduler.slurm") if scenario else None
+    return SlurmPolicy(parse_slurm_params(text, base=base, where=where, name=True))

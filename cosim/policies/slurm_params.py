@@ -1,0 +1,291 @@
+"""Slurm's scheduling knobs by their slurm.conf names: parsing, defaults, the policy-name form.
+
+``slurm`` alone is Slurm's documented defaults; ``slurm:KEY=VALUE,KEY=VALUE``
+sets knobs in the policy name, and a scenario's ``scheduler.slurm`` mapping
+sets them for every ``slurm`` policy it runs (the name wins where both say
+a knob). Keys are slurm.conf's, matched case-insensitively as slurm.conf
+matches them ("The contents of the file are case insensitive except for the
+names of nodes and partitions", slurm.conf(5)).
+
+Priority (priority/multifactor, https://slurm.schedmd.com/priority_multifactor.html):
+
+- ``PriorityWeightAge``, ``PriorityWeightJobSize``, ``PriorityWeightFairshare``,
+  ``PriorityWeightPartition``, ``PriorityWeightQOS``: integers >= 0, default 0
+  (slurm.conf(5): "The default value is 0"). Every weight 0 makes every
+  priority equal, and Slurm then evaluates jobs by submit time, then job id
+  (the evaluation order in priority_multifactor.html): first in, first out.
+- ``PriorityMaxAge``: the wait at which the age factor reaches 1; default
+  ``7-0`` (7 days).
+- ``PriorityFavorSmall``: ``YES`` makes the job-size factor favour small
+  jobs; default ``NO``.
+- ``PriorityDecayHalfLife``: the half-life of past usage in the fair-share
+  factor; default ``7-0``; ``0`` disables decay.
+- ``PriorityUsageResetPeriod``: ``NONE`` (default), ``NOW`` (a reset at start:
+  the same as NONE for a run that starts without usage), ``DAILY``,
+  ``WEEKLY``, ``MONTHLY``, ``QUARTERLY``, ``YEARLY``: usage is cleared at
+  every such boundary of simulated time (counted from the workload's time 0;
+  a month is 30 days, a quarter 91, a year 365).
+
+Time values take slurm.conf's forms: minutes, ``MM:SS``, ``HH:MM:SS``,
+``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``.
+
+Backfill (sched/backfill, ``SchedulerParameters`` in slurm.conf(5) and
+https://slurm.schedmd.com/sched_config.html):
+
+- ``bf_window``: minutes ahead in which a job may be planned; default 1440
+  (one day).
+- ``bf_max_job_test``: how many jobs the backfill pass plans, in priority
+  order; default 500 (Slurm before 20.11: 100); at most 1,000,000.
+- ``bf_resolution``: seconds; planned times are whole multiples of it from
+  the pass's start; default 60.
+
+Scenario-only (mappings have no policy-name form): ``partitions``, a mapping
+from a partition (or queue) label to its ``PriorityJobFactor``, and ``qos``, a
+mapping from a QOS label to its ``Priority``; factors are normalised by the
+largest (slurm.conf's PartitionName=... PriorityJobFactor; sacctmgr's QOS
+Priority). A label the mapping lacks has factor 0; without a mapping every
+job's factor is 1 (no effect on the order).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from cosim.errors import ScenarioError
+
+__all__ = ["SlurmParams", "parse_slurm_params", "parse_slurm_time", "format_slurm_time",
+           "RESET_PERIODS", "SLURM_KEYS", "SLURM_PREFIX"]
+
+SLURM_PREFIX = "slurm"
+#: PriorityUsageResetPeriod values and their length in seconds (0: never).
+RESET_PERIODS = {"NONE": 0.0, "NOW": 0.0, "DAILY": 86400.0, "WEEKLY": 7 * 86400.0,
+                 "MONTHLY": 30 * 86400.0, "QUARTERLY": 91 * 86400.0,
+                 "YEARLY": 365 * 86400.0}
+_WEIGHT_MAX = 4294967295          # slurm.conf weights are 32-bit unsigned integers
+_DEPTH_MAX = 1_000_000            # bf_max_job_test's documented upper bound
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_slurm_time(text: str) -> float:
+    """Seconds of a slurm.conf time string (a bare number is minutes).
+
+    Examples:
+        >>> parse_slurm_time("7-0"), parse_slurm_time("90"), parse_slurm_time("1-12:30")
+        (604800.0, 5400.0, 131400.0)
+
+    Raises:
+        ValueError: not one of the forms (see the module docstring).
+    """
+    m = _TIME.match(str(text).strip())
+    if not m:
+        raise ValueError(text)
+    days, a, b, c = m.groups()
+    a, b, c = int(a), None if b is None else int(b), None if c is None else int(c)
+    if days is not None:             # D-HH[:MM[:SS]]
+        return float(int(days) * 86400 + a * 3600 + (b or 0) * 60 + (c or 0))
+    if c is not None:                # HH:MM:SS
+        return float(a * 3600 + b * 60 + c)
+    if b is not None:                # MM:SS
+        return float(a * 60 + b)
+    return float(a * 60)             # minutes
+
+
+def format_slurm_time(seconds: float) -> str:
+    """The slurm.conf form of whole seconds (``D-HH:MM:SS``, trimmed).
+
+    Examples:
+        >>> format_slurm_time(604800), format_slurm_time(5400), format_slurm_time(90061)
+        ('7-0', '1:30:00', '1-01:01:01')
+    """
+    s = int(round(seconds))
+    days, rest = divmod(s, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    if days and not (m or sec):
+        return f"{days}-{h}"
+    if days:
+        return f"{days}-{h:02d}:{m:02d}:{sec:02d}"
+    return f"{h}:{m:02d}:{sec:02d}"
+
+
+@dataclass(frozen=True)
+class SlurmParams:
+    """The knobs of a ``slurm`` policy (see the module docstring); times in seconds."""
+
+    PriorityWeightAge: int = 0
+    PriorityWeightJobSize: int = 0
+    PriorityWeightFairshare: int = 0
+    PriorityWeightPartition: int = 0
+    PriorityWeightQOS: int = 0
+    PriorityMaxAge: float = 7 * 86400.0
+    PriorityFavorSmall: bool = False
+    PriorityDecayHalfLife: float = 7 * 86400.0
+    PriorityUsageResetPeriod: str = "NONE"
+    bf_window: int = 1440
+    bf_max_job_test: int = 500
+    bf_resolution: int = 60
+    partitions: tuple[tuple[str, float], ...] = ()
+    qos: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def weights(self) -> tuple[int, int, int, int, int]:
+        """(age, job size, fair-share, partition, QOS)."""
+        return (self.PriorityWeightAge, self.PriorityWeightJobSize, self.PriorityWeightFairshare,
+                self.PriorityWeightPartition, self.PriorityWeightQOS)
+
+    def name_items(self) -> list[tuple[str, str]]:
+        """``(key, value)`` of every knob that differs from Slurm's default, in
+        slurm.conf spelling (the mappings, which have no name form, left out)."""
+        default = SlurmParams()
+        out = []
+        for f in fields(self):
+            if f.name in ("partitions", "qos"):
+                continue
+            value = getattr(self, f.name)
+            if value != getattr(default, f.name):
+                out.append((f.name, _format_value(f.name, value)))
+        return out
+
+    def policy_name(self) -> str:
+        """The canonical policy name: ``slurm`` or ``slurm:KEY=VALUE,...``."""
+        items = self.name_items()
+        return SLURM_PREFIX + (":" + ",".join(f"{k}={v}" for k, v in items) if items else "")
+
+
+_FIELDS = {f.name.lower(): f.name for f in fields(SlurmParams)}
+#: The knob names, in slurm.conf spelling.
+SLURM_KEYS = tuple(f.name for f in fields(SlurmParams))
+_EXPECTED = {
+    "PriorityWeightAge": f"an integer 0..{_WEIGHT_MAX}",
+    "PriorityMaxAge": "a slurm.conf time above 0 (minutes, D-HH, D-HH:MM[:SS], HH:MM:SS)",
+    "PriorityFavorSmall": "YES or NO",
+    "PriorityDecayHalfLife": "a slurm.conf time (0: no decay)",
+    "PriorityUsageResetPeriod": ", ".join(RESET_PERIODS),
+    "bf_window": "whole minutes 1..43200",
+    "bf_max_job_test": f"an integer 1..{_DEPTH_MAX}",
+    "bf_resolution": "whole seconds 1..3600",
+    "partitions": "a mapping of partition label to PriorityJobFactor (a number >= 0)",
+    "qos": "a mapping of QOS label to Priority (a number >= 0)",
+}
+for _w in ("JobSize", "Fairshare", "Partition", "QOS"):
+    _EXPECTED[f"PriorityWeight{_w}"] = _EXPECTED["PriorityWeightAge"]
+
+
+def _format_value(key: str, value) -> str:
+    if key in ("PriorityMaxAge", "PriorityDecayHalfLife"):
+        return format_slurm_time(value)
+    if key == "PriorityFavorSmall":
+        return "YES" if value else "NO"
+    return str(value)
+
+
+def _integer(text, lo: int, hi: int) -> int:
+    if isinstance(text, bool):
+        raise ValueError(text)
+    if isinstance(text, float):
+        if not text.is_integer():
+            raise ValueError(text)
+        text = int(text)
+    value = int(str(text).strip())
+    if not lo <= value <= hi:
+        raise ValueError(text)
+    return value
+
+
+def _mapping(value) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, Mapping):
+        raise ValueError(value)
+    out = []
+    for label, factor in value.items():
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                or not (math.isfinite(factor) and factor >= 0):
+            raise ValueError(value)
+        out.append((str(label), float(factor)))
+    return tuple(sorted(out))
+
+
+def _convert(key: str, value):
+    """The typed value of one knob; ValueError when it is not what the knob takes."""
+    if key.startswith("PriorityWeight"):
+        return _integer(value, 0, _WEIGHT_MAX)
+    if key == "PriorityMaxAge":
+        seconds = parse_slurm_time(value)
+        if seconds <= 0:
+            raise ValueError(value)
+        return seconds
+    if key == "PriorityDecayHalfLife":
+        return parse_slurm_time(value)
+    if key == "PriorityFavorSmall":
+        word = str(value).strip().upper()
+        if isinstance(value, bool):
+            return value
+        if word not in ("YES", "NO", "1", "0", "TRUE", "FALSE"):
+            raise ValueError(value)
+        return word in ("YES", "1", "TRUE")
+    if key == "PriorityUsageResetPeriod":
+        word = str(value).strip().upper()
+        if word not in RESET_PERIODS:
+            raise ValueError(value)
+        return word
+    if key == "bf_window":
+        return _integer(value, 1, 43200)
+    if key == "bf_max_job_test":
+        return _integer(value, 1, _DEPTH_MAX)
+    if key == "bf_resolution":
+        return _integer(value, 1, 3600)
+    return _mapping(value)
+
+
+def parse_slurm_params(items: Mapping | str | None, *, base: SlurmParams | None = None,
+                       where: str = "scheduler.slurm", name: bool = False) -> SlurmParams:
+    """``base`` (Slurm's defaults when None) with the knobs ``items`` sets.
+
+    Args:
+        items: a mapping (a scenario's ``scheduler.slurm``) or the text after
+            ``slurm:`` in a policy name (``KEY=VALUE,KEY=VALUE``).
+        where: the file and key path or flag, for messages.
+        name: ``items`` came from a policy name (the mappings are refused there).
+
+    Raises:
+        ScenarioError: an unknown key, a bad value, a key given twice; the
+            message names the key, what was found and what is expected.
+    """
+    base = base or SlurmParams()
+    if items is None or items == "":
+        return base
+    pairs: list[tuple[str, object]] = []
+    if isinstance(items, str):
+        for part in items.split(","):
+            key, eq, value = part.partition("=")
+            if not eq or not key.strip():
+                raise ScenarioError(where, repr(part), "KEY=VALUE with KEY a slurm.conf name "
+                                    f"({', '.join(SLURM_KEYS[:-2])})")
+            pairs.append((key.strip(), value.strip()))
+    elif isinstance(items, Mapping):
+        pairs = [(str(k), v) for k, v in items.items()]
+    else:
+        raise ScenarioError(where, type(items).__name__, "a mapping of slurm.conf names to values")
+    changes: dict[str, object] = {}
+    for key, value in pairs:
+        canonical = _FIELDS.get(key.lower())
+        if canonical is None or (name and canonical in ("partitions", "qos")):
+            known = SLURM_KEYS if not name else SLURM_KEYS[:-2]
+            raise ScenarioError(f"{where}: {key}", "an unknown key",
+                                f"one of {', '.join(known)}")
+        if canonical in changes:
+            raise ScenarioError(f"{where}: {key}", "a key given twice", "each key once")
+        try:
+            changes[canonical] = _convert(canonical, value)
+        except (ValueError, TypeError):
+            raise ScenarioError(f"{where}: {canonical}", repr(value),
+                                _EXPECTED[canonical]) from None
+    return _replace(base, changes)
+
+
+def _replace(base: SlurmParams, changes: dict) -> SlurmParams:
+    values = {f.name: getattr(base, f.name) for f in fields(base)}
+    values.update(changes)
+    return SlurmParams(**values)
