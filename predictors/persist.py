@@ -10,7 +10,8 @@ A saved model is a folder:
   ``state_dict.pt`` (tensors only, read back with
   ``torch.load(..., weights_only=True)``) plus a nested ``runtime/`` model for
   :class:`~predictors.remaining.RemainingTimeRegressor`; ``history.json``
-  for :class:`~predictors.history.UserHistoryRegressor`.
+  for :class:`~predictors.history.UserHistoryRegressor`; ``model.ubj`` for
+  :class:`~predictors.trace.TraceRuntimeRegressor` too.
 
 The folder is written under a temporary name next to the target and renamed
 into place, so an interrupted save never leaves a half-written model that
@@ -67,6 +68,7 @@ KNOWN_CLASSES: Mapping[str, str] = {
     "predictors.runtime.RuntimeRegressor": "predictors.runtime",
     "predictors.remaining.RemainingTimeRegressor": "predictors.remaining",
     "predictors.history.UserHistoryRegressor": "predictors.history",
+    "predictors.trace.TraceRuntimeRegressor": "predictors.trace",
 }
 
 # Every Persistable subclass by class name (filled by __init_subclass__); load
