@@ -2,12 +2,13 @@
 
 ``reference/cli.md`` comes from the argparse parsers of ``python -m cosim``,
 ``python -m agents`` and ``python -m predictors``; ``reference/scenario.md``
-from the pydantic models of :mod:`cosim.config`. ``mkdocs.yml`` names this
+from the pydantic models of :mod:`cosim.config`; ``reference/api.md`` names
+the modules whose docstrings mkdocstrings renders. ``mkdocs.yml`` names this
 file as a hook: every build makes both pages from the code it documents, so
 they cannot fall behind an option or a key, and they are not committed. To
 read them without building the site::
 
-    python docs/gen_reference.py        # writes docs/reference/cli.md and scenario.md (ignored by git)
+    python docs/gen_reference.py        # writes docs/reference/*.md (ignored by git)
 """
 
 from __future__ import annotations
@@ -192,7 +193,55 @@ def scenario_page() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-PAGES = {"cli.md": cli_page, "scenario.md": scenario_page}
+# -- the Python API ----------------------------------------------------------------
+
+#: The API page's sections: a title and the modules documented from their docstrings.
+API_SECTIONS = [
+    ("Scenarios and the model", ["cosim.config", "cosim.model", "cosim.actors.scheduler"]),
+    ("Policies", ["cosim.policies"]),
+    ("Metrics", ["cosim.metrics"]),
+    ("Evaluation protocol", ["cosim.evaluation"]),
+    ("The Gymnasium environment", ["cosim.env", "cosim.vector"]),
+    ("Agents", ["agents"]),
+    ("Predictors", ["predictors"]),
+]
+
+
+def _defining_modules(package: str) -> dict[str, list[str]]:
+    """The modules that define a package's public names (``__all__``), with those names.
+
+    ``agents`` imports its learning parts on first use, which a reader of the
+    source cannot follow, so the page documents each name where it is defined.
+    """
+    import importlib
+
+    module = importlib.import_module(package)
+    found: dict[str, list[str]] = {}
+    for name in getattr(module, "__all__", []):
+        owner = getattr(getattr(module, name), "__module__", package) or package
+        found.setdefault(owner if owner.startswith(package) else package, []).append(name)
+    return found
+
+
+def api_page() -> str:
+    out = ["# Python API", "",
+           "The public names of each package, from their docstrings. The",
+           "[architecture page](../architecture.md) says how the parts fit together;",
+           "[Embedding in a larger SimPy model](../guide/embedding.md) and",
+           "[The Gymnasium environment](../guide/env.md) show them at work.", ""]
+    for title, modules in API_SECTIONS:
+        out += [f"## {title}", ""]
+        for name in modules:
+            owners = _defining_modules(name) if name == "agents" else {name: None}
+            for owner, members in sorted(owners.items()):
+                out.append(f"::: {owner}")
+                if members is not None:
+                    out += ["    options:", f"      members: [{', '.join(members)}]"]
+                out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+PAGES = {"cli.md": cli_page, "scenario.md": scenario_page, "api.md": api_page}
 
 
 def on_files(files, config):
