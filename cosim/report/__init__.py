@@ -13,10 +13,14 @@
 
 It writes PNGs (matplotlib, Agg backend, nothing displayed) and
 ``report.html`` next to them; the page references the images by relative
-path and has no other dependency. Figures: utilization and queue length over
-time; wait and bounded-slowdown CDFs per policy; wait and bounded slowdown by
-job-size class; execution-mode shares; one Gantt chart per policy for runs of
-at most ``gantt_max_jobs`` jobs.
+path and has no other dependency. The page is titled by the scenario and
+says its seed; it leads with the headline table (starvation beside the
+means, a mark on a policy that starved a job for a week). Figures, page-wide:
+a Kiviat chart as one small radar per policy; utilization and queue length
+over time; wait and bounded-slowdown CDFs per policy; wait and bounded
+slowdown by job-size class; execution-mode shares; then, folded, one Gantt
+chart per policy for runs of at most ``gantt_max_jobs`` jobs (thumbnails
+that open full size) and the table of every metric.
 
 Examples:
     >>> write_report("results/lublin_easy")  # doctest: +SKIP
@@ -155,8 +159,11 @@ def _workload_notes(runs: list[Run]) -> list[str]:
     s = runs[0].summary
     out = []
     src = runs[0].meta.get("workload")
-    if src:
-        out.append(f"Workload: {src}.")
+    if isinstance(src, str) and src:
+        # The generators' seeds are drawn from the scenario's seed (cosim.model.streams):
+        # the page shows that one, in its heading, and not these.
+        shown = re.sub(r"\(\)", "", re.sub(r"(, )?\bseed=\d+", "", src)).replace("(, ", "(")
+        out.append(f"Workload: {shown}.")
     if s.get("machine_source"):
         out.append(f"Machine size ({runs[0].meta.get('cores', '?')} cores) from: "
                    f"{s['machine_source']}.")
@@ -174,8 +181,57 @@ def _workload_notes(runs: list[Run]) -> list[str]:
     return out
 
 
+def _heading(root: Path, runs: list[Run]) -> tuple[str, str]:
+    """The page's title (the scenario's name) and the line under it: the
+    scenario's description, its own seed, the policies, jobs and machine."""
+    meta = runs[0].meta
+    name = meta.get("scenario")
+    if not isinstance(name, str) or not name:
+        name = root.resolve().name or "results"
+    parts = []
+    description = _scenario_description(root)
+    if description:
+        parts.append(description.rstrip(".") + ".")
+    seed = meta.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        parts.append(f"Seed {seed}.")
+    policies = ", ".join(r.name for r in runs)
+    parts.append(f"{len(runs)} {'policy' if len(runs) == 1 else 'policies'}: {policies}.")
+    jobs = runs[0].summary.get("jobs_total")
+    cores = meta.get("cores")
+    if isinstance(jobs, int) and isinstance(cores, int):
+        parts.append(f"{jobs:,} jobs on {cores:,} {'nodes' if _node_granular(root) else 'cores'}.")
+    return f"cosim report: {name}", " ".join(parts)
+
+
+def _scenario_file(root: Path) -> dict[str, Any]:
+    """The resolved ``scenario.yaml`` a run saved beside its results, or {} when
+    there is none or it does not read as a mapping (it is only shown)."""
+    import yaml
+
+    path = root / "scenario.yaml"
+    try:
+        if not path.is_file() or path.stat().st_size > 1_000_000:
+            return {}
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _scenario_description(root: Path) -> str:
+    d = _scenario_file(root).get("description")
+    return d.strip() if isinstance(d, str) else ""
+
+
+def _node_granular(root: Path) -> bool:
+    cluster = _scenario_file(root).get("cluster")
+    return isinstance(cluster, dict) and cluster.get("granularity") == "node"
+
+
 def _html(runs: list[Run], images: list[tuple[str, str]], notes: list[str],
-          warnings: list[str] | None = None) -> str:
+          warnings: list[str] | None = None, *, heading: tuple[str, str] = ("", ""),
+          gantts: list[tuple[str, str]] | None = None) -> str:
     keys = [k for k in _MAIN_KEYS if any(k in r.summary for r in runs)]
     rest = sorted({k for r in runs for k in r.summary} - set(keys))
     rows = []
@@ -189,12 +245,14 @@ def _html(runs: list[Run], images: list[tuple[str, str]], notes: list[str],
     figs = "\n".join(
         f'<figure><img src="{html.escape(src)}" alt="{html.escape(cap)}">'
         f"<figcaption>{html.escape(cap)}</figcaption></figure>" for src, cap in images)
+    gantt_html = _gantt_html(gantts or [])
     warn_html = ""
     if warnings:
         warn_html = ('<div class="warnings" id="warnings"><strong>Warnings</strong><ul>'
                      + "".join(f"<li>{html.escape(w)}</li>" for w in warnings) + "</ul></div>")
     note_html = "".join(f"<li>{html.escape(n)}</li>" for n in notes + _workload_notes(runs))
-    title = "cosim report: " + ", ".join(r.name for r in runs)
+    title, lede = heading
+    title = title or "cosim report: " + ", ".join(r.name for r in runs)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -216,12 +274,18 @@ td {{ overflow-wrap: break-word; max-width: 22em; }}
 table.headline td {{ white-space: nowrap; }}
 .scroll {{ overflow-x: auto; max-width: 100%; }}
 .warnings {{ border-left: 4px solid #dd8452; background: #fff6ee; padding: 0.3em 1em; }}
-img {{ max-width: 100%; }}
+img {{ max-width: 100%; height: auto; }}
 figure {{ margin: 1em 0; }}
+p.lede {{ color: #333; margin-top: -0.4em; }}
+.gantts {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr));
+  gap: 0.6em; }}
+.gantts figure {{ margin: 0; }}
+.gantts img {{ width: 100%; border: 1px solid #ddd; }}
 figcaption {{ font-size: 0.85em; color: #555; }}
 </style></head>
 <body>
 <h1>{html.escape(title)}</h1>
+<p class="lede" id="lede">{html.escape(lede)}</p>
 <h2 id="summary">Headline metrics</h2>
 <div class="scroll">{_headline_html(runs)}</div>
 <p>&darr; lower is better, &uarr; higher is better; &#9733; marks the best policy of a
@@ -235,6 +299,7 @@ under which a job waited more than a week.</p>
 <ul>{note_html}</ul>
 <h2 id="figures">Figures</h2>
 {figs}
+{gantt_html}
 <h2 id="metrics">All metrics</h2>
 <details id="all-metrics"><summary>Every key of <code>summary.json</code>, with its unit and
 definition (full definitions: <code>docs/metrics.md</code>)</summary>
@@ -247,6 +312,20 @@ definition (full definitions: <code>docs/metrics.md</code>)</summary>
 </details>
 </body></html>
 """
+
+
+def _gantt_html(gantts: list[tuple[str, str]]) -> str:
+    """The Gantt charts on demand: folded, as thumbnails that open the full chart."""
+    if not gantts:
+        return ""
+    cells = "\n".join(
+        f'<figure><a href="{html.escape(src)}"><img src="{html.escape(src)}" loading="lazy" '
+        f'alt="Gantt chart: {html.escape(name)}"></a><figcaption>{html.escape(name)}'
+        "</figcaption></figure>" for src, name in gantts)
+    return (f'<details id="gantt-charts"{" open" if len(gantts) == 1 else ""}><summary>Gantt '
+            f"charts, one per policy ({len(gantts)}): grey = queued, colour = running by "
+            "execution mode; a chart opens full size</summary>\n"
+            f'<div class="gantts">{cells}</div></details>')
 
 
 def _slug(name: str, taken: set[str]) -> str:
@@ -356,9 +435,10 @@ def write_report(results_dir: str | os.PathLike, *,
         images.append((fname, caption))
 
     if len(runs) > 1:
-        add("kiviat.png", "Kiviat chart of the headline metrics: on each axis a policy "
-            "scores best/value (lower is better) or value/best (higher is better), so 1, "
-            "the outer ring, is the best policy on that axis",
+        add("kiviat.png", "Kiviat chart of the headline metrics, one radar per policy with "
+            "the others in grey: on each axis a policy scores best/value (lower is better) "
+            "or value/best (higher is better), so 1, the outer ring, is the best policy on "
+            "that axis",
             lambda p: _plot_kiviat(runs, p))
     add("timeseries.png", "Utilization and queue length over time",
         lambda p: _plot_time(runs, p))
@@ -369,6 +449,7 @@ def write_report(results_dir: str | os.PathLike, *,
     add("modes.png", "Execution mode shares (by jobs and by core-hours)",
         lambda p: _plot_modes(runs, p))
     taken: set[str] = set()
+    gantts: list[tuple[str, str]] = []
     for r in runs:
         if r.jobs.num_rows > gantt_max_jobs:
             notes.append(f"{r.name}: no Gantt chart ({r.jobs.num_rows} jobs, more than "
@@ -376,16 +457,17 @@ def write_report(results_dir: str | os.PathLike, *,
             continue
         if r.jobs.num_rows == 0:
             continue
-        add(f"gantt_{_slug(r.name, taken)}.png", f"Gantt chart: {r.name}",
-            lambda p, r=r: _plot_gantt(r, p))
+        fname = f"gantt_{_slug(r.name, taken)}.png"
+        add(fname, f"Gantt chart: {r.name}", lambda p, r=r: _plot_gantt(r, p))
+        gantts.append((images.pop()[0], r.name))    # shown folded, apart from the figures
     # Figures of an earlier report that this one did not draw (another
     # policy's Gantt chart), and temporary files of a report that was killed.
-    drawn = {name for name, _ in images}
+    drawn = {name for name, _ in images} | {name for name, _ in gantts}
     for stale in list(root.glob("gantt_*.png")) + list(root.glob(".*.tmp*")):
         if stale.name not in drawn and stale.is_file():
             stale.unlink(missing_ok=True)
     out = root / "report.html"
-    text = _html(runs, images, notes, warnings)
+    text = _html(runs, images, notes, warnings, heading=_heading(root, runs), gantts=gantts)
     with _writing(out):  # removes its temporary file when it fails
         records.write_bytes_atomic(out, text)
     return out

@@ -20,6 +20,10 @@ from cosim.report.runs import (
     size_classes,
 )
 
+#: Width in inches of the page-wide figures: at 100 dpi they fill the page's
+#: 1,300-pixel column at their own size (narrower ones left a third of it empty).
+PAGE_WIDTH_IN = 12.5
+
 
 def _pyplot():
     import matplotlib
@@ -73,7 +77,7 @@ def _plot_time(runs: list[Run], path: Path) -> bool:
                                      max_points=_SMOOTH_BINS)
         series.append((run, color, ts))
     n = max(1, len(series))
-    fig = plt.figure(figsize=(9, 0.75 * n + 3.0))
+    fig = plt.figure(figsize=(PAGE_WIDTH_IN, 0.75 * n + 3.0))
     grid = fig.add_gridspec(n + 1, 1, height_ratios=[1] * n + [max(2.0, n * 0.45)], hspace=0.12)
     ax_q = fig.add_subplot(grid[n])
     for i, (run, color, ts) in enumerate(series):
@@ -115,7 +119,7 @@ def _cdf_points(x: np.ndarray, k: int = 1000) -> tuple[np.ndarray, np.ndarray]:
 
 def _plot_cdfs(runs: list[Run], per: list[dict], path: Path) -> None:
     plt = _pyplot()
-    fig, (ax_w, ax_b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_w, ax_b) = plt.subplots(1, 2, figsize=(PAGE_WIDTH_IN, 4))
     for run, pj, color in zip(runs, per, _colors(len(runs)), strict=True):
         fin = pj["finished"]
         if not fin.any():
@@ -138,7 +142,7 @@ def _plot_cdfs(runs: list[Run], per: list[dict], path: Path) -> None:
     if labels:
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
                    frameon=False)
-    fig.set_size_inches(10, 4 + 0.25 * rows)
+    fig.set_size_inches(PAGE_WIDTH_IN, 4 + 0.25 * rows)
     _margins(fig, wspace=0.25, bottom=0.6 + 0.25 * rows)
     _save(fig, path)
 
@@ -147,7 +151,7 @@ def _plot_by_size(runs: list[Run], per: list[dict], path: Path) -> None:
     """Boxes of wait and bsld per size class (:func:`size_classes` of the machine);
     classes no policy has a finished job in are left out, and said so."""
     plt = _pyplot()
-    fig, (ax_w, ax_b) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    fig, (ax_w, ax_b) = plt.subplots(2, 1, figsize=(PAGE_WIDTH_IN, 6.0), sharex=True)
     cores = max([int(r.meta.get("cores") or 0) for r in runs]
                 + [int(np.max(r.jobs["procs"])) if r.jobs.num_rows else 1 for r in runs])
     classes = size_classes(cores)
@@ -201,7 +205,7 @@ def _plot_modes(runs: list[Run], path: Path) -> None:
     on the left, core-hours on the right, so names never collide."""
     plt = _pyplot()
     n = len(runs)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 0.45 * n + 1.3), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH_IN, 0.45 * n + 1.3), sharey=True)
     rows = np.arange(n)[::-1]   # the first policy on top
     for ax, (key, title) in zip(axes, (("mode_jobs", "share of finished jobs"),
                                        ("mode_corehours", "share of their core-hours")),
@@ -285,8 +289,8 @@ def _plot_gantt(run: Run, path: Path) -> None:
 
 
 def _plot_kiviat(runs: list[Run], path: Path) -> bool:
-    """A radar chart of :func:`kiviat_scores`: one polygon per policy, the outer
-    ring is the best policy on each axis. False when no axis has a value."""
+    """Small multiples of :func:`kiviat_scores`, one radar per policy (the outer
+    ring is the best policy on each axis). False when no axis has a value."""
     fig = kiviat_figure(runs)
     if fig is None:
         return False
@@ -294,42 +298,78 @@ def _plot_kiviat(runs: list[Run], path: Path) -> bool:
     return True
 
 
+#: Short axis names for the small radars (the full names are in the caption's table).
+_KIVIAT_SHORT = {
+    "wait_mean": "mean wait", "wait_max": "max wait", "bsld_mean": "mean bsld",
+    "utilization": "utilization", "queue_len_mean": "mean queue", "fairness_jain": "Jain",
+    "wasted_core_hours": "waste", "wait_p99": "p99 wait", "starved_1w": "waited >1w",
+}
+KIVIAT_COLUMNS = 4        # radars per row
+_KIVIAT_CELL = (3.2, 2.8)  # inches of one radar's cell (width, height)
+
+
 def kiviat_figure(runs: list[Run]):
-    """The Kiviat chart's figure (unsaved), or None with fewer than three axes."""
+    """The Kiviat chart's figure (unsaved), or None with fewer than three axes.
+
+    One small radar per policy, :data:`KIVIAT_COLUMNS` to a row: the policy's
+    own polygon filled in its colour, every other policy's as a thin grey
+    outline behind it, so each shape reads on its own and against the rest
+    (seven filled polygons on one ring are a blur).
+    """
     scores = kiviat_scores([r.summary for r in runs])
     keys = list(scores)
     if len(keys) < 3:    # fewer than three axes draw no area
         return None
     plt = _pyplot()
     angles = np.linspace(0, 2 * np.pi, len(keys), endpoint=False)
-    # The ring keeps its place and size in inches; the figure widens for the
-    # legend's longest policy name (about 0.07 in a character at 8 pt), so
-    # no name is cut at the right edge.
-    longest = max(len(r.name) for r in runs)
-    width = max(8.5, 7.0 + 0.07 * longest)
-    fig = plt.figure(figsize=(width, 5.8))
-    # Room above and below the ring for the axis names (drawn at radius 1.1).
-    ax = fig.add_axes((1.45 / width, 0.08, 4.25 / width, 0.72), projection="polar")
-    for run, color, i in zip(runs, _colors(len(runs)), range(len(runs)), strict=True):
+    closed = np.append(angles, angles[0])
+    shapes = []
+    for i in range(len(runs)):
         vals = np.array([np.nan if scores[k][i] is None else scores[k][i] for k in keys])
-        closed_a, closed_v = np.append(angles, angles[0]), np.append(vals, vals[0])
-        ax.plot(closed_a, closed_v, color=color, lw=1.5, marker="o", ms=3, label=run.name)
-        ax.fill(closed_a, np.nan_to_num(closed_v), color=color, alpha=0.08)
-    # The axis names are drawn by hand outside the ring, anchored on their
-    # inner side: matplotlib centres tick labels on a circle just outside it,
-    # so a long name at 3 or 9 o'clock ran into the ring and the polygons.
-    ax.set_xticks(angles, [""] * len(keys))
-    for key, angle in zip(keys, angles, strict=True):
-        c, s = np.cos(angle), np.sin(angle)
-        ax.text(angle, 1.1, _LABELS.get(key, key), fontsize=8,
-                ha="left" if c > 0.2 else "right" if c < -0.2 else "center",
-                va="bottom" if s > 0.2 else "top" if s < -0.2 else "center")
-    ax.set_ylim(0, 1.0)
-    # Scores read between the first two axes, where no polygon vertex sits.
-    ax.set_rlabel_position(float(np.degrees(angles[1] / 2)))
-    ax.set_yticks([0.25, 0.5, 0.75, 1.0], ["0.25", "0.5", "0.75", "1"], fontsize=7)
-    # A figure title: an axes title sits just above the ring, on the top axis name.
-    fig.suptitle("score = ratio to the best policy on each axis (1 = best)", fontsize=9,
-                 x=3.57 / width, y=0.965)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.2, 1.05), frameon=False)
+        shapes.append(np.append(vals, vals[0]))
+    cols = min(KIVIAT_COLUMNS, len(runs))
+    rows = -(-len(runs) // cols)
+    cw, ch = _KIVIAT_CELL
+    top = 0.3 if cols > 2 else 0.45  # the figure title's band, inches (2 lines if narrow)
+    fig = plt.figure(figsize=(cw * cols, ch * rows + top))
+    width, height = fig.get_size_inches()
+    ring = 1.75                      # the ring's diameter in inches: room around it for names
+    for i, (run, color) in enumerate(zip(runs, _colors(len(runs)), strict=True)):
+        r, c = divmod(i, cols)
+        x0 = (c * cw + (cw - ring) / 2) / width
+        y0 = (height - top - (r + 1) * ch + 0.52) / height
+        ax = fig.add_axes((x0, y0, ring / width, ring / height), projection="polar")
+        for j, other in enumerate(shapes):
+            if j != i:
+                ax.plot(closed, other, color="#b0b0b0", lw=0.7, zorder=1)
+        ax.fill(closed, np.nan_to_num(shapes[i]), color=color, alpha=0.35, zorder=2)
+        ax.plot(closed, shapes[i], color=color, lw=1.8, marker="o", ms=3, zorder=3)
+        ax.set_xticks(angles, [""] * len(keys))
+        # Names drawn by hand outside the ring, anchored on their inner side, so
+        # a name at 3 or 9 o'clock never runs into the ring.
+        for key, angle in zip(keys, angles, strict=True):
+            co, si = np.cos(angle), np.sin(angle)
+            ax.text(angle, 1.12, _KIVIAT_SHORT.get(key, _LABELS.get(key, key)), fontsize=7,
+                    ha="left" if co > 0.2 else "right" if co < -0.2 else "center",
+                    va="bottom" if si > 0.2 else "top" if si < -0.2 else "center")
+        ax.set_ylim(0, 1.0)
+        ax.set_yticks([0.5, 1.0], ["", ""])
+        ax.tick_params(pad=0)
+        ax.spines["polar"].set_linewidth(0.6)
+        # The policy's name under its radar, in its colour; long names wrap.
+        fig.text((c + 0.5) * cw / width, (height - top - (r + 1) * ch + 0.12) / height,
+                 _wrapped(run.name, 34), ha="center", va="bottom", fontsize=8.5,
+                 color=color, fontweight="bold")
+    import textwrap
+
+    title = ("One radar per policy: score = ratio to the best policy on each axis "
+             "(outer ring = best); grey: the other policies")
+    # about 0.075 in a character at 9 pt: two lines on a narrow figure
+    fig.suptitle(textwrap.fill(title, int(width / 0.075)), fontsize=9, y=1 - 0.08 / height,
+                 va="top")
     return fig
+
+
+def _wrapped(name: str, width: int) -> str:
+    """``name`` cut into lines of at most ``width`` characters (names have no spaces)."""
+    return "\n".join(name[i:i + width] for i in range(0, len(name), width)) or " "
