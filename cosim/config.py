@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cosim.errors import InputError, ScenarioError, did_you_mean
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
-           "FaultsConfig", "PredictorConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
+           "FaultsConfig", "PredictorConfig", "RefitConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
            "scenario_from_dict", "read_scenario_dict", "set_path", "validation_error"]
 
 
@@ -197,6 +197,28 @@ class KillConfig(_Section):
     max_kills: int = Field(1, ge=0)
 
 
+class RefitConfig(_Section):
+    """When a model that learns from finished jobs is fit again during a run.
+
+    Exactly one of the two: ``{every_seconds: 604800}`` (each simulated week)
+    or ``{every_jobs: 5000}`` (each 5,000 finished jobs). A refit sees only
+    the jobs that had finished by then.
+
+    Attributes:
+        every_seconds: simulated seconds between refits.
+        every_jobs: finished jobs between refits.
+    """
+
+    every_seconds: float | None = Field(None, gt=0, allow_inf_nan=False)
+    every_jobs: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        if (self.every_seconds is None) == (self.every_jobs is None):
+            raise ValueError("exactly one of every_seconds and every_jobs")
+        return self
+
+
 class PredictorConfig(_Section):
     """What the scheduler sees as run times.
 
@@ -218,6 +240,8 @@ class PredictorConfig(_Section):
         allow_missing_requests: run ``history`` on a workload without
             requested times (its cap at the request would be the run time
             itself), which is refused otherwise.
+        refit: refit a model that learns from finished jobs during the run
+            (:class:`RefitConfig`); None: never.
     """
 
     runtime: Literal["estimate", "history", "xgboost", "rnn"] = "estimate"
@@ -231,6 +255,7 @@ class PredictorConfig(_Section):
     kill: KillConfig = KillConfig()
     allow_shared_history: bool = False
     allow_missing_requests: bool = False
+    refit: RefitConfig | None = None
 
 
 class PredictionServiceConfig(_Section):

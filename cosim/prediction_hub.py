@@ -31,7 +31,11 @@ A call may instead return a generator, which runs inside the scheduler's
 process and may yield SimPy events before returning the answer (the bridge
 does this to wait for an asyncio service). A backend that learns online
 (user history) also has ``observe(batch)``, called with the columns
-``job_id``, ``user``, ``req_time`` and ``runtime`` of each job that completes.
+``job_id``, ``user``, ``req_time``, ``runtime`` and ``end`` (the simulated time) of each
+job that completes. A backend that also has ``refit(now)`` is fit again on what it
+observed so far every ``refit_every_seconds`` of simulated time or every
+``refit_every_jobs`` completions (``predictor.refit``): it only ever learns from jobs
+that had finished.
 
 Two optional columns of a remaining batch carry the SCF view of the step
 under way when the workload's progress source has it (generated VASP jobs
@@ -178,6 +182,7 @@ class PredictionStats:
     fallback_reasons: dict[str, int] = field(default_factory=dict)
     versions: set[str] = field(default_factory=set)
     service_seconds: float = 0.0
+    refits: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"prediction_batches": self.batches,
@@ -186,7 +191,8 @@ class PredictionStats:
                 "prediction_fallbacks": self.fallbacks,
                 "prediction_fallback_reasons": dict(self.fallback_reasons),
                 "model_versions": sorted(self.versions),
-                "prediction_service_seconds": self.service_seconds}
+                "prediction_service_seconds": self.service_seconds,
+                "model_refits": self.refits}
 
 
 @dataclass
@@ -223,6 +229,9 @@ class PredictionHub(SchedulerHooks):
             process wakes the scheduler; progress is not an event).
         min_remaining: floor of a remaining-time prediction (s).
         feature_names: feature columns sent to the backend.
+        refit_every_seconds, refit_every_jobs: call the backend's ``refit(now)``
+            every so many simulated seconds or completed jobs (at most one of
+            the two; neither: never).
 
     Attributes:
         checks: progress checks whose answers were applied so far.
@@ -232,7 +241,8 @@ class PredictionHub(SchedulerHooks):
 
     def __init__(self, workload, backend: PredictionBackend | None, *,
                  remaining: bool = False, interval: float = 300.0, min_remaining: float = 30.0,
-                 feature_names: list[str] | None = None):
+                 feature_names: list[str] | None = None,
+                 refit_every_seconds: float | None = None, refit_every_jobs: int | None = None):
         self.workload = workload
         self.backend = backend
         self.use_remaining = remaining and workload.progress is not None
@@ -253,6 +263,10 @@ class PredictionHub(SchedulerHooks):
         self.checked: list[Job] = []
         self._last_tick = math.nan
         self._observe = getattr(backend, "observe", None)
+        self._refit = getattr(backend, "refit", None)
+        self.refit_every_seconds = refit_every_seconds
+        self.refit_every_jobs = refit_every_jobs
+        self._completed = 0
         self.scheduler: Scheduler | None = None
         # In process, remaining-time batches go as flat arrays (no per-job lists)
         # and, where every answer depends only on its own row, ahead of time.
@@ -296,6 +310,8 @@ class PredictionHub(SchedulerHooks):
         self.env = scheduler.env
         if self.use_remaining:
             self.env.process(self.check_progress())
+        if self._refit is not None and self.refit_every_seconds:
+            self.env.process(self._refit_timer())
 
     def job_queued(self, job: Job) -> None:
         """A requeued job (it ran before) is re-estimated at the next decision point."""
@@ -310,8 +326,23 @@ class PredictionHub(SchedulerHooks):
             self._answers.pop(job, None)
             self._asked_until.pop(job, None)
         if completed and self._observe is not None:
+            now = float(self.env.now)
             self._observe({"job_id": [job.id], "user": [job.user], "req_time": [job.req_time],
-                           "runtime": [self.env.now - job.start]})
+                           "runtime": [now - job.start], "end": [now]})
+            if self._refit is not None and self.refit_every_jobs:
+                self._completed += 1
+                if self._completed % self.refit_every_jobs == 0:
+                    self._refit_now()
+
+    def _refit_now(self) -> None:
+        self._refit(float(self.env.now))
+        self.stats.refits += 1
+
+    def _refit_timer(self) -> Generator:
+        """Process: refit the backend every ``refit_every_seconds`` (it wakes no one)."""
+        while True:
+            yield self.env.timeout(self.refit_every_seconds)
+            self._refit_now()
 
     def check_progress(self) -> Generator:
         """Process: wake the scheduler every ``interval`` while jobs run."""

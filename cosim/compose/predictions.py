@@ -158,9 +158,12 @@ def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload
         return None
     check_history_inputs(spec.predictor, scenario, workload)
     pc = scenario.predictor
+    refit = pc.refit
     return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
                          interval=pc.update_interval, min_remaining=pc.min_remaining,
-                         feature_names=feature_names or [])
+                         feature_names=feature_names or [],
+                         refit_every_seconds=refit.every_seconds if refit else None,
+                         refit_every_jobs=refit.every_jobs if refit else None)
 
 
 def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle):
