@@ -26,6 +26,9 @@ from cosim.policies.slurm_params import (
     format_slurm_time,
     parse_slurm_params,
     parse_slurm_time,
+    slurm_candidates,
+    slurm_conf,
+    slurm_space,
 )
 from cosim.workloads.base import Workload
 from cosim.workloads.swf import read_swf
@@ -366,3 +369,44 @@ def test_no_planned_start_is_delayed_by_a_lower_priority_job(running, queued, de
         used += sum(j.procs for j, t in zip(jobs, plan)
                     if t is not None and t <= tick < t + math.ceil(j.estimate / res) * res)
         assert used <= 8
+
+
+# --------------------------------------------------------------------------- tuning
+
+
+def test_the_search_space_covers_slurms_knobs_and_its_points_parse():
+    space = slurm_space()
+    assert set(space) == {"PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightFairshare",
+                          "PriorityMaxAge", "PriorityDecayHalfLife", "PriorityFavorSmall",
+                          "bf_window", "bf_max_job_test"}
+    points = slurm_candidates(40, seed=3)
+    assert points[0] == SlurmParams() and len(set(points)) == 40
+    assert slurm_candidates(40, seed=3) == points          # seeded
+    for p in points:
+        # every point is a policy name that parses back to itself
+        assert make_policy(p.policy_name()).params == p
+    tiny = slurm_candidates(10, space={"bf_max_job_test": ("1", "500")})
+    assert [p.policy_name() for p in tiny] == ["slurm", "slurm:bf_max_job_test=1"]
+
+
+def test_slurm_conf_lines_say_the_policy_in_slurms_own_terms():
+    text = slurm_conf("slurm:PriorityWeightAge=1000,PriorityMaxAge=1-0,PriorityFavorSmall=YES,"
+                      "bf_window=720,bf_max_job_test=100@history")
+    lines = text.splitlines()
+    assert lines[1:] == [
+        "PriorityType=priority/multifactor", "PriorityFlags=NO_FAIR_TREE",
+        "PriorityWeightAge=1000", "PriorityWeightJobSize=0", "PriorityWeightFairshare=0",
+        "PriorityWeightPartition=0", "PriorityWeightQOS=0", "PriorityMaxAge=1-0",
+        "PriorityFavorSmall=YES", "PriorityDecayHalfLife=7-0", "PriorityUsageResetPeriod=NONE",
+        "SchedulerType=sched/backfill",
+        "SchedulerParameters=bf_window=720,bf_max_job_test=100,bf_resolution=60"]
+    # the lines read back (KEY=VALUE) give the same knobs
+    knobs = dict(line.split("=", 1) for line in lines[3:11])
+    sched = dict(kv.split("=") for kv in lines[-1].split("=", 1)[1].split(","))
+    assert parse_slurm_params({**knobs, **sched}) == make_policy(
+        "slurm:PriorityWeightAge=1000,PriorityMaxAge=1-0,PriorityFavorSmall=YES,"
+        "bf_window=720,bf_max_job_test=100").params
+    with pytest.raises(ScenarioError, match="a slurm policy name"):
+        slurm_conf("fcfs+easy")
+    with pytest.raises(ScenarioError, match="bf_window: expected whole minutes"):
+        slurm_conf("slurm:bf_window=0")

@@ -57,7 +57,8 @@ from dataclasses import dataclass, fields
 from cosim.errors import ScenarioError
 
 __all__ = ["SlurmParams", "parse_slurm_params", "parse_slurm_time", "format_slurm_time",
-           "RESET_PERIODS", "SLURM_KEYS", "SLURM_PREFIX"]
+           "RESET_PERIODS", "SLURM_KEYS", "SLURM_PREFIX", "SLURM_SPACE", "slurm_space",
+           "slurm_candidates", "slurm_conf"]
 
 SLURM_PREFIX = "slurm"
 #: PriorityUsageResetPeriod values and their length in seconds (0: never).
@@ -289,3 +290,98 @@ def _replace(base: SlurmParams, changes: dict) -> SlurmParams:
     values = {f.name: getattr(base, f.name) for f in fields(base)}
     values.update(changes)
     return SlurmParams(**values)
+
+
+#: The search space over Slurm's knobs: candidate values per knob, in slurm.conf
+#: spelling. Weights only matter relative to each other (the order is that of a
+#: weighted sum), so three decades with 0 cover them; ``bf_max_job_test=1`` is EASY.
+SLURM_SPACE: dict[str, tuple[str, ...]] = {
+    "PriorityWeightAge": ("0", "100", "1000", "10000"),
+    "PriorityWeightJobSize": ("0", "100", "1000", "10000"),
+    "PriorityWeightFairshare": ("0", "100", "1000", "10000"),
+    "PriorityMaxAge": ("0:30:00", "6:00:00", "1-0", "7-0", "14-0"),
+    "PriorityDecayHalfLife": ("1-0", "7-0", "14-0"),
+    "PriorityFavorSmall": ("NO", "YES"),
+    "bf_window": ("720", "1440", "4320"),
+    "bf_max_job_test": ("1", "10", "100", "500"),
+}
+
+
+def slurm_space() -> dict[str, tuple[str, ...]]:
+    """The search space over Slurm's knobs (a fresh copy of :data:`SLURM_SPACE`)."""
+    return {k: tuple(v) for k, v in SLURM_SPACE.items()}
+
+
+def slurm_candidates(count: int, seed: int = 0,
+                     space: Mapping[str, tuple[str, ...]] | None = None) -> list[SlurmParams]:
+    """``count`` distinct points of the space: Slurm's defaults first, then uniform
+    random draws (seeded), duplicates skipped (fewer when the space is smaller).
+
+    Examples:
+        >>> [p.policy_name() for p in slurm_candidates(1)]
+        ['slurm']
+    """
+    import numpy as np
+
+    space = dict(space or SLURM_SPACE)
+    rng = np.random.default_rng(seed)
+    out, seen = [SlurmParams()], {SlurmParams()}
+    size = math.prod(len(v) for v in space.values())
+    tries = 0
+    while len(out) < min(count, size) and tries < 100 * count:
+        tries += 1
+        point = {k: v[int(rng.integers(len(v)))] for k, v in space.items()}
+        params = parse_slurm_params(point, where="slurm space")
+        if params not in seen:
+            seen.add(params)
+            out.append(params)
+    return out[:count]
+
+
+def slurm_conf(policy: str | SlurmParams) -> str:
+    """The slurm.conf lines of a ``slurm`` policy (a name or its knobs): the
+    multifactor priority with the classic fair-share this model computes,
+    and the backfill scheduler with its ``SchedulerParameters``.
+
+    Partition and QOS factors go in partition lines and the accounting
+    database, not in these lines: they are written as comments.
+
+    Raises:
+        ScenarioError: the name is not a ``slurm`` policy or has a bad knob.
+
+    Examples:
+        >>> print(slurm_conf("slurm:PriorityWeightAge=1000,bf_max_job_test=100"))  # doctest: +ELLIPSIS
+        # slurm.conf lines for slurm:PriorityWeightAge=1000,bf_max_job_test=100 (hpc-cosim)
+        PriorityType=priority/multifactor
+        PriorityFlags=NO_FAIR_TREE
+        PriorityWeightAge=1000
+        ...
+        SchedulerParameters=bf_window=1440,bf_max_job_test=100,bf_resolution=60
+    """
+    if isinstance(policy, SlurmParams):
+        p = policy
+    else:
+        name = str(policy).strip()
+        order = name.rpartition("@")[0] if "@" in name else name   # @PREDICTOR: not Slurm's
+        word, _, text = order.partition(":")
+        if word.lower() != SLURM_PREFIX:
+            raise ScenarioError("policy", repr(policy), "a slurm policy name (slurm or "
+                                "slurm:KEY=VALUE,...)")
+        p = parse_slurm_params(text, where=f"policy {policy!r}", name=True)
+    lines = [f"# slurm.conf lines for {p.policy_name()} (hpc-cosim)",
+             "PriorityType=priority/multifactor",
+             "PriorityFlags=NO_FAIR_TREE"]
+    for key in ("PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightFairshare",
+                "PriorityWeightPartition", "PriorityWeightQOS"):
+        lines.append(f"{key}={getattr(p, key)}")
+    for key in ("PriorityMaxAge", "PriorityFavorSmall", "PriorityDecayHalfLife",
+                "PriorityUsageResetPeriod"):
+        lines.append(f"{key}={_format_value(key, getattr(p, key))}")
+    for label, factor in p.partitions:
+        lines.append(f"# PartitionName={label} ... PriorityJobFactor={factor:g}")
+    for label, factor in p.qos:
+        lines.append(f"# sacctmgr modify qos {label} set Priority={factor:g}")
+    lines += ["SchedulerType=sched/backfill",
+              f"SchedulerParameters=bf_window={p.bf_window},bf_max_job_test={p.bf_max_job_test},"
+              f"bf_resolution={p.bf_resolution}"]
+    return "\n".join(lines)
