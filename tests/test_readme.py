@@ -146,3 +146,20 @@ def test_documented_commands_parse(doc, capsys):
                 err = capsys.readouterr().err.strip().splitlines()
                 pytest.fail(f"{doc}: `python -m {package} {shlex.join(args)}` is refused "
                             f"(exit {stop.code}): {err[-1] if err else ''}")
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_documented_policy_names_parse(doc):
+    # Every --policy NAME and --teacher/--base-policy/--paired NAME a page shows is
+    # a name of the policy grammar (checkpoint folders are not checked here).
+    from cosim.errors import InputError
+    from cosim.policies import parse_policy
+
+    for command in _commands((ROOT / doc).read_text()):
+        for _, args in _module_calls(command):
+            for flag, value in zip(args, args[1:]):
+                if flag in ("--policy", "--teacher", "--base-policy", "--paired"):
+                    try:
+                        parse_policy(value)
+                    except InputError as err:
+                        pytest.fail(f"{doc}: {flag} {value}: {err}")
