@@ -47,6 +47,7 @@ the pass ends without planning them (their plans could change no start now).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -129,40 +130,43 @@ def _fits_now(profile: Profile, procs: np.ndarray, mem: np.ndarray | None,
 
 
 class _Base:
-    """The running jobs' profile in time relative to now, ends rounded up to ``res``,
-    as sorted arrays: free units (and memory) only grow in it, so the first
-    segment with enough free is a lower bound on any job's start once plans
-    are added (the scans start there)."""
+    """The running jobs' profile in time relative to now, ends rounded up to ``res``:
+    free units (and memory) only grow in it, so the first segment with enough
+    free is a lower bound on any job's start once plans are added (the scans
+    start there). Built in plain Python: one pass over the sorted ends."""
+
+    __slots__ = ("times", "units", "mem", "profile")
 
     def __init__(self, view: SchedulerView, res: float):
         now = view.now
         cl = view.cluster
-        ends = view.ends()
-        t = np.fromiter((e[0] for e in ends), np.float64, len(ends))
-        t = np.where(t > now, np.ceil((t - now) / res) * res, 0.0)
-        procs = np.fromiter((e[2].procs for e in ends), np.float64, len(ends))
-        times, inv = np.unique(np.concatenate([[0.0], t]), return_inverse=True)
-        gain = np.bincount(inv[1:], procs, len(times))
-        self.times = times
-        self.units = cl.free + np.cumsum(gain)
-        self.mem = None
-        mem = np.full(len(times), cl.free_mem)
-        if cl.free_mem != math.inf and not cl.node_granular:
-            m = np.fromiter((e[2].mem for e in ends), np.float64, len(ends))
-            mem = cl.free_mem + np.cumsum(np.bincount(inv[1:], m, len(times)))
-            self.mem = mem
+        with_mem = cl.free_mem != math.inf and not cl.node_granular
+        ceil = math.ceil
+        times, units, mem = [0.0], [cl.free], [cl.free_mem]
+        last = 0.0
+        for t, _, job in view.ends():
+            t = ceil((t - now) / res) * res if t > now else 0.0
+            if t == last:
+                units[-1] += job.procs
+                if with_mem:
+                    mem[-1] += job.mem
+            else:
+                times.append(t)
+                units.append(units[-1] + job.procs)
+                mem.append(mem[-1] + job.mem if with_mem else mem[-1])
+                last = t
+        self.times, self.units = times, units
+        self.mem = mem if with_mem else None
         profile = Profile.__new__(Profile)
-        profile.times = times.tolist()
-        profile.units = [int(u) for u in self.units.tolist()]
-        profile.mem = mem.tolist()
+        profile.times, profile.units, profile.mem = times[:], units[:], mem[:]
         self.profile = profile
 
     def lower_bound(self, procs: int, mem: float) -> float:
         """The earliest time the running jobs alone leave ``procs`` (and ``mem``) free."""
-        k = int(np.searchsorted(self.units, procs, "left"))
+        k = bisect_left(self.units, procs)
         if self.mem is not None:
-            k = max(k, int(np.searchsorted(self.mem, mem, "left")))
-        return float(self.times[k]) if k < len(self.times) else math.inf
+            k = max(k, bisect_left(self.mem, mem))
+        return self.times[k] if k < len(self.times) else math.inf
 
 
 def _earliest(base: _Base, profile: Profile, procs: int, mem: float, d: float) -> float:
@@ -193,12 +197,13 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
         if not len(hits):
             return
         c = pos + int(hits[0])
-        for k in range(pos, min(c, depth)):         # they cannot start now: plan them
-            job = jobs[rest[k]]
-            d = float(dur[k])
-            t = _earliest(base, profile, job.procs, job.mem, d)
-            if t <= window:
-                profile.take(t, d, job.procs, job.mem)
+        stop = min(c, depth)
+        if stop > pos:                      # they cannot start now: plan them
+            for s, d in zip(rest[pos:stop].tolist(), dur[pos:stop].tolist()):
+                job = jobs[s]
+                t = _earliest(base, profile, job.procs, job.mem, d)
+                if t <= window:
+                    profile.take(t, d, job.procs, job.mem)
         job = jobs[rest[c]]
         d = float(dur[c])
         t = _earliest(base, profile, job.procs, job.mem, d)
