@@ -2,7 +2,8 @@
 
 ``reference/cli.md`` comes from the argparse parsers of ``python -m cosim``,
 ``python -m agents`` and ``python -m predictors``; ``reference/scenario.md``
-from the pydantic models of :mod:`cosim.config`; ``reference/api.md`` names
+from the pydantic models of :mod:`cosim.config`; ``reference/metrics.md``
+from :data:`cosim.metrics.METRIC_DEFINITIONS`; ``reference/api.md`` names
 the modules whose docstrings mkdocstrings renders. ``mkdocs.yml`` names this
 file as a hook: every build makes both pages from the code it documents, so
 they cannot fall behind an option or a key, and they are not committed. To
@@ -193,6 +194,22 @@ def scenario_page() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+# -- the metric keys ---------------------------------------------------------------
+
+
+def metrics_page() -> str:
+    from cosim.metrics import METRIC_DEFINITIONS
+
+    out = [GENERATED, "", "# Metric keys", "",
+           "Every key of a run's `summary.json`, with its one-line definition from",
+           "`cosim.metrics.METRIC_DEFINITIONS` (the report shows the same lines next to the",
+           "numbers). [Metrics](../metrics.md) defines each at length, with its formula;",
+           "[Result schemas](../schemas.md) gives the units and the other files of a run.", "",
+           "| key | definition |", "|---|---|"]
+    out += [f"| `{key}` | {_cell(text)} |" for key, text in METRIC_DEFINITIONS.items()]
+    return "\n".join(out) + "\n"
+
+
 # -- the Python API ----------------------------------------------------------------
 
 #: The API page's sections: a title and the modules documented from their docstrings.
@@ -241,7 +258,8 @@ def api_page() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-PAGES = {"cli.md": cli_page, "scenario.md": scenario_page, "api.md": api_page}
+PAGES = {"cli.md": cli_page, "scenario.md": scenario_page, "metrics.md": metrics_page,
+         "api.md": api_page}
 
 
 def on_files(files, config):

@@ -38,6 +38,14 @@ def test_cli_reference_shows_every_subcommand():
     assert "--window-jobs" in page and "--max-body-mb" in page   # options, not only usage
 
 
+def test_metric_keys_page_lists_every_definition():
+    from cosim.metrics import METRIC_DEFINITIONS
+
+    page = _generator().metrics_page()
+    for key in METRIC_DEFINITIONS:
+        assert f"| `{key}` |" in page, key
+
+
 def test_scenario_reference_lists_every_key():
     from cosim.config import Scenario
 
