@@ -159,6 +159,19 @@ def test_favor_small_turns_the_size_factor_around():
         == {1: 0, 2: 100, 3: 150}
 
 
+def test_small_relative_to_time_ranks_short_jobs_first():
+    # size over time limit: J2 (2 cores, 50 s -> 1 minute) 0.2 beats J3 (8 cores, 1 h) 0.8/60
+    rows = [(0, 10, 100), (80, 2, 50, 50), (90, 8, 50, 3600)]
+    name = "slurm:PriorityWeightJobSize=1000,PriorityFlags=SMALL_RELATIVE_TO_TIME,bf_resolution=1"
+    got, _ = simulate(rows, 10, name)
+    assert got == {1: 0, 2: 100, 3: 100}          # both fit at 100: 2 + 8 cores
+    rows = [(0, 10, 100), (80, 4, 50, 50), (90, 8, 50, 3600)]
+    assert simulate(rows, 10, name)[0] == {1: 0, 2: 100, 3: 150}
+    assert simulate(rows, 10, "slurm:PriorityWeightJobSize=1000,bf_resolution=1")[0] \
+        == {1: 0, 2: 150, 3: 100}
+    assert "PriorityFlags=NO_FAIR_TREE,SMALL_RELATIVE_TO_TIME" in slurm_conf(name)
+
+
 def test_all_weights_zero_is_first_in_first_out():
     rows = [(0, 10, 100), (5, 2, 50), (6, 10, 50), (7, 1, 10)]
     got, _ = simulate(rows, 10, "slurm:bf_resolution=1")
@@ -378,7 +391,7 @@ def test_the_search_space_covers_slurms_knobs_and_its_points_parse():
     space = slurm_space()
     assert set(space) == {"PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightFairshare",
                           "PriorityMaxAge", "PriorityDecayHalfLife", "PriorityFavorSmall",
-                          "bf_window", "bf_max_job_test"}
+                          "PriorityFlags", "bf_window", "bf_max_job_test"}
     points = slurm_candidates(40, seed=3)
     assert points[0] == SlurmParams() and len(set(points)) == 40
     assert slurm_candidates(40, seed=3) == points          # seeded

@@ -8,7 +8,9 @@ Priority (priority/multifactor, https://slurm.schedmd.com/priority_multifactor.h
 
 every factor in [0, 1]: ``age = min(wait / PriorityMaxAge, 1)``; ``size`` the
 job's share of the machine ``p / N``, or with ``PriorityFavorSmall=YES``
-``1 - (p - 1) / N`` (a one-unit job gets 1); ``fairshare`` the classic
+``1 - (p - 1) / N`` (a one-unit job gets 1); with
+``PriorityFlags=SMALL_RELATIVE_TO_TIME`` ``min(1, (p / N) / minutes)`` over its
+estimate in minutes (at least 1), or 1 minus that with ``PriorityFavorSmall``; ``fairshare`` the classic
 ``2^(-UE/S)`` of :mod:`cosim.policies.fairshare`; ``partition`` and ``qos``
 the job's label's factor over the largest (:mod:`cosim.policies.slurm_params`;
 1 for every job without a mapping, so no effect). Higher runs first; ties go
@@ -297,7 +299,12 @@ class SlurmPolicy:
         if wj:
             n = float(view.cluster.capacity)
             procs = q.procs[slots].astype(np.float64)
-            out += wj * ((1.0 - (procs - 1.0) / n) if p.PriorityFavorSmall else procs / n)
+            if p.PriorityFlags == "SMALL_RELATIVE_TO_TIME":
+                minutes = np.maximum(q.estimate[slots] / 60.0, 1.0)
+                size = np.minimum(procs / n / minutes, 1.0)
+                out += wj * ((1.0 - size) if p.PriorityFavorSmall else size)
+            else:
+                out += wj * ((1.0 - (procs - 1.0) / n) if p.PriorityFavorSmall else procs / n)
         if wf or wp or wq:
             rows = self._rows.of(q, slots)
             if wf:

@@ -18,6 +18,12 @@ Priority (priority/multifactor, https://slurm.schedmd.com/priority_multifactor.h
   ``7-0`` (7 days).
 - ``PriorityFavorSmall``: ``YES`` makes the job-size factor favour small
   jobs; default ``NO``.
+- ``PriorityFlags``: ``SMALL_RELATIVE_TO_TIME`` bases the job-size factor on
+  the job's size divided by its time limit (slurm.conf(5)): here its share of
+  the machine over its estimate in minutes (at most 1), so short wide jobs
+  rank high (its complement with ``PriorityFavorSmall=YES``); ``NO_FAIR_TREE``
+  (the classic fair-share, which is what this model computes) is accepted
+  and changes nothing; default none.
 - ``PriorityDecayHalfLife``: the half-life of past usage in the fair-share
   factor; default ``7-0``; ``0`` disables decay.
 - ``PriorityUsageResetPeriod``: ``NONE`` (default), ``NOW`` (a reset at start:
@@ -65,6 +71,8 @@ SLURM_PREFIX = "slurm"
 RESET_PERIODS = {"NONE": 0.0, "NOW": 0.0, "DAILY": 86400.0, "WEEKLY": 7 * 86400.0,
                  "MONTHLY": 30 * 86400.0, "QUARTERLY": 91 * 86400.0,
                  "YEARLY": 365 * 86400.0}
+#: The PriorityFlags values this model takes (one per name: commas separate knobs there).
+PRIORITY_FLAGS = ("SMALL_RELATIVE_TO_TIME", "NO_FAIR_TREE")
 _WEIGHT_MAX = 4294967295          # slurm.conf weights are 32-bit unsigned integers
 _DEPTH_MAX = 1_000_000            # bf_max_job_test's documented upper bound
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -125,6 +133,7 @@ class SlurmParams:
     PriorityFavorSmall: bool = False
     PriorityDecayHalfLife: float = 7 * 86400.0
     PriorityUsageResetPeriod: str = "NONE"
+    PriorityFlags: str = ""
     bf_window: int = 1440
     bf_max_job_test: int = 500
     bf_resolution: int = 60
@@ -165,6 +174,7 @@ _EXPECTED = {
     "PriorityFavorSmall": "YES or NO",
     "PriorityDecayHalfLife": "a slurm.conf time (0: no decay)",
     "PriorityUsageResetPeriod": ", ".join(RESET_PERIODS),
+    "PriorityFlags": "one of " + ", ".join(PRIORITY_FLAGS) + " (or nothing)",
     "bf_window": "whole minutes 1..43200",
     "bf_max_job_test": f"an integer 1..{_DEPTH_MAX}",
     "bf_resolution": "whole seconds 1..3600",
@@ -229,6 +239,13 @@ def _convert(key: str, value):
     if key == "PriorityUsageResetPeriod":
         word = str(value).strip().upper()
         if word not in RESET_PERIODS:
+            raise ValueError(value)
+        return word
+    if key == "PriorityFlags":
+        word = str(value).strip().upper()
+        if word in ("", "NONE", "NO_FAIR_TREE"):
+            return ""
+        if word not in PRIORITY_FLAGS:
             raise ValueError(value)
         return word
     if key == "bf_window":
@@ -302,6 +319,7 @@ SLURM_SPACE: dict[str, tuple[str, ...]] = {
     "PriorityMaxAge": ("0:30:00", "6:00:00", "1-0", "7-0", "14-0"),
     "PriorityDecayHalfLife": ("1-0", "7-0", "14-0"),
     "PriorityFavorSmall": ("NO", "YES"),
+    "PriorityFlags": ("", "SMALL_RELATIVE_TO_TIME"),
     "bf_window": ("720", "1440", "4320"),
     "bf_max_job_test": ("1", "10", "100", "500"),
 }
@@ -370,7 +388,8 @@ def slurm_conf(policy: str | SlurmParams) -> str:
         p = parse_slurm_params(text, where=f"policy {policy!r}", name=True)
     lines = [f"# slurm.conf lines for {p.policy_name()} (hpc-cosim)",
              "PriorityType=priority/multifactor",
-             "PriorityFlags=NO_FAIR_TREE"]
+             "PriorityFlags=" + ",".join(["NO_FAIR_TREE"] + ([p.PriorityFlags]
+                                                             if p.PriorityFlags else []))]
     for key in ("PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightFairshare",
                 "PriorityWeightPartition", "PriorityWeightQOS"):
         lines.append(f"{key}={getattr(p, key)}")
