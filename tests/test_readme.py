@@ -163,3 +163,15 @@ def test_documented_policy_names_parse(doc):
                         parse_policy(value)
                     except InputError as err:
                         pytest.fail(f"{doc}: {flag} {value}: {err}")
+
+
+def test_policies_page_names_every_part_of_the_grammar():
+    # A heuristic, backfilling, predictor or selector added to the grammar is
+    # documented on the policies page (its tables or its grammar block).
+    from cosim.policies import BACKFILLS, HEURISTICS, PREDICTORS, SELECTORS
+
+    page = (ROOT / "docs" / "guide" / "policies.md").read_text()
+    names = [*HEURISTICS, *BACKFILLS, "relaxed", "drain", *PREDICTORS, *SELECTORS, "slurm",
+             "rl:", "learned:"]
+    missing = [n for n in names if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", page)]
+    assert not missing, f"docs/guide/policies.md does not name {missing}"
