@@ -36,9 +36,18 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cosim.cli import ArgumentParser, nonnegative_float, nonnegative_int, positive_int, run_command
+from cosim.cli import (
+    ArgumentParser,
+    nonnegative_float,
+    nonnegative_int,
+    output_path,
+    positive_float,
+    positive_int,
+    run_command,
+)
 from cosim.env.wrappers import PAIRED_MODES
 from cosim.errors import InputError, did_you_mean
+from cosim.limits import load_yaml
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
 
@@ -68,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--address", default=None, metavar="auto|HOST:PORT",
                    help="with --ray: join this running Ray cluster")
     t.add_argument("--seed", type=nonnegative_int, default=1)
-    t.add_argument("--out", default=None,
+    t.add_argument("--out", type=output_path, default=None,
                    help="output folder (default: runs/agents/<scenario>-<algo>-s<seed>)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--teacher", default=None, metavar="NAME",
@@ -96,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
                                              "backfill"),
                    default=None,
                    help="default: compact for start, kernel for select, dras for dras")
-    t.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
+    t.add_argument("--window", type=nonnegative_int, nargs="+", default=None, metavar="N",
                    help="start: HEAD TAIL (DBF split window, default 10 0); select: N queued "
                         "jobs to choose from (default 128); dras: W (default 50)")
     t.add_argument("--backfill-order", default="fcfs",
@@ -173,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
                         "agents.pg.PGArgs, agents.dql.DQLArgs), e.g. --arg ent_coef=0.02")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a scenario value, e.g. --set workload.jobs=2000")
-    t.add_argument("--checkpoint-every", type=float, default=300.0, metavar="SECONDS")
+    t.add_argument("--checkpoint-every", type=positive_float, default=300.0, metavar="SECONDS")
     t.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="SECONDS",
                    help="stop after this much wall time")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -184,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=10)
     e.add_argument("--seed", type=nonnegative_int, default=1000, help="first episode seed")
     e.add_argument("--episode-jobs", type=int, default=None)
-    e.add_argument("--window", type=int, nargs="+", default=None, metavar="N",
+    e.add_argument("--window", type=nonnegative_int, nargs="+", default=None, metavar="N",
                    help="another window (kernel networks only)")
     e.add_argument("--baseline", action="append", default=None, metavar="NAME",
                    help="heuristic policies run on the same episodes' jobs (repeatable; "
@@ -200,7 +209,7 @@ def _parse_value(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text, "--set")
     except yaml.YAMLError:
         return text
 
@@ -238,11 +247,13 @@ def _window(values: list[int] | None, actions: str):
     if values is None:
         return None
     if actions == "start":
-        if len(values) != 2:
-            raise InputError("--window", " ".join(map(str, values)), "HEAD TAIL for --actions start")
+        if len(values) != 2 or values[0] < 1:
+            raise InputError("--window", " ".join(map(str, values)),
+                             "HEAD TAIL for --actions start (HEAD above 0)")
         return list(values)
-    if len(values) != 1:
-        raise InputError("--window", " ".join(map(str, values)), f"one count for --actions {actions}")
+    if len(values) != 1 or values[0] < 1:
+        raise InputError("--window", " ".join(map(str, values)),
+                         f"one count above 0 for --actions {actions}")
     return int(values[0])
 
 
@@ -594,6 +605,8 @@ def _evaluate(ns) -> int:
 
     if ns.episodes < 1:
         raise InputError("--episodes", str(ns.episodes), "a positive number")
+    if ns.window is not None and ns.window[0] < 1:   # before the checkpoint is loaded
+        raise InputError("--window", " ".join(map(str, ns.window)), "a first count above 0")
     policy = load_rl_policy(ns.checkpoint)
     if policy.env_config is None:
         raise InputError(ns.checkpoint, "a checkpoint without an environment description",

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from cosim.errors import InputError
+from cosim.limits import read_json
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "read_meta",
            "capture_rng", "restore_rng", "inference_threads", "env_meta", "read_env_spec",
@@ -181,14 +182,7 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     if ckpt is None:
         raise InputError(str(path), "no checkpoint", "a training output or checkpoint directory "
                          "(holding LATEST or state.pt + meta.json)")
-    try:
-        meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(str(ckpt / "meta.json"), "bytes that are not UTF-8",
-                         "a meta.json written by agents.checkpoint") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{ckpt / 'meta.json'}:{exc.lineno}", "invalid JSON",
-                         "a meta.json written by agents.checkpoint") from exc
+    meta = read_json(ckpt / "meta.json", "a meta.json written by agents.checkpoint")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise InputError(str(ckpt / "meta.json"), f"format {found!r}",

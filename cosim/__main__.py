@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cosim.cli import ArgumentParser, run_command, stderr_line
+from cosim.cli import ArgumentParser, nonnegative_int, output_path, run_command, stderr_line
 from cosim.errors import ScenarioError
 
 __all__ = ["main"]
@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                         "repeat to compare (default: the scenario's; see 'policies')")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a scenario value, e.g. --set cluster.nodes=512")
-    r.add_argument("--seed", type=int, default=None, help="override the scenario seed")
-    r.add_argument("--out", default=None,
+    r.add_argument("--seed", type=nonnegative_int, default=None, help="override the scenario seed")
+    r.add_argument("--out", type=output_path, default=None,
                    help="results folder, replaced as a whole when the run completes "
                         "(default: results/<scenario name>, plus -<trace name> for a trace)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNGs and report.html")
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="join a running Ray cluster (default: a local Ray in this process)")
     sw.add_argument("--workers", type=int, default=None, metavar="N",
                     help="runs at once (default: the CPUs of the Ray cluster)")
-    sw.add_argument("--out", default=None, help="results folder (default: results/<study name>)")
+    sw.add_argument("--out", type=output_path, default=None, help="results folder (default: results/<study name>)")
     sw.add_argument("--serial", action="store_true",
                     help="run in this process, one run after another, without Ray")
     sw.add_argument("--dry-run", action="store_true",
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("convert", help="convert Slurm accounting (sacct) output to SWF")
     c.add_argument("file", help="sacct --parsable2 --allocations output with a header line")
     c.add_argument("--to", choices=["swf"], required=True, help="output format")
-    c.add_argument("--out", default=None, help="output file (default: FILE with .swf; "
+    c.add_argument("--out", type=output_path, default=None, help="output file (default: FILE with .swf; "
                    "a name ending in .gz is compressed)")
     c.add_argument("--max-procs", type=int, default=None,
                    help="machine size in CPUs, e.g. the partition's (default: the nodes "

@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from cosim.errors import CosimError, InputError
+from cosim.limits import INT64_MAX
 
 __all__ = ["ArgumentParser", "run_command", "nonnegative_float", "nonnegative_int", "positive_int",
-           "progress_bar", "stderr_line"]
+           "positive_float", "output_path", "progress_bar", "stderr_line"]
 
 
 def stderr_line(text: str) -> None:
@@ -59,14 +60,44 @@ def nonnegative_float(text: str) -> float:
 
 
 def _whole_number(text: str, least: int, words: str) -> int:
-    """``int(text)`` when it is at least ``least``, else argparse's error naming ``words``."""
+    """``int(text)`` when it is at least ``least`` and fits an int64 (numpy's and
+    torch's seeds and counts), else argparse's error naming ``words``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
     if value < least:
         raise argparse.ArgumentTypeError(f"expected {words}, got {text}")
+    if value > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"expected {words} within int64 (at most 2**63-1), "
+                                         f"got {text[:24]}{'...' if len(text) > 24 else ''}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """argparse ``type=``: a finite number above 0 (intervals, periods).
+
+    >>> positive_float("0.5")
+    0.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def output_path(text: str) -> str:
+    """argparse ``type=``: a path to write, not empty (``Path("")`` is the working folder).
+
+    >>> output_path("runs/a")
+    'runs/a'
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path to write, got {text!r}")
+    return text
 
 
 def nonnegative_int(text: str) -> int:

@@ -20,6 +20,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cosim import limits
 from cosim.errors import InputError, ScenarioError, did_you_mean
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
@@ -39,7 +40,24 @@ class _Section(BaseModel):
             if annotation is not bool and bool not in get_args(annotation) \
                     and annotation is not Any:
                 raise ValueError("a number (true and false are not numbers here)")
+        annotation = cls.model_fields[info.field_name].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, _Section)):
+            _check_integers(value)   # a section checks its own keys, naming them
         return value
+
+
+def _check_integers(value: Any) -> None:
+    """Refuse an integer beyond int64 anywhere in ``value`` (numpy's columns and seeds
+    take no others): one line naming the key instead of an OverflowError deep in a run."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if limits.out_of_int64(v):
+            raise ValueError("a whole number within int64 (-2**63 to 2**63-1)")
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
 
 
 class ClusterConfig(_Section):
@@ -64,8 +82,25 @@ class ClusterConfig(_Section):
 
     nodes: int = Field(256, gt=0)
     cores_per_node: int = Field(1, gt=0)
-    memory_per_node: float = Field(0.0, ge=0)
+    memory_per_node: float = Field(0.0, ge=0, allow_inf_nan=False)
     granularity: Literal["core", "node"] = "core"
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes_within_limit(cls, v: int) -> int:
+        return _within(limits.NODES, v)
+
+    @field_validator("cores_per_node")
+    @classmethod
+    def _cores_within_limit(cls, v: int) -> int:
+        return _within(limits.CORES_PER_NODE, v)
+
+
+def _within(limit: limits.Limit, value: int) -> int:
+    """``value`` when within ``limit``, else the pydantic error that names the limit."""
+    if value > limit.value:
+        raise ValueError(limit.error(value, "").expected)
+    return value
 
 
 class EstimateConfig(_Section):
@@ -375,7 +410,8 @@ def validation_error(err: ValidationError, source: str, lines: dict[str, int] | 
     if e["type"] == "missing":
         return ScenarioError(where, "nothing", "this key (it is required)")
     msg = e["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
-    return ScenarioError(where, _describe(e.get("input")), msg.lower())
+    # Lower-case pydantic's capital only: a limit's variable (COSIM_MAX_NODES) keeps its case.
+    return ScenarioError(where, _describe(e.get("input")), msg[:1].lower() + msg[1:])
 
 
 def _line_map(text: str) -> dict[str, int]:
@@ -413,21 +449,15 @@ def read_scenario_dict(path: str | Path, what: str = "scenario") -> tuple[dict, 
     ``what`` names the kind of file in error messages (``scenario``, ``study``).
     """
     path = Path(path)
+    data = limits.read_bytes(path, f"a {what} YAML file", limits.SCENARIO_BYTES)
     try:
-        data = path.read_bytes()
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise InputError(f"{path}:{line}", f"a byte that is not UTF-8 (0x{data[exc.start]:02x})",
                          f"a UTF-8 {what} YAML file") from None
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file", f"a {what} YAML file") from None
-    except IsADirectoryError:
-        raise InputError(str(path), "a directory", f"a {what} YAML file") from None
-    except OSError as exc:
-        raise InputError(str(path), exc.strerror or str(exc), f"a readable {what} file") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = limits.load_yaml(text, str(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -446,7 +476,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not sep or not key.strip():
             raise ScenarioError("--set", repr(item), "KEY.PATH=VALUE")
         try:
-            value = yaml.safe_load(text)
+            value = limits.load_yaml(text, f"--set {key}")
         except yaml.YAMLError:
             value = text
         set_path(raw, key.strip(), value, where=f"--set {key}")

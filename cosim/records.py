@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cosim.errors import InputError
+from cosim.limits import DEPTH, read_json
 
 __all__ = [
     "JOBS_SCHEMA", "jobs_schema", "EVENTS_SCHEMA", "DECISIONS_SCHEMA", "SCHEMAS", "OUTCOMES",
@@ -269,50 +270,10 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     return _write_atomic(Path(path), lambda f: f.write(text.encode("utf-8")))
 
 
-#: Deepest nesting of arrays and objects :func:`read_json` accepts. cosim's
-#: files nest a few levels; code that walks a document recursively (the
+#: Deepest nesting of arrays and objects :func:`read_json` accepts by default
+#: (:data:`cosim.limits.DEPTH`): code that walks a document recursively (the
 #: report's tables) would exhaust the stack on a deeper one.
-JSON_MAX_DEPTH = 64
-
-
-def _deeper_than(doc: Any, limit: int) -> bool:
-    stack = [(doc, 1)]
-    while stack:  # iterative: the point is not to recurse
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((v, depth + 1) for v in items)
-    return False
-
-
-def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file, raising :class:`InputError` naming the file and line.
-
-    A document nested deeper than :data:`JSON_MAX_DEPTH` is refused too.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file", "an existing JSON file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"an unreadable file ({exc})", "a UTF-8 JSON file") from None
-    too_deep = InputError(str(path), "JSON nested too deeply",
-                          f"a JSON document nested at most {JSON_MAX_DEPTH} levels")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}", f"invalid JSON ({exc.msg})",
-                         "a JSON document") from None
-    except RecursionError:  # the parser recurses once per "[" or "{"
-        raise too_deep from None
-    except ValueError as exc:  # an integer too long to convert (Python's digit limit)
-        raise InputError(str(path), f"invalid JSON ({exc})", "a JSON document") from None
-    if _deeper_than(doc, JSON_MAX_DEPTH):
-        raise too_deep
-    return doc
+JSON_MAX_DEPTH = DEPTH.default
 
 
 # ------------------------------------------------------------- Parquet ----

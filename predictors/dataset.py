@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cosim.errors import InputError
+from cosim.limits import read_json
 from cosim.workloads.loading import available_memory
 from cosim.workloads.vasp import CATEGORICAL, FEATURES, generate_vasp
 
@@ -411,15 +412,7 @@ def load_dataset(path: str | Path) -> Dataset:
     if not meta_path.is_file():
         raise InputError(str(meta_path), "a missing file", "dataset.json of a data set "
                          "(write one with generate_dataset or ingest_runs)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{meta_path}:{exc.lineno}", f"invalid JSON ({exc.msg})", "a JSON object") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(str(meta_path), f"a byte that is not UTF-8 at offset {exc.start}",
-                         "a UTF-8 JSON file") from None
-    except OSError as exc:
-        raise InputError(str(meta_path), f"an unreadable file ({exc})", "a readable file") from None
+    meta = read_json(meta_path, "a JSON object")
     if not isinstance(meta, dict):
         raise InputError(str(meta_path), type(meta).__name__, "a JSON object")
     if meta.get("version") != DATASET_VERSION:

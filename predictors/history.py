@@ -30,6 +30,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from cosim.errors import InputError
+from cosim.limits import read_json
 from predictors.persist import Persistable, first_line
 from predictors.runtime import column, data_hash
 
@@ -206,8 +207,8 @@ class UserHistoryRegressor(Persistable, BaseEstimator):
                       ) -> UserHistoryRegressor:
         """Rebuild from ``history.json``; an unreadable one is an ``InputError``."""
         f = folder / "history.json"
+        state = read_json(f, "the history.json a save wrote")
         try:
-            state = json.loads(f.read_text())
             model = cls(**params)
             model.load_state_dict(state)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

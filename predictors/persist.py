@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from cosim.errors import InputError
+from cosim.limits import read_json
 from predictors._version import __version__
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "META", "KNOWN_CLASSES", "Persistable", "save", "load",
@@ -274,14 +275,10 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     meta_path = path / META
     if not path.is_dir():
         raise InputError(str(path), "no such folder", "a model folder with meta.json")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
+    if not meta_path.exists():
         raise InputError(str(meta_path), "no such file",
-                         "a model folder written by 'python -m predictors train'") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(str(meta_path), f"unreadable JSON ({first_line(exc)})",
-                         "the meta.json a save wrote") from None
+                         "a model folder written by 'python -m predictors train'")
+    meta = read_json(meta_path, "the meta.json a save wrote")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise InputError(str(meta_path), "a file without the predictor format tag",
                          f'"format": "{FORMAT}"')

@@ -16,7 +16,6 @@ numeric matrix the models take. The feature names come from the dataset's
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from cosim.errors import InputError
+from cosim.limits import read_json
 from predictors.persist import Persistable, first_line
 
 __all__ = [
@@ -228,14 +228,8 @@ class FeatureSpec:
             InputError: the file is missing or malformed.
         """
         path = Path(data_dir) / "dataset.json"
-        try:
-            meta = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InputError(str(path), "no such file",
-                             "a dataset folder written by 'python -m predictors generate' or 'ingest'"
-                             ) from None
-        except (OSError, ValueError) as exc:
-            raise InputError(str(path), f"unreadable JSON ({exc})", "a JSON object") from None
+        meta = read_json(path, "a dataset folder written by 'python -m predictors generate' "
+                               "or 'ingest'")
         if not isinstance(meta, dict):
             raise InputError(str(path), type(meta).__name__, "a JSON object")
         return cls.from_dict(meta, where=str(path))

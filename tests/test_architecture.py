@@ -32,7 +32,7 @@ PACKAGES = ("cosim", "predictors", "agents")
 COMPOSITION = {"cosim.__main__", "cosim.compose", "cosim.studies"}
 #: The only parts of cosim that predictors may import.
 PREDICTORS_MAY_IMPORT = {"cosim.errors", "cosim.cli", "cosim.workloads", "cosim.metrics",
-                         "cosim.measures", "cosim.config"}
+                         "cosim.measures", "cosim.config", "cosim.limits"}
 
 
 def _lint(cwd: Path) -> subprocess.CompletedProcess:

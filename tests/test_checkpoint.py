@@ -98,7 +98,7 @@ def test_bad_checkpoints_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="expected format 'hpc-cosim-agent/1', got format 'other/9'"):
         read_meta(tmp_path)
     (ckpt / "meta.json").write_text('{"format": \n oops')
-    with pytest.raises(InputError, match="meta.json:2: expected a meta.json"):
+    with pytest.raises(InputError, match="meta.json:2: expected a meta.json written by agents.checkpoint, got invalid JSON"):
         read_meta(tmp_path)
 
 

@@ -87,7 +87,7 @@ def test_validate_prints_the_resolved_scenario():
     (["--set", "cluster.nodes=-3"], ["cluster.nodes", "greater than 0", "-3"]),
     # numpy takes only non-negative seeds: these raised a traceback from the generator
     (["--set", "seed=-1"], ["lublin256.yaml:6: seed", "greater than or equal to 0", "-1"]),
-    (["--seed", "-2"], ["seed", "greater than or equal to 0", "-2"]),
+    (["--seed", "-2"], ["--seed", "a whole number of 0 or more", "-2"]),
     (["--set", "predictor.train_seed=-3"], ["predictor.train_seed", "greater than or equal to 0"]),
     (["--policy", "sjf+eazy"], ["--policy", "'sjf+eazy'", "backfilling variant"]),
     (["--policy", "shortest"], ["--policy", "'shortest'", "fcfs"]),

@@ -231,7 +231,7 @@ def test_read_json_too_deep_or_too_long(tmp_path):
     bad = tmp_path / "comparison.json"
     bad.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InputError, match=r"^\S*comparison.json: expected a JSON document nested "
-                                         r"at most 64 levels, got JSON nested too deeply$"):
+                                         r"at most 64 levels \(raise it with COSIM_MAX_DEPTH=N\), got JSON nested too deeply$"):
         read_json(bad)
     # Parsed, but deep enough to break whatever walks it recursively.
     bad.write_text('{"sources": ' + "[" * 500 + "]" * 500 + "}")

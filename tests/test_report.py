@@ -400,7 +400,7 @@ def test_deeply_nested_comparison_json(tmp_path):
     root = make_comparison(tmp_path, ["fcfs"])
     (root / "comparison.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InputError, match=r"comparison.json: expected a JSON document nested at "
-                                         r"most 64 levels, got JSON nested too deeply$"):
+                                         r"most 64 levels \(raise it with COSIM_MAX_DEPTH=N\), got JSON nested too deeply$"):
         write_report(root)
 
 

@@ -148,7 +148,7 @@ def test_feature_spec_bad_dataset_json(tmp_path):
     with pytest.raises(InputError, match=r"dataset.json: expected a dataset folder .*got no such"):
         FeatureSpec.from_dataset(tmp_path)
     (tmp_path / "dataset.json").write_text("{not json")
-    with pytest.raises(InputError, match="got unreadable JSON"):
+    with pytest.raises(InputError, match="got invalid JSON"):
         FeatureSpec.from_dataset(tmp_path)
     (tmp_path / "dataset.json").write_text('{"features": "ENCUT"}')
     with pytest.raises(InputError, match=r"'features': expected a list of feature names, "

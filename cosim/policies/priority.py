@@ -81,7 +81,6 @@ policy-name grammar runs it.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +88,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.errors import InputError
+from cosim.limits import read_json
 from cosim.policies.backfill import BACKFILLS, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
 
@@ -587,10 +587,7 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
         raise InputError(where, repr(f"learned:{folder}"),
                          f"learned:DIR with DIR a folder holding {POLICY_FILE} "
                          "(written by 'python -m agents tune')")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(str(path), "unreadable JSON", f"a policy file ({exc})") from None
+    data = read_json(path, "a policy file written by 'python -m agents tune'")
     if not isinstance(data, dict):
         raise InputError(str(path), type(data).__name__, "a JSON object")
     kind = data.get("kind")

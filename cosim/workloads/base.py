@@ -8,14 +8,14 @@ sampling and cleaning stay vectorized.
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cosim.errors import InputError, WorkloadError
+from cosim import limits
+from cosim.errors import WorkloadError
 
 __all__ = ["Workload", "COLUMNS", "TRACE_FEATURES", "read_input"]
 
@@ -178,17 +178,7 @@ def read_input(path: str | Path, expected: str) -> bytes:
     the file, what was found and ``expected`` (what the file should be, such
     as "an SWF trace (.swf or .swf.gz)").
     """
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file", expected) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "a directory", expected) from None
-    except OSError as e:
-        raise InputError(str(path), f"an unreadable file ({e.strerror})", expected) from None
+    raw = limits.read_bytes(path, expected, limits.TRACE_BYTES)
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise WorkloadError(str(path), f"a corrupt gzip stream ({e})", "a valid .gz file") from None
+        raw = limits.gunzip(raw, str(path), limits.TRACE_BYTES, WorkloadError)
     return raw

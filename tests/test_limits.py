@@ -1,0 +1,207 @@
+"""The limits of cosim.limits: each refused where the value enters, in one line
+that names the limit and how to raise it (exit code 2, no traceback)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cosim import limits
+from cosim.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+LUBLIN = str(ROOT / "scenarios" / "lublin256.yaml")
+
+
+def one_line(capsys, main, argv, *fragments):
+    """Run a CLI's ``main(argv)`` in-process: exit 2 and one stderr line holding ``fragments``."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:   # argparse
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert len(err) == 1, err
+    for fragment in fragments:
+        assert fragment in err[0], err[0]
+    return err[0]
+
+
+def cosim_main(argv):
+    from cosim.__main__ import main
+
+    return main(argv)
+
+
+def deep_json(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def test_limit_error_names_the_variable_and_the_environment_raises_it(monkeypatch):
+    with pytest.raises(limits.LimitError, match=r"cluster.nodes: expected at most 1,000,000 "
+                                                r"\(the limit on nodes in a cluster; raise it "
+                                                r"with COSIM_MAX_NODES=N\), got 2,000,000"):
+        limits.NODES.check(2_000_000, "cluster.nodes")
+    monkeypatch.setenv("COSIM_MAX_NODES", "3000000")
+    assert limits.NODES.check(2_000_000, "cluster.nodes") == 2_000_000
+    monkeypatch.setenv("COSIM_MAX_NODES", "lots")
+    with pytest.raises(InputError, match="COSIM_MAX_NODES: expected a whole number above 0"):
+        limits.NODES.check(1, "x")
+
+
+def test_int64_range():
+    assert limits.check_int64(2**63 - 1, "seed") == 2**63 - 1
+    with pytest.raises(limits.LimitError, match=r"seed: expected a whole number within int64"):
+        limits.check_int64(2**63, "seed")
+    assert limits.out_of_int64(-(2**63) - 1) and not limits.out_of_int64(True)
+
+
+@pytest.mark.parametrize("override,fragments", [
+    # an AssertionError on main
+    ("cluster.nodes=99999999999999999999999", ["cluster.nodes", "within int64"]),
+    ("cluster.nodes=1000000000", ["cluster.nodes", "at most 1,000,000", "COSIM_MAX_NODES=N"]),
+    ("cluster.cores_per_node=10000000", ["cores_per_node", "COSIM_MAX_CORES_PER_NODE=N"]),
+    ("seed=99999999999999999999999", ["seed", "within int64"]),
+    ("workload.params.seed=-99999999999999999999999", ["workload.params", "within int64"]),
+    ("workload.params.x=" + deep_json(5000), ["--set workload.params.x", "nested at most 64",
+                                              "COSIM_MAX_DEPTH=N"]),
+])
+def test_scenario_values_past_a_limit(capsys, override, fragments):
+    one_line(capsys, cosim_main, ["validate", LUBLIN, "--set", override], *fragments)
+
+
+def test_special_files_are_refused_before_they_are_opened(capsys, tmp_path):
+    # /dev/zero never ends; a FIFO waits for a writer forever
+    one_line(capsys, cosim_main, ["validate", "/dev/zero"], "/dev/zero", "a character device")
+    fifo = tmp_path / "scenario.yaml"
+    os.mkfifo(fifo)
+    one_line(capsys, cosim_main, ["validate", str(fifo)], "a FIFO")
+    one_line(capsys, cosim_main, ["run", LUBLIN, "--set", "workload.kind=swf", "--set",
+                                  f"workload.path={fifo}", "--out", str(tmp_path / "r")],
+             "a FIFO")
+    assert not (tmp_path / "r").exists()
+
+
+def test_deep_and_large_scenarios(capsys, tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: x\nworkload: {kind: lublin}\ndescription: " + deep_json(100_000))
+    one_line(capsys, cosim_main, ["validate", str(deep)], "deep.yaml",
+             "YAML document nested at most 64 levels")
+    deep.write_text("a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200)))
+    one_line(capsys, cosim_main, ["validate", str(deep)], "nested at most 64")
+    big = tmp_path / "big.yaml"
+    big.write_text("name: x\nworkload: {kind: lublin}\ndescription: '" + "x" * 20_000_000 + "'")
+    one_line(capsys, cosim_main, ["validate", str(big)], "big.yaml", "COSIM_MAX_SCENARIO_BYTES=N")
+
+
+def test_aliases_expanding_exponentially_are_checked_in_linear_time():
+    doc = "a0: &a0 [1, 2]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}]\n"
+                                       for i in range(1, 40))
+    # 3**39 leaves if expanded: this returns at once
+    assert isinstance(limits.load_yaml(doc, "x"), dict)
+
+
+def test_a_gzip_that_inflates_past_the_limit(capsys, tmp_path, monkeypatch):
+    bomb = tmp_path / "bomb.swf.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (8 * 2**20), compresslevel=9))
+    monkeypatch.setenv("COSIM_MAX_TRACE_BYTES", str(2**20))
+    one_line(capsys, cosim_main, ["run", LUBLIN, "--set", "workload.kind=swf", "--set",
+                                  f"workload.path={bomb}", "--out", str(tmp_path / "r")],
+             "bomb.swf.gz", "more than 1,048,576 bytes inflated", "COSIM_MAX_TRACE_BYTES=N")
+    # two gzip members (as `cat a.gz b.gz`) are one trace
+    two = tmp_path / "two.gz"
+    two.write_bytes(gzip.compress(b"abc\n") + gzip.compress(b"def\n"))
+    assert limits.gunzip(two.read_bytes(), "two", limits.TRACE_BYTES) == b"abc\ndef\n"
+
+
+_PEAK = """
+import resource, sys
+from cosim.__main__ import main
+code = main(sys.argv[1:])
+print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.slow
+def test_a_3_gib_gzip_is_refused_under_500_mb(tmp_path):
+    bomb = tmp_path / "bomb.swf.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as fh:
+        block = b"\0" * 2**24
+        for _ in range(3 * 64):
+            fh.write(block)
+    proc = subprocess.run([sys.executable, "-c", _PEAK, "run", LUBLIN, "--set",
+                           "workload.kind=swf", "--set", f"workload.path={bomb}", "--out",
+                           str(tmp_path / "r")], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    code, peak_kib = proc.stdout.split()
+    assert code == "2" and "COSIM_MAX_TRACE_BYTES" in proc.stderr
+    assert int(peak_kib) < 500 * 1024
+
+
+def test_deep_json_in_every_folder_a_user_names(capsys, tmp_path):
+    from agents.__main__ import main as agents_main
+    from predictors.__main__ import main as predictors_main
+
+    deep = '{"kind": "priority", "x": ' + deep_json(100_000) + "}"
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    (tuned / "policy.json").write_text(deep)
+    one_line(capsys, cosim_main, ["run", LUBLIN, "--set", "workload.jobs=20", "--policy",
+                                  f"learned:{tuned}", "--out", str(tmp_path / "r")],
+             "policy.json", "nested at most 64")
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "ckpt-000001").mkdir(parents=True)
+    (ckpt / "ckpt-000001" / "meta.json").write_text(deep)
+    (ckpt / "ckpt-000001" / "state.pt").write_bytes(b"")
+    one_line(capsys, agents_main, ["evaluate", LUBLIN, "--checkpoint", str(ckpt)],
+             "meta.json", "nested at most 64")
+    one_line(capsys, cosim_main, ["run", LUBLIN, "--set", "workload.jobs=20", "--policy",
+                                  f"rl:{ckpt}", "--out", str(tmp_path / "r")],
+             "meta.json", "nested at most 64")
+    models = tmp_path / "models" / "runtime"
+    models.mkdir(parents=True)
+    (models / "meta.json").write_text(deep)
+    data = tmp_path / "data"
+    assert predictors_main(["generate", "--jobs", "50", "--seed", "1", "--out", str(data)]) == 0
+    capsys.readouterr()
+    one_line(capsys, predictors_main, ["evaluate", "--data", str(data), "--models",
+                                       str(tmp_path / "models")], "meta.json", "nested at most 64")
+
+
+def test_json_files_past_the_size_limit(tmp_path, monkeypatch):
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"x": "y" * 5000}))
+    monkeypatch.setenv("COSIM_MAX_JSON_BYTES", "1000")
+    with pytest.raises(limits.LimitError, match="summary.json: expected at most 1,000 .*"
+                                                "COSIM_MAX_JSON_BYTES=N"):
+        limits.read_json(path)
+    with pytest.raises(InputError, match="got a directory"):
+        limits.read_json(tmp_path)
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    (["train", LUBLIN, "--seed", "99999999999999999999999"], ["--seed", "within int64"]),
+    (["train", LUBLIN, "--checkpoint-every", "0"], ["--checkpoint-every", "above 0"]),
+    (["train", LUBLIN, "--out", ""], ["--out", "a path to write"]),
+    (["evaluate", LUBLIN, "--checkpoint", "runs/x", "--window", "0"], ["--window", "above 0"]),
+])
+def test_agents_options(capsys, argv, fragments):
+    from agents.__main__ import main as agents_main
+
+    if argv[0] == "evaluate":
+        pytest.importorskip("torch")
+    one_line(capsys, agents_main, argv, *fragments)
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    (["run", LUBLIN, "--out", ""], ["--out", "a path to write"]),
+    (["run", LUBLIN, "--seed", str(2**64)], ["--seed", "within int64"]),
+])
+def test_cosim_options(capsys, argv, fragments):
+    one_line(capsys, cosim_main, argv, *fragments)
