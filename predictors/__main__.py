@@ -10,11 +10,17 @@ Usage::
     python -m predictors train history   --data data/vasp20k --out models/vasp
     python -m predictors evaluate --data data/heldout --models models/vasp --json eval.json
     python -m predictors serve --models models/vasp --port 8080 [--token T]
+    python -m predictors dataset --trace SDSC-SP2.swf.gz --out data/sdsc [--split 0.7]
+    python -m predictors train trace --data data/sdsc --out models/sdsc
+    python -m predictors evaluate --data data/sdsc --models models/sdsc
 
 ``train KIND`` writes ``MODELDIR/KIND/`` (``runtime/``, ``remaining/``,
 ``history/``), each a folder :func:`predictors.persist.save` wrote;
 ``train remaining`` reuses ``MODELDIR/runtime/`` as its pre-run model when
-it exists. ``evaluate`` scores every model it finds there. ``serve`` answers
+it exists. ``evaluate`` scores every model it finds there. ``dataset --trace``
+turns an SWF trace or sacct output into a data set split by submit time
+(:mod:`predictors.trace_dataset`); ``train trace`` fits the trace model on its
+past and ``evaluate`` on such a set scores it and the baselines on its future. ``serve`` answers
 prediction batches over HTTP (:mod:`predictors.server`) until SIGTERM. User errors print
 one ``error: ...`` line to stderr and exit with code 2, Ctrl-C exits with 130
 (:mod:`cosim.cli`). ``train`` is :func:`predictors.training.train_model`.
@@ -94,6 +100,16 @@ def _threads(text: str) -> int:
     return value
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}")
+    return value
+
+
 def _out(text: str) -> Path:
     # Path("") is ".": an empty --out wrote the data set into the working folder
     if not text.strip():
@@ -123,8 +139,18 @@ def build_parser() -> ArgumentParser:
     i.add_argument("dirs", nargs="+", type=Path, help="run folders (INCAR + OSZICAR)")
     i.add_argument("--out", type=_out, required=True, help="dataset folder to write")
 
+    d = sub.add_parser("dataset", help="turn a real trace into a data set: past and future")
+    d.add_argument("--trace", type=Path, required=True, help="SWF trace (.swf, .swf.gz) or "
+                   "sacct --parsable2 output")
+    d.add_argument("--kind", choices=("swf", "slurm"), default=None,
+                   help="the trace's format (default: sacct when its first line has a '|')")
+    d.add_argument("--out", type=_out, required=True, help="dataset folder to write")
+    d.add_argument("--split", type=_share, default=0.7,
+                   help="share of the jobs, by submit time, that is the past to fit on "
+                        "(default 0.7); the rest is the future to evaluate on")
+
     t = sub.add_parser("train", help="train one model and save it in MODELDIR/KIND/")
-    t.add_argument("kind", choices=MODEL_KINDS)
+    t.add_argument("kind", choices=(*MODEL_KINDS, "trace"))
     t.add_argument("--data", type=Path, required=True, help="dataset folder")
     t.add_argument("--out", type=_out, required=True, help="model folder (MODELDIR)")
     t.add_argument("--seed", type=_seed, default=0, help="random seed")
@@ -186,18 +212,43 @@ def _ingest(args: argparse.Namespace) -> None:
                          "folders holding VASP runs (INCAR + OSZICAR)")
 
 
+def _dataset(args: argparse.Namespace) -> None:
+    from cosim.cli import stderr_line
+    from cosim.workloads.loading import workload_warnings
+    from predictors.trace_dataset import read_trace, write_trace_dataset
+
+    workload = read_trace(args.trace, args.kind)
+    for line in workload_warnings(workload):
+        stderr_line(f"warning: {line}")
+    out = write_trace_dataset(workload, args.out, split=args.split, trace_path=args.trace,
+                              trace_kind=args.kind or "")
+    n_past = int(round(len(workload) * args.split))
+    print(f"wrote {len(workload)} jobs of {args.trace} to {out} ({n_past} past, "
+          f"{len(workload) - n_past} future)")
+
+
 def _train(args: argparse.Namespace) -> None:
+    if args.kind == "trace":
+        from predictors.trace_dataset import train_trace
+
+        print(train_trace(args.data, args.out, seed=args.seed, threads=args.threads))
+        return
     print(train_model(args.kind, args.data, args.out, seed=args.seed, threads=args.threads,
                       epochs=args.epochs, rnn=args.rnn, model=args.model))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
     from predictors.evaluate import check_output_file, evaluate_dir, format_table, write_json
+    from predictors.trace_dataset import evaluate_trace, format_trace_table, is_trace_dataset
 
     if args.json is not None:
         check_output_file(args.json)   # before the evaluation, not after
-    result = evaluate_dir(args.data, args.models)
-    print(format_table(result))
+    if is_trace_dataset(args.data):
+        result = evaluate_trace(args.data, args.models)
+        print(format_trace_table(result))
+    else:
+        result = evaluate_dir(args.data, args.models)
+        print(format_table(result))
     if args.json is not None:
         write_json(result, args.json)
         print(f"\nwrote {args.json}")
@@ -212,7 +263,7 @@ def _serve(args: argparse.Namespace) -> None:
           header_timeout_s=args.header_timeout)
 
 
-_HANDLERS = {"generate": _generate, "ingest": _ingest, "train": _train,
+_HANDLERS = {"generate": _generate, "ingest": _ingest, "dataset": _dataset, "train": _train,
              "evaluate": _evaluate, "serve": _serve}
 
 

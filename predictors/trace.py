@@ -86,6 +86,10 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
         min_child_weight, reg_lambda: XGBoost's own.
         max_categories: ids kept per categorical column (the most frequent in
             training); the rest read as unknown.
+        weight_power: each job weighs ``max(run time, 1 s) ** weight_power`` in
+            the loss: 0 weighs all alike (relative error), 1 weighs the log
+            error by the run time, towards the absolute error in seconds
+            (which long jobs dominate, and which decides backfilling).
         n_jobs: XGBoost threads.
         random_state: seed of the subsampling.
 
@@ -114,8 +118,8 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
                  quantile_alpha: float = 0.7, n_estimators: int = 300, max_depth: int = 8,
                  learning_rate: float = 0.05, subsample: float = 0.8,
                  colsample_bytree: float = 0.8, min_child_weight: float = 5.0,
-                 reg_lambda: float = 1.0, max_categories: int = 2000, n_jobs: int = 1,
-                 random_state: int = 0):
+                 reg_lambda: float = 1.0, max_categories: int = 2000,
+                 weight_power: float = 0.0, n_jobs: int = 1, random_state: int = 0):
         self.feature_names = feature_names
         self.categorical = categorical
         self.objective = objective
@@ -128,6 +132,7 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
         self.min_child_weight = min_child_weight
         self.reg_lambda = reg_lambda
         self.max_categories = max_categories
+        self.weight_power = weight_power
         self.n_jobs = n_jobs
         self.random_state = random_state
 
@@ -199,7 +204,8 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
             top = np.sort(values[np.argsort(-counts, kind="stable")[: self.max_categories]])
             self.vocabularies_[name] = top
         model = self._booster()
-        model.fit(self._encode(X), log1p_target(y))
+        weight = np.maximum(y, 1.0) ** float(self.weight_power)
+        model.fit(self._encode(X), log1p_target(y), sample_weight=weight / weight.mean())
         self.model_ = model
         self.n_features_in_ = X.shape[1]
         self.feature_names_in_ = np.asarray(list(self.feature_names), dtype=object)
