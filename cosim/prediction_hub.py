@@ -32,8 +32,8 @@ process and may yield SimPy events before returning the answer (the bridge
 does this to wait for an asyncio service). A backend that learns online
 (user history) also has ``observe(batch)``, called with the columns
 ``job_id``, ``user``, ``req_time``, ``runtime`` and ``end`` (the simulated time) of each
-job that completes. A backend that also has ``refit(now)`` is fit again on what it
-observed so far every ``refit_every_seconds`` of simulated time or every
+job that completes. A backend that also has ``refit(now)`` (returning False where it declines) is fit
+again on what it observed so far every ``refit_every_seconds`` of simulated time or every
 ``refit_every_jobs`` completions (``predictor.refit``): it only ever learns from jobs
 that had finished.
 
@@ -335,8 +335,9 @@ class PredictionHub(SchedulerHooks):
                     self._refit_now()
 
     def _refit_now(self) -> None:
-        self._refit(float(self.env.now))
-        self.stats.refits += 1
+        # a backend may decline (too little to learn from yet) by returning False
+        if self._refit(float(self.env.now)) is not False:
+            self.stats.refits += 1
 
     def _refit_timer(self) -> Generator:
         """Process: refit the backend every ``refit_every_seconds`` (it wakes no one)."""

@@ -22,14 +22,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cosim.cli import stderr_line
-from cosim.config import Scenario
+from cosim.config import RefitConfig, Scenario
 from cosim.errors import InputError, ScenarioError
 from cosim.policies import KillRule, KillRulePolicy, PolicySpec, parse_policy
 from cosim.prediction_hub import PredictionHub, feature_columns
 from cosim.workloads.base import Workload
 
 __all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
-           "check_history_inputs",
+           "check_history_inputs", "TraceModels", "TRACE_KINDS", "TRACE_REFIT",
            "service_feature_names", "HubFactory", "MODEL_PREDICTORS"]
 
 #: Predictors that need trained models (a bundle, or the prediction service).
@@ -80,9 +80,12 @@ def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
         if echo is not None:
             echo(f"predictors: {path}")
     else:
+        if scenario.workload.kind in TRACE_KINDS and "rnn" not in preds:
+            return TraceModels()
         if scenario.workload.kind != "vasp":
             raise ScenarioError("predictor.models", "nothing",
-                                "a models folder (training a model is automatic only for VASP workloads)")
+                                "a models folder (training a model is automatic only for VASP "
+                                "workloads, and for @xgboost on a trace)")
         if not train_if_missing:
             raise ScenarioError("predictor.models", "nothing", "a models folder "
                                 "(python -m predictors train), or training if missing")
@@ -95,6 +98,26 @@ def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
         raise ScenarioError("predictor.models", "a folder without remaining/",
                             "a remaining-time model for @rnn (python -m predictors train remaining)")
     return bundle
+
+
+#: Workload kinds that are real traces: ``@xgboost`` learns the trace model in the run.
+TRACE_KINDS = ("swf", "slurm")
+#: ``predictor.refit`` of the trace model when the scenario gives none.
+TRACE_REFIT = RefitConfig(every_jobs=5000)
+
+
+class TraceModels:
+    """``@xgboost`` on a trace without ``predictor.models``: the trace model
+    (:class:`predictors.trace.TraceRuntimeRegressor`) learnt inside each run from the
+    jobs finished so far (:class:`predictors.trace_backend.TraceModelBackend`), refitted
+    every ``predictor.refit`` (default :data:`TRACE_REFIT`); requests until its first fit."""
+
+    feature_names: list[str] = []
+
+    def trace_backend(self, workload: Workload):
+        from predictors.trace_backend import TraceModelBackend
+
+        return TraceModelBackend(workload)
 
 
 def prediction_backend(predictor: str, workload: Workload, bundle=None):
@@ -111,6 +134,8 @@ def prediction_backend(predictor: str, workload: Workload, bundle=None):
         from predictors.history import HistoryBackend
 
         return HistoryBackend()
+    if isinstance(bundle, TraceModels):
+        return bundle.trace_backend(workload)
     return bundle.precomputed(feature_columns(workload, list(range(len(workload))),
                                               bundle.feature_names))
 
@@ -159,6 +184,9 @@ def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload
     check_history_inputs(spec.predictor, scenario, workload)
     pc = scenario.predictor
     refit = pc.refit
+    if refit is None and spec.predictor == "xgboost" and \
+            type(backend).__module__ == "predictors.trace_backend":
+        refit = TRACE_REFIT
     return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
                          interval=pc.update_interval, min_remaining=pc.min_remaining,
                          feature_names=feature_names or [],
