@@ -175,3 +175,19 @@ def test_policies_page_names_every_part_of_the_grammar():
              "rl:", "learned:"]
     missing = [n for n in names if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", page)]
     assert not missing, f"docs/guide/policies.md does not name {missing}"
+
+
+def test_study_files_on_the_studies_page_validate(tmp_path, capsys):
+    # The study files the page shows are accepted by `python -m cosim validate`,
+    # as scenarios/study-*.yaml are.
+    from cosim.__main__ import main
+
+    text = (ROOT / "docs" / "guide" / "studies.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert len(blocks) >= 2
+    scenario = (ROOT / "scenarios" / "lublin256.yaml").as_posix()
+    for i, block in enumerate(blocks):
+        study = tmp_path / f"study-{i}.yaml"
+        study.write_text(block.replace("scenario: lublin256.yaml", f"scenario: {scenario}"))
+        code = main(["validate", str(study)])
+        assert code == 0, f"study {i} of docs/guide/studies.md: {capsys.readouterr().err.strip()}"
