@@ -191,3 +191,15 @@ def test_study_files_on_the_studies_page_validate(tmp_path, capsys):
         study.write_text(block.replace("scenario: lublin256.yaml", f"scenario: {scenario}"))
         code = main(["validate", str(study)])
         assert code == 0, f"study {i} of docs/guide/studies.md: {capsys.readouterr().err.strip()}"
+
+
+def test_ci_runs_the_readme_commands():
+    # .ci/run is the README's install and test commands, nothing else.
+    readme = "\n".join(_commands((ROOT / "README.md").read_text()))
+    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith(("#", "set ", "cd "))]
+    assert steps
+    for step in steps:
+        assert step in readme, f".ci/run runs what the README does not show: {step}"
+    for command in ("python -m pytest", "python -m pytest -m slow"):
+        assert command in steps or any(s.endswith(command) for s in steps)
