@@ -75,18 +75,17 @@ chunks of the training span, each run whole; the contention filter is off.
 The bootstrap resamples blocks of consecutive windows, since one window's
 backlog carries into the next.
 
-Options beyond the defaults (``--fitness folds``, ``--max-wait``, ``--slack``, ``--drain``,
-``--backlog``, ``--fallback``): ``python -m agents tune --help``; measured in docs/tuning.md.
-
-The output folder runs as ``--policy learned:DIR``: ``policy.json``,
-``card.md`` (the model card: data, spans, budget, search space, validation
-and test figures against every heuristic) and ``results.json``.
+Options beyond the defaults: ``python -m agents tune --help``; measured in docs/tuning.md.
+The output folder runs as ``--policy learned:DIR``: ``policy.json``, ``card.md`` (the
+model card: data, spans, budget, search space, validation and test figures against every
+heuristic) and ``results.json``, written whole or not at all.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -98,10 +97,12 @@ from agents.tune_select import (
     FALLBACK,
     MINIMAX_MARGIN,
     SHRINK,
+    cpu_seconds,
     fallback_heuristic,
     past_check,
     shrunk_points,
     span_replay,
+    split_whole,
 )
 from agents.tune_space import (
     DAY,
@@ -118,8 +119,10 @@ from agents.tune_space import (
     guard_grid,
     same_policy,
     user_features_choice,
+    user_history_note,
     wait_penalty,
 )
+from cosim.cli import put_in_place, staged_folder
 from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.evaluation import (
@@ -138,6 +141,7 @@ from cosim.evaluation import (
 )
 from cosim.policies.priority import (
     FEATURES,
+    POLICY_FILE,
     PriorityWeights,
     heuristic_weights,
     user_history,
@@ -167,23 +171,27 @@ EVALUATION = "running"
 TRAIN_WINDOWS, TRAIN_CHUNKS = 32, 4
 
 
-def _split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Running evaluation: the per-window results and, from the last slice, each source's
-    mean bsld over its whole span; windows: the results as they are."""
-    if not running:
-        return res, None
-    return res[:, :-1], res[:, -1, _BSLD]
+def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path,
+         **options) -> dict:
+    """Search, select on validation, test once; write the policy folder. Returns the results.
+
+    ``options``: those of :func:`_tune`. The folder is written whole or not at all (staged
+    beside ``out``, renamed in: :func:`cosim.cli.staged_folder`); an ``out`` that cannot
+    be written is refused (:class:`InputError`) before any work."""
+    out, echo = Path(out), options.get("echo", print)
+    stage = staged_folder(out, markers=(POLICY_FILE, "results.json"),
+                          kind="a tuned policy folder", writer="'agents tune'")
+    try:
+        results = _tune(scenario_path, overrides, minutes, stage, **options)
+        put_in_place(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    echo(f"wrote {out} (run it with --policy learned:{out})")
+    return results
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and its finished children (the workers, once joined)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-
-
-def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
+def _tune(scenario_path: str, overrides: list[str], minutes: float, stage: Path, *,
          window_jobs: int = 256, train_windows: int | None = None, count: int = 100,
          split: tuple[float, float] = (0.5, 0.7), processes: int | None = None, seed: int = 0,
          keep: int = 5, generations: int | None = None, submit_time: bool = False,
@@ -194,7 +202,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
          folds: int = FOLDS, slack: str = "off", evaluation: str = EVALUATION,
          max_wait: float | None = None, drain: str = "off", fallback: str = FALLBACK,
          margin: float = MINIMAX_MARGIN, backlog: str = "off", echo=print) -> dict:
-    """Search, select on validation, test once; write the policy folder. Returns the results."""
+    """:func:`tune` with the folder written into ``stage``."""
     import cma
 
     t_start = time.perf_counter()
@@ -269,7 +277,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     echo(f"user-history features: {user_features_why}")
 
     with Evaluator(scenario, sp.validation, processes, slices=val_slices) as val_eval:
-        val_classic, val_whole = _split_whole(val_eval.evaluate(CLASSIC), running)
+        val_classic, val_whole = split_whole(val_eval.evaluate(CLASSIC), running)
         val_bsld = {h: val_classic[i, :, _BSLD] for i, h in enumerate(CLASSIC)}
         val_mw = {h: float(val_classic[i, :, _MAXWAIT].max()) for i, h in enumerate(CLASSIC)}
         # ``lead``: the best heuristic by bsld alone, where the search starts and what its
@@ -349,7 +357,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                 """``--selection minimax``: each candidate's worst ratio to ``lead`` over the
                 training chunks and the validation span (the whole past), every one run."""
                 full = train_eval.evaluate(specs)
-                val = _split_whole(val_eval.evaluate(specs), running)[0][:, :, _BSLD]
+                val = split_whole(val_eval.evaluate(specs), running)[0][:, :, _BSLD]
                 ratios = np.column_stack([full[:, :, _BSLD] / ref[None, :],
                                           val.mean(axis=1) / val_ref])
                 for w, r in zip(specs, ratios):
@@ -494,7 +502,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         for w in snaps if not minimax else ():  # one already among them is not run twice
             if not any(same_policy(w, c) for c in cand):
                 cand.append(w)
-        val_cand, val_cand_whole = _split_whole(val_eval.evaluate(cand), running)
+        val_cand, val_cand_whole = split_whole(val_eval.evaluate(cand), running)
         val_mw.update({c.name: float(val_cand[i, :, _MAXWAIT].max()) for i, c in enumerate(cand)})
         val_cand = val_cand[:, :, _BSLD]
     val_means = {h: float(np.mean(v)) for h, v in val_bsld.items()}
@@ -562,7 +570,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     sources = list(CLASSIC) + ([chosen] if chosen_name not in CLASSIC else [])
     with Evaluator(scenario, test_windows, processes,
                    slices=[sp.slices["test"]] if running else None) as test_eval:
-        test, test_whole = _split_whole(test_eval.evaluate(sources), running)
+        test, test_whole = split_whole(test_eval.evaluate(sources), running)
     if running:
         test_replay = {s if isinstance(s, str) else s.name: float(v)
                        for s, v in zip(sources, test_whole)}
@@ -630,7 +638,7 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         "note": sp.note, "bootstrap_blocks": sp.blocks, "train_filter": filter_info,
         "budget": {"minutes": minutes, "search_seconds": round(search_s, 1),
                    "generations": generations, "restarts": restarts,
-                   "window_evaluations": evaluations, "cpu_seconds": round(_cpu_seconds(), 1),
+                   "window_evaluations": evaluations, "cpu_seconds": round(cpu_seconds(), 1),
                    "processes": processes, "cpus": os.cpu_count()},
         "search_space": {"features": [FEATURES[i] for i in space.features],
                          "submit_time": ("F1+EASY leads validation: its submit-time term "
@@ -645,15 +653,8 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
                          "train_batch": (f"{batch} of {n_train} training windows, drawn "
                                          "afresh each generation" if generations and
                                          batch < n_train else None),
-                         "user_history": (
-                             "log_user_pred: log10 of the mean run time of the user's last two "
-                             "jobs completed before the job's submit (as recorded: submit + "
-                             + ("recorded wait" if "wait" in workload.features else "no wait")
-                             + " + run), capped by its request; log_user_accuracy: log10 of "
-                             "their mean min(run/request, 1); unknown users or no completed "
-                             "job: the request, accuracy 1 (Tsafrir, Etsion and Feitelson, "
-                             "TPDS 2007); computed on the whole workload before the split"
-                             if user_features else None),
+                         "user_history": (user_history_note("wait" in workload.features)
+                                          if user_features else None),
                          "user_features": user_features_why,
                          "method":
                          f"CMA-ES on unit-norm weights, sigma0 {sigma}, population "
@@ -695,6 +696,5 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
     }
     policy = (chosen.as_dict() if isinstance(chosen, PriorityWeights)
               else {"kind": "heuristic", "name": chosen_name})
-    write_folder(Path(out), policy, results)
-    echo(f"wrote {out} (run it with --policy learned:{out})")
+    write_folder(stage, policy, results)
     return results

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 from agents.tune import (
     EVALUATION,
@@ -22,7 +23,16 @@ from cosim.cli import nonnegative_int
 from cosim.errors import InputError
 from cosim.evaluation import CONTENTION, EVALUATIONS
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "max_processes", "PROCESSES_PER_CPU"]
+
+#: ``--processes`` at most this many per CPU: more only share the CPUs (and each worker
+#: holds its copy of the windows), while 100,000 would exhaust memory before any work.
+PROCESSES_PER_CPU = 4
+
+
+def max_processes() -> int:
+    """The largest ``--processes``: :data:`PROCESSES_PER_CPU` per CPU of the machine."""
+    return PROCESSES_PER_CPU * (os.cpu_count() or 1)
 
 
 def add_parser(sub) -> None:
@@ -49,8 +59,9 @@ def add_parser(sub) -> None:
     t.add_argument("--windows", type=int, default=100, help="validation and test windows each")
     t.add_argument("--split", type=float, nargs=2, default=(0.5, 0.7), metavar=("TRAIN", "VAL"),
                    help="cut points as fractions of the jobs (train | validation | test)")
-    t.add_argument("--processes", type=int, default=None, help="worker processes "
-                                                               "(default: every CPU available)")
+    t.add_argument("--processes", type=int, default=None,
+                   help=f"worker processes (default: every CPU available; at most "
+                        f"{PROCESSES_PER_CPU} per CPU)")
     t.add_argument("--seed", type=nonnegative_int, default=0, help="CMA-ES and bootstrap seed")
     t.add_argument("--keep", type=int, default=5, help="searched policies taken to validation")
     t.add_argument("--with-submit-time", action="store_true",
@@ -181,6 +192,10 @@ def run(ns) -> int:
     if ns.processes is not None and ns.processes < 1:
         raise InputError("--processes", repr(ns.processes), "at least 1 (or leave it out: "
                                                             "every CPU available)")
+    if ns.processes is not None and ns.processes > max_processes():
+        raise InputError("--processes", repr(ns.processes),
+                         f"at most {max_processes()} ({PROCESSES_PER_CPU} per CPU; each worker "
+                         "holds the windows and a simulation)")
     if ns.train_batch < 0:
         raise InputError("--train-batch", repr(ns.train_batch), "0 (all) or more windows")
     if ns.generations is not None and ns.generations < 1:

@@ -11,6 +11,8 @@ where they had lost a training period.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from agents.tune_space import fold_index
@@ -18,7 +20,7 @@ from cosim.evaluation import Evaluator, window_at
 from cosim.policies.priority import PriorityWeights
 
 __all__ = ["FALLBACK", "FALLBACKS", "MINIMAX_MARGIN", "SHRINK", "fallback_heuristic",
-           "past_check", "shrunk_points", "span_replay"]
+           "past_check", "shrunk_points", "span_replay", "split_whole", "cpu_seconds"]
 
 #: How the heuristic shipped when no searched policy qualifies is chosen (``--fallback``):
 #: ``validation`` (the default): the best on validation, the issue's reference, so the
@@ -140,3 +142,17 @@ def span_replay(scenario, workload, span, sources, processes: int) -> dict[str, 
         r = ev.evaluate(sources)[:, 0, _BSLD]
     return {(s.name if isinstance(s, PriorityWeights) else s): float(v)
             for s, v in zip(sources, r)}
+
+
+def split_whole(res: np.ndarray, running: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Running evaluation: the per-window results and, from the last slice, each source's
+    mean bsld over its whole span; windows: the results as they are."""
+    if not running:
+        return res, None
+    return res[:, :-1], res[:, -1, _BSLD]
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the workers, once joined)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system

@@ -141,6 +141,17 @@ def user_features_choice(asked: bool | str, workload) -> tuple[bool, str]:
     return on, f"auto: {'on' if on else 'off'} ({why})"
 
 
+def user_history_note(recorded_wait: bool) -> str:
+    """What the user-history features are, for the model card."""
+    return ("log_user_pred: log10 of the mean run time of the user's last two jobs completed "
+            "before the job's submit (as recorded: submit + "
+            + ("recorded wait" if recorded_wait else "no wait")
+            + " + run), capped by its request; log_user_accuracy: log10 of their mean "
+            "min(run/request, 1); unknown users or no completed job: the request, accuracy 1 "
+            "(Tsafrir, Etsion and Feitelson, TPDS 2007); computed on the whole workload "
+            "before the split")
+
+
 #: ``--drain searched``: the drain-aware reservation's starting grid, (D, grace in days):
 #: a head more than D times its estimate from its shadow time gets no reservation
 #: until it has waited the grace (:class:`cosim.policies.backfill.QueuePolicy`). On

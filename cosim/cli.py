@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from cosim.errors import CosimError, InputError
 from cosim.limits import INT64_MAX
 
 __all__ = ["ArgumentParser", "run_command", "nonnegative_float", "nonnegative_int", "positive_int",
-           "positive_float", "output_path", "progress_bar", "stderr_line"]
+           "positive_float", "output_path", "progress_bar", "stderr_line", "staged_folder",
+           "put_in_place"]
 
 
 def stderr_line(text: str) -> None:
@@ -199,3 +202,81 @@ def run_command(handler: Callable[[Sequence[str] | None], int], argv: Sequence[s
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return 130
+
+
+# -- output folders written whole or not at all ----------------------------------------------
+# A command writes into a fresh staging folder beside OUT (``.OUT.partial-PID``) and, when
+# everything is written, puts it in place of OUT in one rename (the previous OUT, if any, set
+# aside first as ``.OUT.old-PID`` and then deleted); the leftovers of killed runs are cleaned
+# up by the next run into the same OUT.
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _leftovers(out: Path) -> list[tuple[Path, str, int]]:
+    """(path, kind, pid) of staging and set-aside folders of runs into ``out``."""
+    found = []
+    for kind in ("partial", "old"):
+        for p in out.parent.glob(f".{out.name}.{kind}-*"):
+            pid = p.name.rsplit("-", 1)[-1]
+            if pid.isdigit():
+                found.append((p, kind, int(pid)))
+    return found
+
+
+def staged_folder(out: Path, *, markers: Sequence[str], kind: str, writer: str) -> Path:
+    """Check that ``out`` may be replaced, clean up after killed runs, make the staging folder.
+
+    Args:
+        out: the folder the command will write (``--out DIR``).
+        markers: files one of which marks a folder the command wrote (and may replace).
+        kind: what the folder is, for messages (``a results folder``).
+        writer: the command that writes it, for messages (``'cosim run'``).
+
+    Raises:
+        InputError: ``out`` is a file, a folder that holds something other
+            than such a folder, or cannot be made (its parent is a file,
+            read-only, ...).
+    """
+    for path, left, pid in _leftovers(out):
+        if pid == os.getpid() or _pid_alive(pid):
+            continue   # another run in progress (or this one)
+        if left == "old" and not out.exists():
+            os.replace(path, out)   # killed between its two renames: put the folder back
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    if out.exists():
+        if not out.is_dir():
+            raise InputError(str(out), "a file", f"{kind} (--out DIR)")
+        if any(out.iterdir()) and not any((out / m).exists() for m in markers):
+            raise InputError(str(out), f"a folder that is not {kind} (no "
+                             f"{' or '.join(markers)})",
+                             f"a new or empty folder, or one written by {writer} (it is "
+                             "replaced as a whole)", "choose another --out")
+    stage = out.parent / f".{out.name}.partial-{os.getpid()}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir()
+    except OSError as err:   # a parent that is a file, read-only or a pseudo file system
+        raise InputError.from_os_error(err, out, f"{kind} this user can write "
+                                       "(--out DIR)") from None
+    return stage
+
+
+def put_in_place(stage: Path, out: Path) -> None:
+    """Replace ``out`` by ``stage``: the old folder is set aside, the new renamed in, the old deleted."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+    os.replace(stage, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

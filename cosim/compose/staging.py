@@ -13,12 +13,10 @@ before simulating anything.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
+from cosim.cli import put_in_place, staged_folder
 from cosim.config import Scenario
-from cosim.errors import InputError
 
 __all__ = ["policy_dir", "default_out_dir", "prepare_out", "put_in_place"]
 
@@ -44,27 +42,6 @@ def default_out_dir(scenario: Scenario) -> Path:
     return Path("results") / scenario.name
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _leftovers(out: Path) -> list[tuple[Path, str, int]]:
-    """(path, kind, pid) of staging and set-aside folders of runs into ``out``."""
-    found = []
-    for kind in ("partial", "old"):
-        for p in out.parent.glob(f".{out.name}.{kind}-*"):
-            pid = p.name.rsplit("-", 1)[-1]
-            if pid.isdigit():
-                found.append((p, kind, int(pid)))
-    return found
-
-
 def prepare_out(out: Path) -> Path:
     """Check that ``out`` may be replaced, clean up after killed runs, make the staging folder.
 
@@ -73,40 +50,5 @@ def prepare_out(out: Path) -> Path:
             than a results folder, or cannot be made (its parent is a file,
             read-only, ...).
     """
-    for path, kind, pid in _leftovers(out):
-        if pid == os.getpid() or _pid_alive(pid):
-            continue   # another run in progress (or this one)
-        if kind == "old" and not out.exists():
-            os.replace(path, out)   # killed between its two renames: put the results back
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-    if out.exists():
-        if not out.is_dir():
-            raise InputError(str(out), "a file", "a results folder (--out DIR)")
-        if any(out.iterdir()) and not ((out / "comparison.json").exists()
-                                       or (out / "scenario.yaml").exists()):
-            raise InputError(str(out), "a folder that is not a results folder (no "
-                             "comparison.json or scenario.yaml)",
-                             "a new or empty folder, or one written by 'cosim run' (it is "
-                             "replaced as a whole)", "choose another --out")
-    stage = out.parent / f".{out.name}.partial-{os.getpid()}"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if stage.exists():
-            shutil.rmtree(stage)
-        stage.mkdir()
-    except OSError as err:   # a parent that is a file, read-only or a pseudo file system
-        raise InputError.from_os_error(err, out, "a results folder this user can write "
-                                       "(--out DIR)") from None
-    return stage
-
-
-def put_in_place(stage: Path, out: Path) -> None:
-    """Replace ``out`` by ``stage``: the old folder is set aside, the new renamed in, the old deleted."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(stage, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    return staged_folder(out, markers=("comparison.json", "scenario.yaml"),
+                         kind="a results folder", writer="'cosim run'")
