@@ -9,7 +9,9 @@ from cosim.config import load_scenario
 from cosim.evaluation import (
     CLASSIC,
     Evaluator,
+    Protocol,
     ProtocolError,
+    Scores,
     SealedWindows,
     best_heuristic,
     chronological_split,
@@ -226,3 +228,49 @@ def test_windows_of_one_run_are_slices_of_that_run():
     assert one[1, 2, 0] != alone.bsld_mean
     with pytest.raises(ProtocolError, match="2 slice lists for 1 windows"):
         Evaluator(SCENARIO, [window], 1, slices=[slices, slices])
+
+
+# -- the protocol as one object ------------------------------------------------------------
+def _protocol(evaluation):
+    w = load_workload(SCENARIO)
+    return w, Protocol.chronological(SCENARIO, w, size=100, train_count=2, count=3,
+                                     evaluation=evaluation)
+
+
+@pytest.mark.parametrize("evaluation", ["windows", "running"])
+def test_the_protocol_scores_spans_chooses_on_validation_and_reads_the_test_once(evaluation):
+    w, p = _protocol(evaluation)
+    sources = ["fcfs+easy", "saf+easy"]
+    val = p.score("validation", sources, whole=True)
+    assert val.names == sources and val.windows.shape == (2, 3, 3) and val.whole.shape == (2,)
+    # the span run whole is one run of the validation span's jobs
+    span = p.split.spans["validation"]
+    alone = run_window(p.scenario, "saf+easy", w.take(slice(span.start, span.stop))).bsld_mean
+    assert val.whole[1] == pytest.approx(alone)
+    # the same windows through the Evaluator: the protocol adds nothing of its own
+    with p.evaluator("validation") as ev:
+        assert np.array_equal(p.score("validation", sources, ev).windows[:, :, 0],
+                              ev.evaluate(sources)[:, :val.windows.shape[1], 0])
+    lead, best, bound = p.reference(val, sources)
+    assert lead == best == min(sources, key=lambda s: val.bsld(s).mean()) and bound is None
+    c = p.compare("validation", val.bsld("saf+easy"), val.bsld("fcfs+easy"), policy="saf+easy",
+                  reference_name="fcfs+easy")
+    assert c.windows == 3 and c.mean_ratio == pytest.approx(
+        val.bsld("saf+easy").mean() / val.bsld("fcfs+easy").mean())
+    with pytest.raises(ProtocolError, match="read once, by Protocol.test"):
+        p.evaluator("test")
+    test = p.test(sources)
+    assert test.windows.shape == (2, 3, 3) and test.whole.shape == (2,)
+    with pytest.raises(ProtocolError, match="already read once"):
+        p.test(sources)
+
+
+def test_the_reference_keeps_the_max_wait_bound_by_hand():
+    scores = Scores(["fcfs+easy", "saf+easy", "sjf+easy"],
+                    np.array([[[3.0, 0.0, 100.0]], [[1.0, 0.0, 900.0]], [[2.0, 0.0, 150.0]]]))
+    _, p = _protocol("windows")
+    assert p.reference(scores, scores.names) == ("saf+easy", "saf+easy", None)
+    # within 2x FCFS+EASY's max wait (200 s): SAF (900 s) is out, SJF (150 s) is in
+    assert p.reference(scores, scores.names, max_wait=2.0) == ("saf+easy", "sjf+easy", 200.0)
+    # FCFS+EASY is always within its own bound
+    assert p.reference(scores, scores.names, max_wait=1.0)[1] == "fcfs+easy"
