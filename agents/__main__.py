@@ -200,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
                         f"default: {', '.join(DEFAULT_BASELINES)}; 'none' for none)")
     e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
     e.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    from agents import tune_cli
+    from agents.tuning import cli as tune_cli
     tune_cli.add_parser(sub)
     return p
 
@@ -659,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for user errors)."""
     def handle(argv):
         ns = _parser().parse_args(argv)
-        from agents.tune_cli import run as _tune
+        from agents.tuning.cli import run as _tune
         return {"train": _train, "evaluate": _evaluate, "tune": _tune}[ns.command](ns)
     return run_command(handle, argv, interrupted="interrupted (resume with --resume)")
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.tune_select import fallback_heuristic
+from agents.tuning.select import fallback_heuristic
 from cosim.config import load_scenario
 from cosim.evaluation import CLASSIC, Evaluator, chronological_split
 from cosim.workloads.loading import load_workload, resolve_machine

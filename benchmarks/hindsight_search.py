@@ -50,8 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.tune_select import shrunk_points
-from agents.tune_space import SearchSpace, user_features_choice
+from agents.tuning.select import shrunk_points
+from agents.tuning.space import SearchSpace, user_features_choice
 from cosim.config import load_scenario
 from cosim.errors import CosimError
 from cosim.evaluation import (

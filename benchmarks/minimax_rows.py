@@ -6,7 +6,7 @@ chunks run whole and the validation span, against the best heuristic on
 validation; the same search ``--selection minimax`` runs, point for point,
 at the same seed and generations) and applies the rule: the point found
 ships only if its worst past ratio is below ``--margin``
-(:data:`agents.tune_select.MINIMAX_MARGIN`), else the heuristic stays
+(:data:`agents.tuning.select.MINIMAX_MARGIN`), else the heuristic stays
 (1.000). The test span is read after the search, once per row.
 
 ``--rows design``: the rows the margin was chosen on (the 8 synthetic
@@ -36,7 +36,7 @@ never searched (the held-out table of docs/tuning.md)::
     python benchmarks/minimax_rows.py --rows fresh3 --out out/minimax-fresh3 --backlog
 
 ``--shrink``: the search also reads the point found shrunk toward the seed
-heuristic's point (:data:`agents.tune_select.SHRINK` of the way) and applies
+heuristic's point (:data:`agents.tuning.select.SHRINK` of the way) and applies
 both rules: the point itself (stop 39's minimax) and the smallest step whose
 worst past ratio is below the margin (the tuner's minimax since stop 40,
 judged on seeds 317-332 by a rule written beforehand; files
@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hindsight_search  # noqa: E402
 from fallback_rules import holdout_traces  # noqa: E402
 
-from agents.tune_select import MINIMAX_MARGIN, SHRINK  # noqa: E402
+from agents.tuning.select import MINIMAX_MARGIN, SHRINK  # noqa: E402
 from cosim.paired import bootstrap_interval  # noqa: E402
 
 #: Stop 35's synthetic design traces (``scenarios/lublin256.yaml`` overrides).

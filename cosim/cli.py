@@ -260,6 +260,10 @@ def staged_folder(out: Path, *, markers: Sequence[str], kind: str, writer: str) 
                              f"a new or empty folder, or one written by {writer} (it is "
                              "replaced as a whole)", "choose another --out")
     stage = out.parent / f".{out.name}.partial-{os.getpid()}"
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise InputError(str(out), f"a path under the file {above}",
+                         f"{kind} this user can write (--out DIR)")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if stage.exists():

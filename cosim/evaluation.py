@@ -419,12 +419,25 @@ class Protocol:
         names = [source_name(s) for s in sources]
         if self.running and part != "train":        # the last slice: the span as a whole
             return Scores(names, res[:, :-1], res[:, -1, 0])
-        if not whole:
-            return Scores(names, res)
+        return Scores(names, res, self.replay(part, sources) if whole else None)
+
+    def replay(self, part: str, sources: Sequence) -> np.ndarray:
+        """Each source's mean bsld over one run through the whole span of ``part``.
+
+        Windows start from an empty machine, where a policy can gain by draining the
+        window's first burst in a way that costs it once a backlog stands; a cluster
+        runs its policy continuously, so the span replayed whole (one run, no interval)
+        checks that a window gain is not an artefact of the empty start.
+
+        Raises:
+            ProtocolError: ``part`` is ``test`` and the test span was not read yet.
+        """
+        if part == "test" and not self.split.test.read_count:
+            raise ProtocolError("protocol: the test span is replayed only by Protocol.test")
         span = self.split.spans[part]
         window = window_at(self.workload, span.start, span.stop - span.start)
         with Evaluator(self.scenario, [window], min(self.processes, len(sources))) as ev:
-            return Scores(names, res, ev.evaluate(sources)[:, 0, 0])
+            return ev.evaluate(sources)[:, 0, 0]
 
     def reference(self, scores: Scores, candidates: Sequence[str] = CLASSIC,
                   max_wait: float | None = None) -> tuple[str, str, float | None]:

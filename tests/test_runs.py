@@ -262,11 +262,13 @@ def test_an_output_the_file_system_refuses_is_one_line_and_nothing_is_written(tm
     assert code == 2 and err.strip() == (
         f"error: {blocker / 'res' / 'a'}: expected a results folder this user can write "
         f"(--out DIR), got a path under the file {blocker}")
-    for command in (["train", lublin, "--steps", "64"], ["tune", lublin, "--minutes", "1"]):
+    for command, expected in ((["train", lublin, "--steps", "64"],
+                               "a path this user can read or write"),
+                              (["tune", lublin, "--minutes", "1"],
+                               "a tuned policy folder this user can write (--out DIR)")):
         assert agents_main([*command, "--out", str(blocker / "o")]) == 2
         assert capsys.readouterr().err.strip() == (
-            f"error: {blocker / 'o'}: expected a path this user can read or write, got a path "
-            f"under the file {blocker}")
+            f"error: {blocker / 'o'}: expected {expected}, got a path under the file {blocker}")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     # Elsewhere the system's reason is quoted, with the path it refused when that is another.
     read_only = OSError(errno.EROFS, "Read-only file system", str(tmp_path / ".o.partial-1"))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from agents.__main__ import main
-from agents.tune import tune
+from agents.tuning import tune
 from cosim.evaluation import CLASSIC
 from cosim.policies import make_policy
 from cosim.policies.priority import BACKLOG_FEATURES
@@ -95,7 +95,7 @@ def test_a_worker_count_below_one_is_one_clear_line(processes, tmp_path, capsys)
 
 
 def test_fitness_by_hand():
-    from agents.tune_space import fitness_of
+    from agents.tuning.space import fitness_of
     ref = np.array([10.0, 1.0])
     res = np.array([[5.0, 2.0],          # halves the heavy window, doubles the light one
                     [10.0, 1.0],
@@ -282,7 +282,7 @@ def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
 
 @pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
 def test_snapshots_join_validation_only_when_asked(tmp_path):
-    from agents.tune_space import checkpoints
+    from agents.tuning.space import checkpoints
 
     assert sorted(checkpoints(45)) == [5, 10, 20, 40] and checkpoints(4) == set()
     s = trace(tmp_path, "s", 1.0)
@@ -359,7 +359,7 @@ def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, cap
 
 
 def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
-    from agents.tune_space import fitness_of
+    from agents.tuning.space import fitness_of
     from cosim.config import load_scenario
     from cosim.evaluation import Evaluator, chronological_split
     from cosim.policies.priority import PriorityWeights
@@ -430,7 +430,7 @@ def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
 
 @pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
 def test_drain_searched_starts_from_the_best_of_its_grid(tmp_path):
-    from agents.tune_space import DRAIN_GRID, drain_coordinates, drain_of
+    from agents.tuning.space import DRAIN_GRID, drain_coordinates, drain_of
     s = trace(tmp_path, "d", 1.0)
     plain = small_tune(s, tmp_path / "plain")
     assert plain["search_space"]["drain"] == "off" and plain["drain_grid"] == []
@@ -559,7 +559,7 @@ def test_a_max_wait_bound_guards_the_search_and_the_selection(tmp_path, capsys):
 
 
 def test_the_wait_penalty_by_hand():
-    from agents.tune_space import WAIT_PENALTY, wait_penalty
+    from agents.tuning.space import WAIT_PENALTY, wait_penalty
     fcfs = np.array([100.0, 200.0])
     # max waits 150/300 (1.5x FCFS's max, within 2x), 500 (2.5x: 25 % over 2x)
     pen = wait_penalty(np.array([[150.0, 300.0], [100.0, 500.0]]), fcfs, 2.0)
@@ -573,7 +573,7 @@ def test_the_guard_grid_stops_within_the_budget(tmp_path):
     r = tune(s, [], 1e-4, tmp_path / "g", window_jobs=80, count=6, processes=1, keep=2,
              warmup=40, evaluation="running", max_wait=2.0, backfill_order="same",
              echo=lambda *a: None)
-    from agents.tune_space import GUARD_FRACTIONS
+    from agents.tuning.space import GUARD_FRACTIONS
     lead = r["max_wait_bound"]["lead_heuristic"].partition("+")[0]
     assert r["guard_grid_points"] == len(GUARD_FRACTIONS) and r["budget"]["generations"] == 0
     assert all(n.startswith(f"{lead}+guard") for n, _ in r["guard_grid_best"])
@@ -581,14 +581,14 @@ def test_the_guard_grid_stops_within_the_budget(tmp_path):
 
 
 def test_user_features_refuses_an_unknown_choice():
-    from agents.tune_space import user_features_choice
+    from agents.tuning.space import user_features_choice
 
     with pytest.raises(ValueError, match="user_features: 'maybe'; expected auto, on or off"):
         user_features_choice("maybe", None)
 
 
 def test_past_selection_checks_every_training_period_by_hand(tmp_path):
-    from agents.tune_select import past_check
+    from agents.tuning.select import past_check
     from cosim.config import load_scenario
     from cosim.evaluation import chronological_split, run_window
     from cosim.policies.priority import PriorityWeights, heuristic_weights

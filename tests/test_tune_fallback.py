@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from test_tune import trace
 
-from agents.tune import tune
-from agents.tune_select import FALLBACK, fallback_heuristic
+from agents.tuning import tune
+from agents.tuning.select import FALLBACK, fallback_heuristic
 from cosim.evaluation import CLASSIC
 
 

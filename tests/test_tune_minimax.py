@@ -10,8 +10,8 @@ import pytest
 from test_tune import trace
 
 from agents.__main__ import main
-from agents.tune import tune
-from agents.tune_select import SHRINK
+from agents.tuning import tune
+from agents.tuning.select import SHRINK
 from cosim.config import load_scenario
 from cosim.errors import InputError
 from cosim.evaluation import CLASSIC, Evaluator, chronological_split
@@ -109,7 +109,7 @@ def test_the_benchmark_applies_the_same_rule_by_hand():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import minimax_rows
 
-    from agents.tune_select import MINIMAX_MARGIN
+    from agents.tuning.select import MINIMAX_MARGIN
 
     iv = {"test": {"mean_ratio": 0.8, "mean_ratio_ci": [0.7, 0.9], "wins": 60, "losses": 40}}
     heur = {"saf+easy": [10.0, 10.0, 10.0, 10.0, 20.0, 30.0]}

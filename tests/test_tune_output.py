@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agents.__main__ import main
-from agents.tune_cli import max_processes
+from agents.tuning.cli import max_processes
 from cosim.errors import CosimError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""``agents.tune_space.SearchSpace``: the search starts at the heuristic's own schedule, and
+"""``agents.tuning.space.SearchSpace``: the search starts at the heuristic's own schedule, and
 each extra coordinate means what the tuner says it means."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import simpy
 
-from agents.tune_space import DAY, SLACK_SCALE, SearchSpace, drain_of
+from agents.tuning.space import DAY, SLACK_SCALE, SearchSpace, drain_of
 from cosim.config import load_scenario
 from cosim.model import build
 from cosim.policies import make_policy

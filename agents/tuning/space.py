@@ -1,6 +1,6 @@
 """The search space of ``python -m agents tune``: fitness, starting grids, coordinates.
 
-:func:`agents.tune.tune` runs the protocol (split, search, selection on
+:func:`agents.tuning.tune` runs the protocol (split, search, selection on
 validation, the test read once); this module holds what a candidate is and
 how it is scored: the training fitness (``--fitness``), the max-wait penalty
 and the starvation guard's grid (``--max-wait``), the drain-aware reservation's

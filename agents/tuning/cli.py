@@ -1,24 +1,23 @@
 """The ``python -m agents tune`` command line: its arguments, checked, handed to
-:func:`agents.tune.tune` (whose docstring says what the search and the protocol do)."""
+:func:`agents.tuning.tune` (the package's docstring says what the search and the protocol do)."""
 
 from __future__ import annotations
 
 import math
 import os
 
-from agents.tune import (
+from agents.tuning.options import (
     EVALUATION,
-    FITNESS,
-    FOLDS,
     SELECTION,
     SELECTIONS,
     TRAIN_CHUNKS,
     TRAIN_FILTER,
     TRAIN_POOL,
     TRAIN_WINDOWS,
-    tune,
 )
-from agents.tune_select import FALLBACK, FALLBACKS, MINIMAX_MARGIN
+from agents.tuning.run import tune
+from agents.tuning.select import FALLBACK, FALLBACKS, MINIMAX_MARGIN
+from agents.tuning.space import FITNESS, FOLDS
 from cosim.cli import nonnegative_int
 from cosim.errors import InputError
 from cosim.evaluation import CONTENTION, EVALUATIONS

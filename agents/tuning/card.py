@@ -1,4 +1,4 @@
-"""The model card and output folder of ``python -m agents tune`` (:mod:`agents.tune`).
+"""The model card and output folder of ``python -m agents tune`` (:mod:`agents.tuning`).
 
 ``card.md`` says what a tuned policy is and what it was selected and tested
 on: data and spans, the training-window filter, budget, search space,
@@ -35,10 +35,13 @@ def write_folder(out: Path, policy: dict, results: dict) -> None:
 
 def model_card(policy: dict, r: dict) -> str:
     """The model card (markdown) of a tuned policy."""
-    t = r["test"]
-    best, chosen = r["best_heuristic"], r["chosen"]
-    running = r.get("evaluation") == "running"
-    trained_on = "training chunks" if running else "training windows"
+    return "\n".join(_data_lines(r) + _search_lines(policy, r) + _validation_lines(r)
+                     + _test_lines(r))
+
+
+def _data_lines(r: dict) -> list[str]:
+    """The title and the data: the windows, spans, the training filter."""
+    chosen = r["chosen"]
     lines = [f"# Tuned policy: {chosen}", "",
              "## Data", "",
              f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
@@ -84,6 +87,14 @@ def model_card(policy: dict, r: dict) -> str:
             "are not filtered")
     if r["note"]:
         lines.append(f"- note: {r['note']}")
+    return lines
+
+
+def _search_lines(policy: dict, r: dict) -> list[str]:
+    """The budget and the search space, the selection rule, the result."""
+    best = r["best_heuristic"]
+    trained_on = "training chunks" if r.get("evaluation") == "running" else "training windows"
+    lines: list[str] = []
     b = r["budget"]
     lines += ["", "## Budget", "",
               f"- {b['minutes']} minutes of search ({b['search_seconds']} s measured), "
@@ -182,6 +193,14 @@ def model_card(policy: dict, r: dict) -> str:
                 if (fb := r.get("fallback") or {}).get("rule") == "median" else []),
               f"- result: `{json.dumps(policy)}`",
               "", "## Validation (selection)", ""]
+    return lines
+
+
+def _validation_lines(r: dict) -> list[str]:
+    """The validation table: every policy taken there."""
+    best, chosen = r["best_heuristic"], r["chosen"]
+    running = r.get("evaluation") == "running"
+    lines: list[str] = []
     ci = r.get("validation_ratio_ci", {})
     fallback = (r.get("fallback") or {}).get("heuristic", best)
     replay = r.get("validation_replay") or {}
@@ -200,6 +219,14 @@ def model_card(policy: dict, r: dict) -> str:
                      f"{' (fallback)' if name == fallback != best else ''}"
                      f"{' (chosen)' if name == chosen else ''} | {v:.2f}{iv} | {rp} |"
                      + (f" {mws[name] / fcfs_mw:.2f} |" if name in mws else ""))
+    return lines
+
+
+def _test_lines(r: dict) -> list[str]:
+    """The test figures: paired against each heuristic, max wait, the span whole, hindsight."""
+    best, chosen = r["best_heuristic"], r["chosen"]
+    t = r["test"]
+    lines: list[str] = []
     lines += ["", "## Test (read once, after selection)", "",
               f"{chosen} against each heuristic on the same {r['windows']['test']} windows; 95 % "
               "bootstrap intervals over windows"
@@ -237,4 +264,4 @@ def model_card(policy: dict, r: dict) -> str:
                   + (f"; the best heuristic within the max-wait bound on the test span, "
                      f"{h['best_within_bound']}, {h['best_within_bound_ratio']:.3f}"
                      if "best_within_bound" in h else "") + ".", ""]
-    return "\n".join(lines)
+    return lines
