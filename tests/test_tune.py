@@ -505,7 +505,9 @@ def test_the_command_measures_running_spans_by_default(tmp_path):
                  "--windows", "6", "--processes", "1", "--keep", "1", "--out", str(out)]) == 0
     r = json.loads((out / "results.json").read_text())
     assert r["evaluation"] == "running" and r["windows"]["train"] == 4
-    assert r["max_wait_bound"] is None and r["search_space"]["guard"] is None
+    # max wait bounded by default: 2x FCFS+EASY's on the same validation windows
+    assert r["max_wait_bound"]["ratio"] == 2.0 and r["search_space"]["guard"] == "searched"
+    assert "fairness bound: max wait at most 2x FCFS+EASY's" in (out / "card.md").read_text()
     assert r["windows"]["test"] == 6 and set(r["test"]["replay"]) >= set(CLASSIC)
     assert not set(BACKLOG_FEATURES) & set(r["search_space"]["features"])
     make_policy(f"learned:{out}")

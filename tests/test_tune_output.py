@@ -138,3 +138,31 @@ def test_kill_9_leaves_no_workers_and_no_mixed_folder(tmp_path):
     assert {p.name: p.read_bytes() for p in out.iterdir()} == old and _policy_matches(out)
     small_tune(trace(tmp_path, "b", 3.0), out)
     assert _policy_matches(out) and not list(tmp_path.glob(".tuned.*"))
+
+
+def test_the_bound_is_off_with_none_and_the_card_says_whether_the_policy_starves(tmp_path):
+    from agents.tuning.card import model_card
+    from agents.tuning.report import starvation_of
+
+    s, out = trace(tmp_path, "d", 1.0), tmp_path / "o"
+    assert main(["tune", s, "--minutes", "1", "--generations", "1", "--window-jobs", "80",
+                 "--windows", "6", "--processes", "1", "--keep", "1", "--max-wait", "none",
+                 "--out", str(out)]) == 0
+    r = json.loads((out / "results.json").read_text())
+    assert r["max_wait_bound"] is None and r["search_space"]["guard"] is None
+    st = r["test"]["starvation"]
+    chosen = r["chosen"]
+    assert st["max_wait"] == r["test"]["max_wait"][chosen] and st["bound_ratio"] is None
+    assert st["fcfs_easy_max_wait"] == r["test"]["max_wait"]["fcfs+easy"]
+    assert st["starves"] == (st["max_wait"] > 604_800)
+    card = (out / "card.md").read_text()
+    assert "The bound: no bound (--max-wait none)." in card
+    # A policy over the bound, or with a job queued over a week, is named as starving.
+    policy = json.loads((out / "policy.json").read_text())
+    r["test"]["starvation"] = starvation_of(3 * st["fcfs_easy_max_wait"] + 1,
+                                            st["fcfs_easy_max_wait"], 2.0)
+    assert f"**Starvation: {chosen} starves on the test span**" in model_card(policy, r)
+    r["test"]["starvation"] = starvation_of(700_000.0, 10**7, None)
+    assert "over a week" in model_card(policy, r)
+    r["test"]["starvation"] = starvation_of(1000.0, 1000.0, 2.0)
+    assert "Starvation: none on the test span" in model_card(policy, r)

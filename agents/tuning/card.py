@@ -244,6 +244,15 @@ def _test_lines(r: dict) -> list[str]:
     lines += ["", f"{chosen}: mean bsld {t['mean_bsld'][chosen]:.2f}; max wait over the test "
               f"windows {t['max_wait'][chosen]:.0f} s, {mw['ratio_of_max']:.2f}x FCFS+EASY's "
               f"(per-window mean ratio {mw['mean_window_ratio']:.2f}).", ""]
+    if st := t.get("starvation"):
+        bound = (f"{st['bound_ratio']:g}x FCFS+EASY's max wait on the same windows "
+                 f"({st['bound_ratio'] * st['fcfs_easy_max_wait']:.0f} s)"
+                 if st["bound_ratio"] is not None else "no bound (--max-wait none)")
+        lines += [(f"**Starvation: {chosen} starves on the test span**: a job "
+                   + st["why"].removeprefix("waited ") + "." if st["starves"] else
+                   f"Starvation: none on the test span; {chosen}'s longest wait "
+                   f"{st['max_wait']:.0f} s is within the bound and under a week.")
+                  + f" The bound: {bound}.", ""]
     if t.get("replay"):
         lines += [("The test span as a whole (the windows' one run, every job measured; no "
                    "interval): " if r.get("evaluation") == "running" else

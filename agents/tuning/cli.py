@@ -7,6 +7,7 @@ import math
 import os
 
 from agents.tuning.options import (
+    DEFAULT_MAX_WAIT,
     EVALUATION,
     SELECTION,
     SELECTIONS,
@@ -32,6 +33,16 @@ PROCESSES_PER_CPU = 4
 def max_processes() -> int:
     """The largest ``--processes``: :data:`PROCESSES_PER_CPU` per CPU of the machine."""
     return PROCESSES_PER_CPU * (os.cpu_count() or 1)
+
+
+def _max_wait(text: str) -> float | None:
+    """``--max-wait``: a ratio, or ``none`` for no bound (checked in :func:`run`)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError("--max-wait", repr(text), "a ratio of at least 1, or none") from None
 
 
 def add_parser(sub) -> None:
@@ -140,13 +151,14 @@ def add_parser(sub) -> None:
                         "afresh (the same K for every candidate of the generation), so the "
                         "search cannot fit a fixed few windows (default 0: all, every "
                         "generation)")
-    t.add_argument("--max-wait", type=float, default=None, metavar="RATIO",
+    t.add_argument("--max-wait", type=_max_wait, default=DEFAULT_MAX_WAIT, metavar="RATIO|none",
                    help="a fairness bound: the chosen policy's max wait on validation at most "
                         "RATIO x FCFS+EASY's there. The best heuristic within it is the "
                         "reference; the search adds a starvation guard (a job that has waited "
                         "T s goes ahead of the rest, oldest first; T searched) and is penalized "
                         "where a training chunk's max wait exceeds RATIO x FCFS+EASY's "
-                        "(default: no bound)")
+                        f"(default {DEFAULT_MAX_WAIT:g}; none: no bound); the model card says "
+                        "whether the chosen policy kept it on the test span")
     # Two EASY variants the search may take on (off by default; docs/tuning.md says why).
     for flag, what in (
             ("--slack", "relaxed EASY's slack, the head promised its shadow time plus slack x "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from agents.tuning.select import FALLBACK, MINIMAX_MARGIN
 from agents.tuning.space import FOLDS
 
-__all__ = ["Options", "EVALUATION", "SELECTION", "SELECTIONS", "SKIP_TOLERANCE", "TRAIN_CHUNKS",
+__all__ = ["Options", "DEFAULT_MAX_WAIT", "EVALUATION", "SELECTION", "SELECTIONS", "SKIP_TOLERANCE", "TRAIN_CHUNKS",
            "TRAIN_FILTER", "TRAIN_POOL", "TRAIN_WINDOWS"]
 
 #: Contention filtering of the training windows (``--train-filter``, ``--train-pool``).
@@ -27,6 +27,12 @@ SKIP_TOLERANCE = 0.05
 EVALUATION = "running"
 #: Training windows by default; with ``--evaluation running``, training chunks (each run whole).
 TRAIN_WINDOWS, TRAIN_CHUNKS = 32, 4
+#: ``python -m agents tune`` bounds the chosen policy's max wait by default: at most this
+#: many times FCFS+EASY's on the same validation windows (``--max-wait none``: no bound).
+#: The best heuristic by mean bsld alone starves jobs for months on real traces (SAF+EASY
+#: 28.8 M s on one 128-processor trace against FCFS+EASY's 0.41 M s; a 3-minute tune on
+#: lublin_256 shipped SAF+EASY with 7.2x FCFS+EASY's max wait).
+DEFAULT_MAX_WAIT = 2.0
 
 
 @dataclass

@@ -9,14 +9,15 @@ import numpy as np
 
 from agents.tuning.space import SLACK_SCALE, WAIT_PENALTY, user_history_note
 from cosim.evaluation import CLASSIC, Scores
+from cosim.metrics import STARVATION_THRESHOLDS
 from cosim.policies.priority import FEATURES
 
-__all__ = ["test_figures", "results_of"]
+__all__ = ["span_figures", "results_of", "starvation_of"]
 
 _BSLD, _MAXWAIT = 0, 2
 
 
-def test_figures(run, choice, scores: Scores) -> dict:
+def span_figures(run, choice, scores: Scores) -> dict:
     """The chosen policy against every heuristic on the test windows: paired ratios with
     intervals, max wait against FCFS+EASY's, the span as a whole, the room in hindsight."""
     o, val, echo = run.options, run.val, run.echo
@@ -34,6 +35,8 @@ def test_figures(run, choice, scores: Scores) -> dict:
                "mean_window_ratio": float(np.mean(test[ti, :, _MAXWAIT]
                                                   / np.maximum(test[fcfs, :, _MAXWAIT], 1.0)))}
     headline = vs[best]
+    starvation = starvation_of(float(test[ti, :, _MAXWAIT].max()),
+                               float(test[fcfs, :, _MAXWAIT].max()), max_wait)
     # Room in hindsight, against the best heuristic on validation: the heuristic
     # best on the test span itself, and the per-window oracle over the heuristics
     # (each window scheduled by whichever heuristic does best on it). Neither
@@ -70,15 +73,38 @@ def test_figures(run, choice, scores: Scores) -> dict:
     echo(f"room in hindsight: {hind} on the test span {hindsight['best_heuristic_ratio']:.3f}, "
          f"the per-window best heuristic {hindsight['per_window_oracle_ratio']:.3f} of {best}")
 
+    if starvation["starves"]:
+        echo(f"starvation: {chosen_name} " + starvation["why"] + " on the test span")
     return {"col": col, "against": vs, "max_wait_vs_fcfs_easy": maxwait,
-            "hindsight": hindsight, "replay": test_replay}
+            "hindsight": hindsight, "replay": test_replay, "starvation": starvation}
+
+
+def starvation_of(max_wait: float, fcfs_max_wait: float, bound: float | None) -> dict:
+    """Whether the chosen policy starves on the test span: its max wait over the bound
+    (``bound`` x FCFS+EASY's on the same windows) or a job that waited over a week.
+
+    Examples:
+        >>> print(starvation_of(700_000.0, 100_000.0, 2.0)["why"])
+        waited 700000 s (8.1 days) at most: over the bound of 2x FCFS+EASY's 100000 s, and over a week
+        >>> starvation_of(150_000.0, 100_000.0, 2.0)["starves"]
+        False
+    """
+    week = dict(STARVATION_THRESHOLDS)["1w"]
+    over_bound = bound is not None and max_wait > bound * fcfs_max_wait
+    over_week = max_wait > week
+    why = [f"over the bound of {bound:g}x FCFS+EASY's {fcfs_max_wait:.0f} s"] if over_bound else []
+    why += ["over a week"] if over_week else []
+    return {"max_wait": max_wait, "fcfs_easy_max_wait": fcfs_max_wait, "bound_ratio": bound,
+            "over_bound": over_bound, "over_a_week": over_week, "starves": bool(why),
+            "why": (f"waited {max_wait:.0f} s ({max_wait / 86400:.1f} days) at most: "
+                    + ", and ".join(why)) if why else ""}
 
 
 def results_of(run, found, choice, scores: Scores, scenario_path: str, overrides: list[str],
                cpu_seconds: float) -> dict:
     """``results.json``: data, spans, budget, search space, validation and test figures."""
     o, val, sp, workload = run.options, run.val, run.protocol.split, run.workload
-    t = test_figures(run, choice, scores)
+    t = span_figures(run, choice, scores)
     col, vs, maxwait, hindsight, test_replay = (t["col"], t["against"], t["max_wait_vs_fcfs_easy"],
                                                 t["hindsight"], t["replay"])
     test, val_mw, top, step = scores.windows, val.mw, choice.top, choice.step
@@ -169,6 +195,7 @@ def results_of(run, found, choice, scores: Scores, scenario_path: str, overrides
         "test": {"mean_bsld": {s: float(test[i, :, _BSLD].mean()) for s, i in col.items()},
                  "max_wait": {s: float(test[i, :, _MAXWAIT].max()) for s, i in col.items()},
                  "against": vs, "max_wait_vs_fcfs_easy": maxwait, "hindsight": hindsight,
+                 "starvation": t["starvation"],
                  "replay": test_replay,
                  # per window, for "by how much, and where": the chosen policy's and
                  # the best heuristic's mean bsld (test windows in time order)
