@@ -24,7 +24,7 @@ import numpy as np
 from cosim.errors import CosimError
 
 __all__ = ["ProtocolError", "block_indices", "bootstrap_interval", "mean_interval",
-           "Comparison", "compare",
+           "Comparison", "compare", "compare_each",
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal"]
 
 
@@ -148,6 +148,22 @@ def compare(values: np.ndarray, reference: np.ndarray, *, policy: str = "policy"
     return Comparison(policy, reference_name, n, float(a.mean() / b.mean()), mean_ci,
                       float(np.median(ratio)), median_ci, int(np.sum(a < b)), int(np.sum(a > b)),
                       float(a.mean()), float(b.mean()))
+
+
+def compare_each(values: dict[str, Sequence[float]], policy: str, *, seed: int = 0,
+                 block: int = 1) -> dict[str, Comparison]:
+    """:func:`compare` of ``values[policy]`` against every other entry (the same items,
+    in the same order: windows, or episodes of the same jobs).
+
+    Examples:
+        >>> c = compare_each({"agent": [1.0, 2.0], "sjf": [2.0, 2.0], "fcfs": [1.0, 4.0]}, "agent")
+        >>> {k: (v.mean_ratio, v.wins, v.losses) for k, v in c.items()}
+        {'sjf': (0.75, 1, 0), 'fcfs': (0.6, 1, 0)}
+    """
+    a = np.asarray(values[policy], dtype=float)
+    return {name: compare(a, np.asarray(v, dtype=float), policy=policy, reference_name=name,
+                          seed=seed, block=block)
+            for name, v in values.items() if name != policy}
 
 
 #: Rules for filtering training windows by contention (``agents tune --train-filter``).
