@@ -47,12 +47,13 @@ __all__ = ["TraceRuntimeRegressor", "trace_errors", "baselines", "fit_on_past",
            "CANDIDATES", "feature_names_of"]
 
 #: The losses :func:`fit_on_past` tries, in order: squared error on log time, and
-#: the pinball loss at three quantiles above the median.
+#: the pinball loss at the median and two quantiles above it; each job weighted by
+#: the square root of its run time (between relative and absolute error).
 CANDIDATES: tuple[dict[str, Any], ...] = (
-    {"objective": "reg:squarederror"},
-    {"objective": "reg:quantileerror", "quantile_alpha": 0.6},
-    {"objective": "reg:quantileerror", "quantile_alpha": 0.7},
-    {"objective": "reg:quantileerror", "quantile_alpha": 0.8},
+    {"objective": "reg:squarederror", "weight_power": 0.5},
+    {"objective": "reg:quantileerror", "quantile_alpha": 0.5, "weight_power": 0.5},
+    {"objective": "reg:quantileerror", "quantile_alpha": 0.6, "weight_power": 0.5},
+    {"objective": "reg:quantileerror", "quantile_alpha": 0.7, "weight_power": 0.5},
 )
 
 
@@ -90,6 +91,12 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
             the loss: 0 weighs all alike (relative error), 1 weighs the log
             error by the run time, towards the absolute error in seconds
             (which long jobs dominate, and which decides backfilling).
+        base: where the trees start from: ``"last_two"`` (each job's own
+            last-two history, capped at its request, else (or without those
+            features) the request: the
+            trees learn the log ratio to it, which piecewise-constant trees
+            find far easier than the identity on four decades of run time) or
+            ``"none"`` (one constant for all).
         n_jobs: XGBoost threads.
         random_state: seed of the subsampling.
 
@@ -115,11 +122,12 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
 
     def __init__(self, feature_names: Sequence[str] = ("req_time",),
                  categorical: Sequence[str] = (), objective: str = "reg:quantileerror",
-                 quantile_alpha: float = 0.7, n_estimators: int = 300, max_depth: int = 8,
-                 learning_rate: float = 0.05, subsample: float = 0.8,
+                 quantile_alpha: float = 0.7, n_estimators: int = 150, max_depth: int = 6,
+                 learning_rate: float = 0.1, subsample: float = 0.8,
                  colsample_bytree: float = 0.8, min_child_weight: float = 5.0,
                  reg_lambda: float = 1.0, max_categories: int = 2000,
-                 weight_power: float = 0.0, n_jobs: int = 1, random_state: int = 0):
+                 weight_power: float = 0.0, base: str = "last_two", n_jobs: int = 1,
+                 random_state: int = 0):
         self.feature_names = feature_names
         self.categorical = categorical
         self.objective = objective
@@ -133,6 +141,7 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
         self.reg_lambda = reg_lambda
         self.max_categories = max_categories
         self.weight_power = weight_power
+        self.base = base
         self.n_jobs = n_jobs
         self.random_state = random_state
 
@@ -187,6 +196,20 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
             X[:, k] = np.where(known, pos, np.nan)
         return X
 
+    def _margin(self, X: np.ndarray) -> np.ndarray | None:
+        """log(1 + the base prediction) of each row, from its own features (or None)."""
+        if self.base == "none":
+            return None
+        if self.base != "last_two":
+            raise ValueError(f"base must be 'last_two' or 'none'; got {self.base!r}")
+        names = list(self.feature_names)
+        req = X[:, names.index("req_time")]
+        last1, last2 = (X[:, names.index(n)] if n in names else np.full(len(X), np.nan)
+                        for n in ("last_run_1", "last_run_2"))
+        both = np.isfinite(last1) & np.isfinite(last2)
+        base = np.where(both, np.minimum((last1 + last2) / 2, req), req)
+        return log1p_target(np.maximum(np.nan_to_num(base, nan=1.0), 0.0))
+
     def fit(self, X: Any, y: Any) -> TraceRuntimeRegressor:
         """Fit on ``X`` (columns ``feature_names``) and run times ``y`` (s, >= 0).
 
@@ -205,7 +228,8 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
             self.vocabularies_[name] = top
         model = self._booster()
         weight = np.maximum(y, 1.0) ** float(self.weight_power)
-        model.fit(self._encode(X), log1p_target(y), sample_weight=weight / weight.mean())
+        model.fit(self._encode(X), log1p_target(y), sample_weight=weight / weight.mean(),
+                  base_margin=self._margin(X))
         self.model_ = model
         self.n_features_in_ = X.shape[1]
         self.feature_names_in_ = np.asarray(list(self.feature_names), dtype=object)
@@ -218,7 +242,7 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
 
         check_is_fitted(self, "model_")
         X = self._check(X)
-        raw = expm1_nonneg(self.model_.predict(self._encode(X)))
+        raw = expm1_nonneg(self.model_.predict(self._encode(X), base_margin=self._margin(X)))
         req = X[:, list(self.feature_names).index("req_time")]
         capped = np.where(np.isfinite(req) & (req > 0), np.minimum(raw, req), raw)
         return quantize(capped)
