@@ -48,6 +48,7 @@ from cosim.cli import (
 from cosim.env.wrappers import PAIRED_MODES
 from cosim.errors import InputError, did_you_mean
 from cosim.limits import load_yaml
+from cosim.paired import compare_each
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
 
@@ -625,6 +626,11 @@ def _evaluate(ns) -> int:
         make_policy(name, where="--baseline")    # a bad name fails before any work
     env = make_env(policy.env_config, **overrides)
     rows = evaluate_episodes(policy, env, ns.episodes, ns.seed, heuristics=baselines)
+    # Paired by episode (each heuristic ran the agent's jobs): the agent's ratio of mean
+    # bsld to each, with the protocol's interval (cosim.paired), wins and losses.
+    paired = compare_each({name: [e["mean_bsld"] for e in row["per_episode"]]
+                           for name, row in rows.items()}, "agent", seed=ns.seed)
+    rows["agent"]["paired"] = {name: c.as_dict() for name, c in paired.items()}
     if ns.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -634,6 +640,8 @@ def _evaluate(ns) -> int:
     for name, row in rows.items():
         ret = f"{row['mean_return']:>13.4g}" if "mean_return" in row else f"{'-':>13}"
         print(f"{name:<{width}}" + "".join(f"{row[c]:>13.4g}" for c in cols) + ret)
+    for c in paired.values():
+        print(c.summary("episodes"))
     trained = _training_capacity(policy.env_config)
     units = env.unwrapped.capacity
     where = f"{units} units" + ("" if trained in (None, units) else f"; trained on {trained}")

@@ -107,9 +107,9 @@ class Comparison:
     policy_mean: float
     reference_mean: float
 
-    def summary(self) -> str:
-        """One line: ratios with intervals, wins and losses."""
-        return (f"{self.policy} vs {self.reference} on {self.windows} windows: mean bsld "
+    def summary(self, items: str = "windows") -> str:
+        """One line: ratios with intervals, wins and losses (over ``items``)."""
+        return (f"{self.policy} vs {self.reference} on {self.windows} {items}: mean bsld "
                 f"{self.policy_mean:.2f} vs {self.reference_mean:.2f}, ratio {self.mean_ratio:.3f} "
                 f"[{self.mean_ratio_ci[0]:.3f}, {self.mean_ratio_ci[1]:.3f}], median ratio "
                 f"{self.median_ratio:.3f} [{self.median_ratio_ci[0]:.3f}, "

@@ -75,6 +75,12 @@ def test_evaluate_prints_metrics_and_baselines(trained, capsys):
         assert row["mean_bsld"] >= 1.0 and 0 < row["utilization"] <= 1.0
         assert row["max_wait"] >= row["mean_wait"] >= 0
     assert rows["agent"]["mean_return"] < 0
+    # paired by episode: the agent's ratio to the heuristic on the same jobs, as compare gives it
+    paired = rows["agent"]["paired"]["sjf+easy"]
+    per = [[e["mean_bsld"] for e in rows[k]["per_episode"]] for k in ("agent", "sjf+easy")]
+    assert paired["windows"] == 2 and paired["reference"] == "sjf+easy"
+    assert paired["mean_ratio"] == pytest.approx(np.mean(per[0]) / np.mean(per[1]))
+    assert paired["wins"] + paired["losses"] <= 2
 
 
 def test_evaluate_runs_the_heuristics_on_the_same_jobs(trained):
@@ -99,7 +105,12 @@ def test_evaluate_shows_the_default_baselines(trained, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert code == 0 and lines[0].split() == ["policy", "mean_bsld", "mean_wait", "max_wait",
                                               "utilization", "mean_queue", "mean_return"]
-    assert [line.split()[0] for line in lines[1:-1]] == ["agent", *DEFAULT_BASELINES]
+    assert [line.split()[0] for line in lines[1:-1 - len(DEFAULT_BASELINES)]] == [
+        "agent", *DEFAULT_BASELINES]
+    # then, per heuristic, the agent against it paired by episode
+    assert [line.split(" on ")[0] for line in lines[-1 - len(DEFAULT_BASELINES):-1]] == [
+        f"agent vs {h}" for h in DEFAULT_BASELINES]
+    assert all("1 episodes: mean bsld" in line for line in lines[-1 - len(DEFAULT_BASELINES):-1])
 
 
 def test_resume_without_a_checkpoint_says_so(tmp_path, capsys):
