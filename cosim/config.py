@@ -175,15 +175,20 @@ class SchedulerConfig(_Section):
 class FaultsConfig(_Section):
     """Node failures.
 
+    A run with failures ends at a bound at the latest (see
+    :class:`cosim.actors.faults.RunBound` and ``docs/reference/limits.md``).
+
     Attributes:
-        mtbf: mean time between failures of one node (s); 0 disables failures.
-        mttr: mean time to repair (s).
+        mtbf: mean time between failures of one node (s); 0 disables failures,
+            else at least :data:`cosim.limits.MIN_MTBF` (60 s).
+        mttr: mean time to repair (s); ``.inf``: failed nodes never return.
         on_failure: what happens to a job on a failed node.
         max_attempts: a job lost this many times fails instead of requeueing.
         start_limit: seconds a job may wait, in all, as the head of the queue
             needing more nodes than are up while failures alone keep it
             waiting (returning nodes are held for it meanwhile) before it is
-            given up and reported as never started; None: 10 x ``mttr``. See
+            given up and reported as never started; None: 10 x ``mttr``, at
+            most :data:`cosim.limits.MAX_START_LIMIT` (7 days). See
             ``docs/metrics.md`` (failures).
     """
 
@@ -192,6 +197,22 @@ class FaultsConfig(_Section):
     on_failure: Literal["requeue", "fail"] = "requeue"
     max_attempts: int = Field(3, gt=0)
     start_limit: float | None = Field(None, gt=0, allow_inf_nan=False)
+
+    @field_validator("mtbf")
+    @classmethod
+    def _mtbf_at_least_the_minimum(cls, v: float) -> float:
+        if 0 < v < limits.MIN_MTBF:
+            raise ValueError(f"0 (no failures) or at least {limits.MIN_MTBF:g} s "
+                             "(cosim.limits.MIN_MTBF: each node failing more often never lets "
+                             "a run end)")
+        return v
+
+    @field_validator("mttr")
+    @classmethod
+    def _mttr_a_number(cls, v: float) -> float:
+        if v != v:
+            raise ValueError("a number of seconds above 0 (.inf: never repaired), not NaN")
+        return v
 
 
 class KillConfig(_Section):
@@ -267,7 +288,8 @@ class PredictorConfig(_Section):
             history and cached.
         train_jobs, train_seed, train_epochs: that training history and run.
         cache: where trained models are cached.
-        update_interval: seconds between progress checks of running jobs.
+        update_interval: seconds between progress checks of running jobs, at
+            least :data:`cosim.limits.MIN_UPDATE_INTERVAL` (1 s).
         min_remaining: floor of a remaining-time prediction (s).
         kill: the rule-based kill (:class:`KillConfig`).
         allow_shared_history: run ``history`` on a workload without user ids
@@ -285,7 +307,7 @@ class PredictorConfig(_Section):
     train_seed: int = Field(977, ge=0)
     train_epochs: int | None = Field(None, ge=0)
     cache: str = ".cache/cosim-models"
-    update_interval: float = Field(300.0, gt=0)
+    update_interval: float = Field(300.0, ge=limits.MIN_UPDATE_INTERVAL, allow_inf_nan=False)
     min_remaining: float = Field(30.0, ge=0)
     kill: KillConfig = KillConfig()
     allow_shared_history: bool = False

@@ -35,8 +35,8 @@ from cosim.errors import InputError
 
 __all__ = ["Limit", "LimitError", "LIMITS", "NODES", "CORES_PER_NODE", "SCENARIO_BYTES",
            "JSON_BYTES", "TRACE_BYTES", "DEPTH", "STUDY_RUNS", "BOOTSTRAP", "NETWORK_PARAMETERS",
-           "NETWORK_LAYERS", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
-           "MIN_UPDATE_INTERVAL", "HORIZON_FACTOR", "check_int64", "out_of_int64", "read_bytes",
+           "NETWORK_LAYERS", "NODE_FAILURES", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
+           "MIN_UPDATE_INTERVAL", "check_int64", "out_of_int64", "read_bytes",
            "gunzip", "parse_json", "read_json", "load_yaml", "deeper_than"]
 
 ENV_PREFIX = "COSIM_MAX_"
@@ -56,12 +56,6 @@ MAX_START_LIMIT = 7 * 86400.0
 #: Smallest ``predictor.update_interval`` (s): progress checks of every
 #: running job more often than this cost wall time, not accuracy.
 MIN_UPDATE_INTERVAL = 1.0
-
-#: A run's horizon: the last submit plus this many times the workload's
-#: serial time (every job run after another, at its longest attempt
-#: count, plus the start limit). See :func:`cosim.model.run_horizon`.
-HORIZON_FACTOR = 2.0
-
 
 class LimitError(InputError):
     """An input asked for more than a :class:`Limit` allows."""
@@ -142,6 +136,9 @@ BOOTSTRAP = _limit("bootstrap", 1_000_000, "bootstrap resamples of a study", "st
 NETWORK_PARAMETERS = _limit("network_parameters", 100_000_000,
                             "parameters of a network a model or checkpoint folder asks for",
                             "rl:DIR checkpoints and rnn model folders, before building the net")
+NODE_FAILURES = _limit("node_failures", 100_000, "node failures in one run",
+                       "a run with faults: at the bound, failures stop and queued jobs are "
+                       "given up (with one warning)")
 NETWORK_LAYERS = _limit("network_layers", 64, "layers of a network a folder asks for",
                         "rl:DIR checkpoints and rnn model folders, before building the net")
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from cosim import kernel, records
-from cosim.actors.faults import FaultGuard
+from cosim import kernel, limits, records
+from cosim.actors.faults import FaultGuard, RunBound
 from cosim.actors.nodes import Cluster
 from cosim.actors.scheduler import Scheduler, SchedulerHooks, SchedulerRules
 from cosim.actors.users import Users
@@ -41,7 +41,8 @@ from cosim.workloads.base import Workload
 from cosim.workloads.loading import STREAMS, load_workload, resolve_machine, streams
 
 # load_workload and streams live in cosim.workloads.loading; kept importable here.
-__all__ = ["Simulation", "build", "load_workload", "streams", "STREAMS"]
+__all__ = ["Simulation", "build", "load_workload", "streams", "STREAMS", "run_horizon",
+           "start_limit"]
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Simulation:
         workload: the jobs being submitted.
         finished: an event that fires when every job is done (completed,
             timed out, failed or rejected).
+        bound: the bound of a run with failures (:class:`RunBound`), else None.
     """
 
     env: simpy.Environment
@@ -62,6 +64,7 @@ class Simulation:
     scheduler: Scheduler
     users: Users
     workload: Workload
+    bound: RunBound | None = None
 
     @property
     def finished(self) -> simpy.Event:
@@ -132,12 +135,43 @@ def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,
         attach(scheduler, workload)
     users = Users(env, scheduler, workload, estimate=estimate,
                   user_aware=scenario.workload.user_aware)
+    bound = None
     if scenario.faults.mtbf > 0:
         f = scenario.faults
-        scheduler.add_hook(FaultGuard(f.start_limit if f.start_limit is not None
-                                      else 10.0 * f.mttr))
+        limit = start_limit(scenario)
+        scheduler.add_hook(FaultGuard(limit))
+        bound = RunBound(env, run_horizon(scenario, workload, limit),
+                         limits.NODE_FAILURES.value)
+        scheduler.add_hook(bound)
+        stop = simpy.AnyOf(env, [scheduler.finished, bound.reached])
         rng = streams(scenario.seed)["faults"]
         for node in cluster.nodes:
-            env.process(node.fail_and_recover(cluster, f.mtbf, f.mttr, rng,
-                                              stop=scheduler.finished))
-    return Simulation(env, scenario, cluster, scheduler, users, workload)
+            env.process(node.fail_and_recover(cluster, f.mtbf, f.mttr, rng, stop=stop))
+    return Simulation(env, scenario, cluster, scheduler, users, workload, bound)
+
+
+def start_limit(scenario: Scenario) -> float:
+    """``faults.start_limit``, or its default: 10 x ``mttr`` but at most
+    :data:`cosim.limits.MAX_START_LIMIT` (finite whatever ``mttr`` is)."""
+    f = scenario.faults
+    if f.start_limit is not None:
+        return f.start_limit
+    return min(10.0 * f.mttr, limits.MAX_START_LIMIT)
+
+
+def run_horizon(scenario: Scenario, workload: Workload, limit: float) -> float:
+    """The simulated time a run with failures may last (its :class:`RunBound`).
+
+    The last submit, plus the workload's serial time (every job run after
+    another, each at its longest: run or requested time, ``max_attempts``
+    times; think times when users wait on their jobs), plus one start limit.
+    Any schedule that keeps starting jobs ends well within it; only a run
+    that failures keep from ending reaches it.
+    """
+    if not len(workload):
+        return limit
+    longest = np.maximum(workload.run, workload.req_time)
+    serial = scenario.faults.max_attempts * float(longest.sum())
+    if scenario.workload.user_aware:
+        serial += float(np.nansum(np.maximum(workload.think, 0.0)))
+    return float(workload.submit.max()) + serial + limit

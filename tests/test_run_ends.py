@@ -185,7 +185,7 @@ def test_failure_metrics_count_failed_and_given_up_jobs():
 def test_start_limit_must_be_positive():
     with pytest.raises(ScenarioError, match="start_limit"):
         scenario_from_dict({"cluster": {"nodes": 4}, "workload": {"kind": "lublin", "jobs": 2},
-                            "faults": {"mtbf": 10, "start_limit": 0}})
+                            "faults": {"mtbf": 100, "start_limit": 0}})
 
 
 class _Tally(SchedulerHooks):

@@ -33,7 +33,7 @@ from cosim.decisions import SchedulerView
 from cosim.job import Job
 from cosim.kernel import now as clock
 
-__all__ = ["FaultGuard"]
+__all__ = ["FaultGuard", "RunBound"]
 
 
 class FaultGuard(SchedulerHooks):
@@ -114,3 +114,58 @@ class FaultGuard(SchedulerHooks):
         self.given_up += 1
         sched.give_up(job, f"not started: needed {job.procs} units while fewer were up "
                            f"for {self.start_limit:g} s (faults.start_limit)")
+
+
+class RunBound(SchedulerHooks):
+    """Ends a run with failures at a bound: a simulated time or a count of node failures.
+
+    Failures can keep a run going without end (nodes that fail every minute
+    and are never repaired, jobs requeued as fast as they start). At the
+    first of ``horizon`` (s) or ``max_failures`` node failures the bound is
+    reached: failures stop (``reached`` fires; the failure processes watch
+    it), every queued job and every job submitted later is given up
+    (reported as never started, reason naming the bound), and running jobs
+    finish on the nodes that are up. The run then ends with every job
+    accounted for, and :attr:`reached_by` says which bound it met.
+
+    Args:
+        horizon: the simulated time the run may last (see :func:`cosim.model.run_horizon`).
+        max_failures: node failures the run may have (:data:`cosim.limits.NODE_FAILURES`).
+    """
+
+    def __init__(self, env: simpy.Environment, horizon: float, max_failures: int):
+        self.horizon, self.max_failures = float(horizon), int(max_failures)
+        self.reached = simpy.Event(env)
+        self.reached_by: str | None = None
+        self.reached_at: float | None = None
+        self.scheduler: Scheduler | None = None
+
+    def attach(self, scheduler: Scheduler) -> None:
+        """Remember the scheduler and set the horizon's timer (called once)."""
+        self.scheduler = scheduler
+        timer = simpy.Timeout(scheduler.env, max(self.horizon - float(clock(scheduler.env)), 0.0))
+        timer.callbacks.append(lambda _e: self._reach(
+            f"the run's horizon of {self.horizon:,.0f} s of simulated time"))
+
+    def prepare(self, view: SchedulerView) -> Generator:
+        """Before each pass: at the failure bound, end; once ended, give up every queued job."""
+        sched = self.scheduler
+        if self.reached_by is None and sched.counters.node_failures >= self.max_failures:
+            self._reach(f"{self.max_failures:,} node failures (COSIM_MAX_NODE_FAILURES)")
+        elif self.reached_by is not None:
+            self._give_up_queued()
+        yield from ()
+
+    def _reach(self, why: str) -> None:
+        sched = self.scheduler
+        if self.reached_by is not None or sched.finished.triggered:
+            return
+        self.reached_by, self.reached_at = why, float(clock(sched.env))
+        self.reached.succeed()
+        self._give_up_queued()
+        sched.wake()
+
+    def _give_up_queued(self) -> None:
+        sched = self.scheduler
+        for job in list(sched.queue.live_jobs()):
+            sched.give_up(job, f"not started: the run reached its bound, {self.reached_by}")

@@ -178,6 +178,8 @@ def _finish(scenario, policy_name, sim, hub, predictor, workload, t0, out_dir) -
         "workload_cleaning": dict(workload.cleaning),
         "workload_status": {str(k): v for k, v in workload.status_counts.items()},
         "machine_source": workload.machine_source,
+        # the bound a run with failures reached (None: it ended on its own)
+        "run_bound": sim.bound.reached_by if sim.bound is not None else None,
         "predictor": predictor,
         **(hub.stats.as_dict() if hub is not None else {}),
         # kills of RLSchert's rule (a KillRulePolicy around the policy), beside the hub's counts
@@ -288,6 +290,10 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
                                               progress=progress, bundle=bundle,
                                               service_features=features)
             s = summaries[spec.name]
+            if notify is not None and s.get("run_bound"):
+                notify(f"warning: {spec.name}: the run reached its bound, {s['run_bound']}: "
+                       f"failures stopped there and the jobs still queued were given up "
+                       f"(see docs/reference/limits.md)")
             if notify is not None and s.get("jobs_never_started"):
                 notify(f"warning: {spec.name}: {s['jobs_never_started']} of {s['jobs_total']} "
                        f"jobs never started ({s['jobs_given_up']} given up in the queue); "
