@@ -98,3 +98,16 @@ def test_site_builds_strictly(tmp_path):
     assert "load_scenario" in api          # the API page is made from the docstrings
     cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     assert "python -m agents tune" in cli  # the generated pages are part of the site
+
+
+def test_pages_are_not_ignored_by_git():
+    # A page git ignores is lost on the next clone (results/ once hid docs/results/).
+    made = {f"docs/reference/{name}" for name in _generator().PAGES}
+    pages = [str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")]
+    probes = [*pages, "docs/reference/limits.md", "docs/results/new.md", "docs/guide/new.md"]
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *probes], cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        pytest.skip(f"git check-ignore failed: {proc.stderr.strip()}")
+    ignored = set(proc.stdout.split()) - made
+    assert not ignored, f"git ignores these pages: {sorted(ignored)}"
