@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from cosim import metrics, records
 from cosim.config import Scenario
 from cosim.errors import ScenarioError
 from cosim.job import Outcome
@@ -99,7 +100,7 @@ __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "window
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
            "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED",
            "EVALUATIONS", "running_block", "running_slices", "run_slices", "Protocol", "Scores",
-           "source_name"]
+           "source_name", "ROW_METRICS", "span_row", "span_rows"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -257,6 +258,42 @@ def _work(task):
                 None if slices is None else slices[k])
 
 
+#: A span's row (:func:`span_rows`): starvation beside the mean, by the names of summary.json.
+ROW_METRICS = ("bsld_mean", "wait_mean", "wait_max", "wait_p99", "starved_1d", "starved_1w")
+
+
+def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | None]:
+    """``source`` run once through ``window``: :data:`ROW_METRICS` of its measured jobs, as
+    :func:`cosim.metrics.summarize` defines them for ``summary.json``."""
+    env = simpy.Environment()
+    sim = build(env, scenario, _policy(checked_source(source, scenario)), workload=window,
+                record=False)
+    sim.run()
+    table = records.jobs_table(sim.scheduler.jobs)
+    measured = window.features.get(MEASURED)
+    if measured is not None:
+        keep = np.asarray(measured)[[j.index for j in sim.scheduler.jobs]]
+        table = {k: np.asarray(v)[keep] for k, v in table.items()}
+    row = metrics.summarize(table, None, cores=capacity_of(scenario), tau=scenario.metrics.tau)
+    return {k: row[k] for k in ROW_METRICS}
+
+
+def _row_work(source):
+    return span_row(_WORKER["scenario"], source, _WORKER["windows"][0])
+
+
+def span_rows(scenario: Scenario, sources: Sequence, window: Workload,
+              processes: int = 1) -> dict[str, dict[str, float | None]]:
+    """:func:`span_row` of each source on ``window``, in up to ``processes`` workers."""
+    scenario = resolve_machine(scenario, window)
+    n = min(max(1, int(processes)), len(sources))
+    if n <= 1:
+        return {source_name(s): span_row(scenario, s, window) for s in sources}
+    with ProcessPoolExecutor(n, initializer=_init_worker,
+                             initargs=(os.getpid(), scenario, [window], None)) as pool:
+        return dict(zip((source_name(s) for s in sources), pool.map(_row_work, sources)))
+
+
 class Evaluator:
     """Runs policies on a fixed list of windows, in ``processes`` worker processes.
 
@@ -348,6 +385,8 @@ class Scores:
     names: list[str]
     windows: np.ndarray
     whole: np.ndarray | None = None
+    #: the test span: each policy's :data:`ROW_METRICS` over the span as a whole
+    rows: dict[str, dict] | None = None
 
     def bsld(self, name: str) -> np.ndarray:
         """The policy's mean bsld per window."""
@@ -466,4 +505,13 @@ class Protocol:
         windows_ = self.split.test.read()
         slices = [self.split.slices["test"]] if self.running else None
         with Evaluator(self.scenario, windows_, self.processes, slices=slices) as ev:
-            return self._scores("test", sources, ev.evaluate(sources), whole)
+            scores = self._scores("test", sources, ev.evaluate(sources), whole)
+        if self.running:      # the span's one run (after its warm-up jobs, not measured)
+            span = windows_[0]
+        elif self.workload is not None:
+            s = self.split.spans["test"]
+            span = window_at(self.workload, s.start, s.stop - s.start)
+        else:
+            return scores
+        scores.rows = span_rows(self.scenario, sources, span, self.processes)
+        return scores

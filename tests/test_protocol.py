@@ -8,6 +8,7 @@ import pytest
 from cosim.config import load_scenario
 from cosim.evaluation import (
     CLASSIC,
+    ROW_METRICS,
     Evaluator,
     Protocol,
     ProtocolError,
@@ -261,6 +262,14 @@ def test_the_protocol_scores_spans_chooses_on_validation_and_reads_the_test_once
         p.evaluator("test")
     test = p.test(sources)
     assert test.windows.shape == (2, 3, 3) and test.whole.shape == (2,)
+    # the test span's rows: starvation beside the mean, by summary.json's definitions; the
+    # span's mean bsld is the one the span run whole gives
+    assert list(test.rows) == sources and all(set(r) == set(ROW_METRICS)
+                                              for r in test.rows.values())
+    for i, name in enumerate(sources):
+        row = test.rows[name]
+        assert row["bsld_mean"] == pytest.approx(test.whole[i])
+        assert row["wait_p99"] <= row["wait_max"] and row["starved_1w"] <= row["starved_1d"]
     with pytest.raises(ProtocolError, match="already read once"):
         p.test(sources)
 

@@ -16,6 +16,7 @@ import pytest
 from agents.__main__ import main
 from agents.tuning.cli import max_processes
 from cosim.errors import CosimError
+from cosim.evaluation import CLASSIC
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -157,6 +158,12 @@ def test_the_bound_is_off_with_none_and_the_card_says_whether_the_policy_starves
     assert st["starves"] == (st["max_wait"] > 604_800)
     card = (out / "card.md").read_text()
     assert "The bound: no bound (--max-wait none)." in card
+    # every policy's row over the test span carries starvation beside the mean
+    rows = r["test"]["span_rows"]
+    assert set(rows) >= set(CLASSIC) | {chosen}
+    assert rows[chosen]["wait_max"] >= rows[chosen]["wait_p99"] >= 0
+    assert all((row["starved_1w"] > 0) == (row["wait_max"] > 604_800) for row in rows.values())
+    assert "| policy | mean bsld | mean wait | max wait | p99 wait | waited > 1 day |" in card
     # A policy over the bound, or with a job queued over a week, is named as starving.
     policy = json.loads((out / "policy.json").read_text())
     r["test"]["starvation"] = starvation_of(3 * st["fcfs_easy_max_wait"] + 1,

@@ -253,6 +253,14 @@ def _test_lines(r: dict) -> list[str]:
                    f"Starvation: none on the test span; {chosen}'s longest wait "
                    f"{st['max_wait']:.0f} s is within the bound and under a week.")
                   + f" The bound: {bound}.", ""]
+    if rows := t.get("span_rows"):
+        lines += ["Over the test span as a whole (one run per policy; waits in s):", "",
+                  "| policy | mean bsld | mean wait | max wait | p99 wait | waited > 1 day | "
+                  "> 1 week |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {name} | {_num(row['bsld_mean'], '.2f')} | {_num(row['wait_mean'], '.0f')} | "
+                  f"{_num(row['wait_max'], '.0f')} | {_num(row['wait_p99'], '.0f')} | "
+                  f"{row['starved_1d']} | {row['starved_1w']} |" for name, row in rows.items()]
+        lines.append("")
     if t.get("replay"):
         lines += [("The test span as a whole (the windows' one run, every job measured; no "
                    "interval): " if r.get("evaluation") == "running" else
@@ -274,3 +282,7 @@ def _test_lines(r: dict) -> list[str]:
                      f"{h['best_within_bound']}, {h['best_within_bound_ratio']:.3f}"
                      if "best_within_bound" in h else "") + ".", ""]
     return lines
+
+
+def _num(value, fmt: str) -> str:
+    return "--" if value is None else format(value, fmt)

@@ -196,6 +196,8 @@ def results_of(run, found, choice, scores: Scores, scenario_path: str, overrides
                  "max_wait": {s: float(test[i, :, _MAXWAIT].max()) for s, i in col.items()},
                  "against": vs, "max_wait_vs_fcfs_easy": maxwait, "hindsight": hindsight,
                  "starvation": t["starvation"],
+                 # each policy over the test span as a whole, starvation beside the mean
+                 "span_rows": scores.rows,
                  "replay": test_replay,
                  # per window, for "by how much, and where": the chosen policy's and
                  # the best heuristic's mean bsld (test windows in time order)
