@@ -191,6 +191,12 @@ def test_study_files_on_the_studies_page_validate(tmp_path, capsys):
         study.write_text(block.replace("scenario: lublin256.yaml", f"scenario: {scenario}"))
         code = main(["validate", str(study)])
         assert code == 0, f"study {i} of docs/guide/studies.md: {capsys.readouterr().err.strip()}"
+    # and they are scenarios/study-lublin.yaml and study-ppo.yaml, key for key
+    import yaml
+
+    for block, name in zip(blocks, ("study-lublin.yaml", "study-ppo.yaml")):
+        shown, real = yaml.safe_load(block), yaml.safe_load((ROOT / "scenarios" / name).read_text())
+        assert shown == {k: real[k] for k in shown}, f"docs/guide/studies.md differs from {name}"
 
 
 def test_ci_runs_the_readme_commands():
