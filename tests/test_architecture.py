@@ -12,6 +12,8 @@
 - ``predictors`` imports from ``cosim`` only what an allow-list names, and
   the contract's deny-list is exactly the rest.
 - No source file grows past 700 lines without being split by job.
+- One interval method (``cosim/paired.py``) and one evaluation protocol
+  (``cosim.evaluation.Protocol``): no package module assembles its own.
 """
 
 from __future__ import annotations
@@ -286,3 +288,50 @@ def test_the_interval_check_sees_a_second_method(tmp_path):
     assert _interval_implementations(tmp_path) == [
         "agents/recipe.py:2 imports from scipy.stats",
         "benchmarks/table.py:3 band() resamples and takes quantiles (a bootstrap)"]
+
+
+#: The one evaluation protocol: cosim.evaluation.Protocol (over cosim.splits' spans).
+PROTOCOL_HOMES = {"cosim/evaluation.py", "cosim/splits.py"}
+#: What only the protocol does: cut the spans, seal the test windows, read them.
+_PROTOCOL_PARTS = {"chronological_split", "seeded_split", "SealedWindows"}
+
+
+def _protocols_elsewhere(root: Path, folders=PACKAGES) -> list[str]:
+    """Package modules that assemble a protocol of their own from its parts."""
+    import ast
+
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            if rel in PROTOCOL_HOMES:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                        f, ast.Attribute) else ""
+                    test_read = (name == "read" and isinstance(f, ast.Attribute)
+                                 and isinstance(f.value, ast.Attribute) and f.value.attr == "test")
+                    if name in _PROTOCOL_PARTS or test_read:
+                        found.append(f"{rel}:{node.lineno} {name}()")
+    return found
+
+
+def test_one_evaluation_protocol():
+    assert not _protocols_elsewhere(ROOT), (
+        "split, seal and read the test span through cosim.evaluation.Protocol: "
+        f"{_protocols_elsewhere(ROOT)}")
+
+
+def test_the_protocol_check_sees_a_second_protocol(tmp_path):
+    for folder in PACKAGES:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "cosim" / "splits.py").write_text("def chronological_split(w): ...\n")
+    (tmp_path / "agents" / "tune.py").write_text(
+        "from cosim.evaluation import chronological_split\n\ndef tune(w):\n"
+        "    sp = chronological_split(w)\n    return sp.test.read()\n")
+    (tmp_path / "agents" / "fine.py").write_text(
+        "def run(p, s):\n    return p.test(s)\n")
+    assert _protocols_elsewhere(tmp_path) == ["agents/tune.py:4 chronological_split()",
+                                              "agents/tune.py:5 read()"]
