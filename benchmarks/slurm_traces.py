@@ -24,6 +24,10 @@ targets (tuned vs the past's best classic on the future, its max wait vs
         [--jobs N] [--candidates 8] [--processes 2]
 
 ``--jobs N`` replays a prefix of N jobs of each trace instead of the whole.
+``--speed`` only times FCFS+EASY and ``slurm`` with Slurm-style backfill at
+depth 100 and a one-day window (``slurm:bf_max_job_test=100``) on each trace,
+alternately ``--repeat`` times, and prints the best jobs/s of each and their
+ratio (the speed target: at least 0.3x).
 """
 
 from __future__ import annotations
@@ -130,6 +134,25 @@ def trace_table(label: str, runs: dict, bounds: list[int], chosen: str) -> list[
     return lines
 
 
+SPEED_POLICY = "slurm:bf_max_job_test=100"
+
+
+def time_speed(args) -> None:
+    """Best jobs/s of FCFS+EASY and of slurm at depth 100, window 1 day, per trace."""
+    print("| trace | jobs | fcfs+easy jobs/s | slurm depth 100, window 1 d jobs/s | ratio |")
+    print("|---|---|---|---|---|")
+    for label in args.traces:
+        path = str(Path(args.dir) / TRACES[label])
+        best = {"fcfs+easy": 0.0, SPEED_POLICY: 0.0}
+        for _ in range(max(1, args.repeat)):
+            for name in best:
+                r = replay(path, args.jobs, None, name)
+                best[name] = max(best[name], r["jobs"] / r["seconds"])
+        easy, ours = best["fcfs+easy"], best[SPEED_POLICY]
+        print(f"| {label} | {r['jobs']:,} | {easy:,.0f} | {ours:,.0f} | {ours / easy:.2f}x |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
@@ -138,7 +161,12 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=8, help="slurm points tried on the past")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--speed", action="store_true", help="only time fcfs+easy against slurm")
+    ap.add_argument("--repeat", type=int, default=3, help="--speed: runs of each, best kept")
     args = ap.parse_args()
+    if args.speed:
+        time_speed(args)
+        return
     started = datetime.now(UTC)
     hits = {"past": {}, "future": {}}
     out: list[str] = []
