@@ -13,7 +13,10 @@ and handed, picklable, to whoever needs a hub per workload (the env's
 Predictors are trained only when asked: without ``predictor.models``,
 :func:`prepare_models` trains (or reuses from the cache) models on a
 generated VASP history only when ``train_if_missing`` is true, and then says
-so on stderr; otherwise it stops with a message naming the fix.
+so on stderr; otherwise it stops with a message naming the fix. ``@xgboost``
+on a trace (``swf``, ``slurm``) without a models folder needs nothing up front:
+the trace model learns inside each run from the jobs finished so far
+(:class:`TraceModels`).
 """
 
 from __future__ import annotations
@@ -81,6 +84,9 @@ def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
             echo(f"predictors: {path}")
     else:
         if scenario.workload.kind in TRACE_KINDS and "rnn" not in preds:
+            if echo is not None:
+                echo("predictors: the trace model, learnt in each run from the jobs "
+                     "finished so far (predictor.refit)")
             return TraceModels()
         if scenario.workload.kind != "vasp":
             raise ScenarioError("predictor.models", "nothing",
