@@ -12,7 +12,9 @@ or fewer than ``min_fit`` jobs finished) a job is predicted by its request.
 
 The first fit chooses the loss (:func:`~predictors.trace.fit_on_past`, on the
 latest part of what has finished); later refits keep that choice, so a refit
-is one XGBoost fit on at most ``max_fit`` of the latest finished jobs.
+is one XGBoost fit on at most ``max_fit`` of the latest finished jobs. A run
+refits many times, so its fits are lighter than a standalone model's
+(:data:`IN_RUN_PARAMS`: half the trees at twice the learning rate).
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ import numpy as np
 from predictors.trace import TraceRuntimeRegressor, feature_names_of, fit_on_past
 from predictors.trace_features import HISTORY_FEATURES, TraceHistory, static_columns
 
-__all__ = ["TraceModelBackend"]
+__all__ = ["TraceModelBackend", "IN_RUN_PARAMS"]
+
+#: Constructor parameters of the fits made inside a run (the rest are the model's defaults).
+IN_RUN_PARAMS: dict[str, Any] = {"n_estimators": 150, "learning_rate": 0.1}
 
 
 class TraceModelBackend:
@@ -109,7 +114,7 @@ class TraceModelBackend:
         if self.params is None:
             cols.update(runtime=y, submit=self.submit[rows],
                         end=np.asarray(self._done_end[keep], dtype=np.float64))
-            model, report = fit_on_past(cols, n_jobs=self.n_jobs)
+            model, _ = fit_on_past(cols, n_jobs=self.n_jobs, **IN_RUN_PARAMS)
             self.params = model.get_params()
         else:
             model = TraceRuntimeRegressor(**{**self.params, "feature_names": self.names,
