@@ -254,7 +254,7 @@ grid:
     assert "2 finished earlier, 2 to run" in lines[0]
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_an_interrupted_study_finishes_only_the_missing_runs(tmp_path, ray_cluster):
     # Small runs first, then large ones (about a second each): interrupt the
     # sweep (Ctrl-C) once the small ones are done, then run it again on Ray.
@@ -332,7 +332,7 @@ grid:
 """
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_a_training_study_runs_like_agents_train(tmp_path):
     from agents.__main__ import main as agents_main
 

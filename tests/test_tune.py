@@ -118,7 +118,7 @@ def test_fitness_by_hand():
         6.0 / 10.0, 10.0 / 10.0, 5.0 / 10.0, 6.0 / 10.0]
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_searched_backfill_order_is_written_and_runs(tmp_path):
     r = small_tune(trace(tmp_path, "a", 1.0), tmp_path / "out")
     assert r["search_space"]["backfill_order"] == "searched"
@@ -186,7 +186,7 @@ def test_spans_replayed_whole_are_one_run_of_every_job(tmp_path):
     assert "the span replayed whole" in card and "The test span replayed whole" in card
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_user_features_join_the_search_when_asked_or_when_requests_are_loose(tmp_path):
     # Exact requests (run = request): auto leaves the features out, and says why.
     scenario = trace(tmp_path, "u", 1.0)
@@ -222,7 +222,7 @@ def test_user_features_join_the_search_when_asked_or_when_requests_are_loose(tmp
     assert not {"log_user_pred", "log_user_accuracy"} & set(off["search_space"]["features"])
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
     from cosim.config import load_scenario
     from cosim.evaluation import Evaluator, chronological_split, most_contended
@@ -251,6 +251,7 @@ def test_contention_filter_keeps_the_most_contended_training_windows(tmp_path):
     assert plain["train_filter"] is None and plain["windows"]["train"] == 4
 
 
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_skip_replaces_only_the_near_optimal_windows(tmp_path):
     # The default rule keeps the evenly spaced windows where the heuristics differ
     # by more than 5 % and replaces only the others with the pool's most contended.
@@ -280,7 +281,7 @@ def test_bad_train_pool_is_one_clear_line(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_snapshots_join_validation_only_when_asked(tmp_path):
     from agents.tuning.space import checkpoints
 
@@ -298,7 +299,7 @@ def test_snapshots_join_validation_only_when_asked(tmp_path):
     assert small_tune(s, tmp_path / "p")["snapshots"] == []
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_warm_windows_change_only_what_is_measured_and_are_carded(tmp_path, capsys):
     s = trace(tmp_path, "w", 1.0)
     cold = small_tune(s, tmp_path / "cold")
@@ -320,7 +321,7 @@ def test_warm_windows_change_only_what_is_measured_and_are_carded(tmp_path, caps
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, capsys):
     from cosim.config import load_scenario
     from cosim.evaluation import Evaluator, window_at
@@ -358,6 +359,7 @@ def test_train_batch_scores_each_generation_on_a_fresh_paired_draw(tmp_path, cap
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
     from agents.tuning.space import fitness_of
     from cosim.config import load_scenario
@@ -401,7 +403,7 @@ def test_fold_fitness_scores_the_worst_period_and_is_carded(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
     from cosim.evaluation import Evaluator
     from cosim.policies.priority import PriorityWeights
@@ -428,7 +430,7 @@ def test_relaxed_easy_joins_the_search_only_when_asked(tmp_path, monkeypatch):
     make_policy(f"learned:{tmp_path / 'relaxed'}")
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_drain_searched_starts_from_the_best_of_its_grid(tmp_path):
     from agents.tuning.space import DRAIN_GRID, drain_coordinates, drain_of
     s = trace(tmp_path, "d", 1.0)
@@ -513,7 +515,7 @@ def test_the_command_measures_running_spans_by_default(tmp_path):
     make_policy(f"learned:{out}")
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_backlog_products_join_the_search_when_asked(tmp_path):
     s = trace(tmp_path, "b", 1.0)
     out = tmp_path / "o"
@@ -644,7 +646,7 @@ def test_past_selection_is_the_default_and_keeps_only_what_the_past_supports(tmp
     assert "periods of the training span" in (tmp_path / "q" / "card.md").read_text()
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_warmup_all_runs_every_span_from_the_traces_first_job(tmp_path):
     s = trace(tmp_path, "all", 1.0)
     kw = dict(window_jobs=80, count=6, processes=1, generations=1, keep=1,

@@ -84,7 +84,7 @@ def test_the_fallback_is_chosen_on_the_whole_past(tmp_path):
     assert "kept when no searched" not in (tmp_path / "validation" / "card.md").read_text()
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_the_command_line_passes_the_fallback(tmp_path, capsys):
     from agents.__main__ import main
 

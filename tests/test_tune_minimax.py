@@ -66,7 +66,7 @@ def test_every_candidate_is_scored_on_every_period_of_the_past_by_hand(tmp_path)
     assert "selection on the whole past (minimax)" in card and "below 0.95" in card
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_the_margin_alone_decides_what_ships_and_the_future_is_never_read(tmp_path):
     s = trace(tmp_path, "b", 1.0, seed=5)
     wide = minimax_tune(s, tmp_path / "wide", 2.0)
@@ -135,7 +135,7 @@ def test_the_benchmark_applies_the_same_rule_by_hand():
     assert len(fresh3) == 40 and fresh3[0][0] == "seed=301" and fresh3[0][1] != fresh[0][1]
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 def test_where_f1_leads_its_submit_time_term_joins_the_space_and_the_seed_is_f1(tmp_path):
     # A small Lublin trace on which F1+EASY leads validation (and one where SAF+EASY does):
     # with the term the seed point orders jobs as F1 does, so the search starts at 1.000

@@ -99,7 +99,7 @@ def _has_avx512() -> bool:
         return False
 
 
-@pytest.mark.slow   # a minute or more on 2 cores: .ci/run runs it (-m slow)
+@pytest.mark.slow   # long on 2 cores: .ci/run runs it (-m slow)
 @pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU to compare with AVX2 kernels")
 def test_same_schedules_with_another_instruction_set(rows, tmp_path):
     # Train and simulate again in a process whose numpy and torch use AVX2
