@@ -70,10 +70,21 @@ def test_warning_block_on_stderr_table_alone_on_stdout(tmp_path, capsys):
 
 
 def test_no_warning_for_a_clean_trace(tmp_path, capsys):
-    p = trace(tmp_path, "; MaxProcs: 8\n", [swf_line(1, 0, 10, 2, 20), swf_line(2, 5, 10, 4, 60)])
+    # fields 13-16 (group, executable, queue, partition) known: nothing to say
+    lines = [swf_line(1, 0, 10, 2, 20), swf_line(2, 5, 10, 4, 60)]
+    lines = [ln.rsplit(" ", 6)[0] + " 3 7 1 1 -1 -1" for ln in lines]
+    p = trace(tmp_path, "; MaxProcs: 8\n", lines)
     code, out, err = run_cli(capsys, "run", SWF, "--set", f"workload.path={p}", "--out",
                              tmp_path / "o", "--no-plots")
     assert code == 0 and err == ""
+
+
+def test_a_trace_without_its_categorical_fields_says_so_once(tmp_path, capsys):
+    p = trace(tmp_path, "; MaxProcs: 8\n", [swf_line(1, 0, 10, 2, 20), swf_line(2, 5, 10, 4, 60)])
+    code, out, err = run_cli(capsys, "run", SWF, "--set", f"workload.path={p}", "--out",
+                             tmp_path / "o", "--no-plots")
+    assert code == 0
+    assert err.count("no group, executable, queue, partition in the trace") == 1, err
 
 
 def test_machine_from_the_trace_header_unless_the_scenario_sets_it(tmp_path, capsys):
