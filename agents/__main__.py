@@ -36,6 +36,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from agents.registry import LEARNERS, learner
 from cosim.cli import (
     ArgumentParser,
     nonnegative_float,
@@ -52,8 +53,10 @@ from cosim.paired import compare_each
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
 
-#: ``--algo`` choices.
-ALGOS = ("ppo", "a2c", "pg", "dql")
+#: What ``train --help`` lists of PPO's own hyper-parameters (the other learners show
+#: what they add or set otherwise).
+PPO_FIELDS = ("gae_lambda", "num_minibatches", "update_epochs", "clip_coef", "clip_vloss",
+              "norm_adv", "ent_coef", "vf_coef", "target_kl")
 
 #: Heuristics ``evaluate`` runs beside the agent unless told otherwise: the
 #: strongest classic orders, each with EASY backfilling.
@@ -64,129 +67,142 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="python -m agents", description="Train and evaluate RL scheduling agents.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
-    t = sub.add_parser("train", help="train a PPO, A2C, PG or DQL agent in the scheduling env")
+    t = sub.add_parser("train", help="train a PPO, A2C, PG or DQL agent in the scheduling env",
+                       usage="python -m agents train SCENARIO [--algo NAME] [options by group "
+                             "below] [--arg NAME=VALUE ...]")
     t.add_argument("scenario", help="scenario YAML file")
-    t.add_argument("--algo", choices=ALGOS, default="ppo",
-                   help="ppo (masked PPO), a2c, pg (DRAS-PG: REINFORCE with DRAS's baseline), "
-                        "dql (DRAS-DQL: deep Q-learning with replay and a target network)")
-    t.add_argument("--steps", type=int, default=None, help="agent decisions to train for")
-    t.add_argument("--envs", type=int, default=None, help="environments stepped together")
-    t.add_argument("--async", dest="async_envs", action="store_true",
-                   help="step the environments in subprocesses")
-    t.add_argument("--ray", action="store_true",
-                   help="step the environments in Ray actors (a local Ray unless --address)")
-    t.add_argument("--address", default=None, metavar="auto|HOST:PORT",
-                   help="with --ray: join this running Ray cluster")
-    t.add_argument("--seed", type=nonnegative_int, default=1)
-    t.add_argument("--out", type=output_path, default=None,
-                   help="output folder (default: runs/agents/<scenario>-<algo>-s<seed>)")
-    t.add_argument("--resume", action="store_true", help="continue the run in --out")
-    t.add_argument("--teacher", default=None, metavar="NAME",
-                   help="heuristic teacher, e.g. sjf: enables the mimic term (RLSchert eq. 11)")
-    t.add_argument("--mimic-coef", type=float, default=None,
-                   help="initial imitation weight (default 0.5 with --teacher, else 0)")
-    t.add_argument("--mimic-decay", type=float, default=None, metavar="FRACTION",
-                   help="fraction of the training over which the imitation weight decays "
-                        "linearly to 0 (default 1: the whole run)")
-    t.add_argument("--bc-steps", type=nonnegative_int, default=0,
-                   help="behaviour-cloning pretraining: teacher decisions to clone first")
-    t.add_argument("--bc-epochs", type=positive_int, default=10)
-    t.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect", "backfill"),
-                   default=None,
-                   help="action model: start (DBF split window with Fwd), select (pick the "
-                        "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
-                        "levels), inspect (accept or skip each start of --base-policy), backfill "
-                        "(order the EASY backfilling of --base-policy)")
-    t.add_argument("--base-policy", default=None, metavar="NAME",
-                   help="kill: the policy that schedules while the agent decides kills "
-                        "(default sjf+easy; a heuristic or rl:DIR); inspect: the policy that "
-                        "proposes each start (default sjf+easy; a heuristic or learned:DIR); backfill: "
-                        "the EASY policy whose backfilling the agent orders")
-    t.add_argument("--observation", choices=("compact", "kernel", "image", "dras", "kill",
-                                             "backfill"),
-                   default=None,
-                   help="default: compact for start, kernel for select, dras for dras")
-    t.add_argument("--window", type=nonnegative_int, nargs="+", default=None, metavar="N",
-                   help="start: HEAD TAIL (DBF split window, default 10 0); select: N queued "
-                        "jobs to choose from (default 128); dras: W (default 50)")
-    t.add_argument("--backfill-order", default="fcfs",
-                   help="select: order of EASY backfill candidates (a static heuristic)")
-    t.add_argument("--predictor", choices=("estimate", "history", "xgboost", "rnn"),
-                   default="estimate",
-                   help="what the agent sees as run times: user estimates (default) or "
-                        "predictions (models from the scenario's predictor section)")
-    t.add_argument("--kill-slots", type=int, default=0)
-    t.add_argument("--guard-wait", type=float, default=None, metavar="SECONDS",
-                   help="starvation guard: the queue head holds an EASY reservation once it "
-                        "has waited this long (default: none)")
-    t.add_argument("--reward", default="slowdown")
-    t.add_argument("--episode-jobs", type=int, default=256)
-    t.add_argument("--episode-end", choices=("placed", "completed"), default="completed")
-    t.add_argument("--smdp-gamma", type=float, default=None, metavar="GAMMA",
-                   help="SMDP discount per time scale (thesis eq. 2.18): the env discounts "
-                        "rewards within each step and the agent between decisions, by the "
-                        "same gamma (implies --smdp and sets the agent's gamma)")
-    t.add_argument("--smdp", action="store_true",
-                   help="agent-side discount gamma ** (dt / time_scale) per decision")
-    t.add_argument("--time-scale", type=float, default=None, metavar="SECONDS",
-                   help="seconds that normalize integral rewards and the SMDP discount "
-                        "(env and agent; default 3600)")
-    t.add_argument("--tau", type=float, default=None, metavar="SECONDS",
-                   help="bounded-slowdown bound of rewards and metrics (default: the "
-                        "scenario's metrics.tau)")
-    t.add_argument("--reward-weights", type=float, nargs=3, default=None,
-                   metavar=("W1", "W2", "W3"), help="weights of the dbf and capability rewards")
-    t.add_argument("--horizon", type=int, default=None,
-                   help="event-horizon length of the compact observation (default 8)")
-    t.add_argument("--image-slots", type=int, default=None,
-                   help="time rows of the image observation (default 20)")
-    t.add_argument("--image-slot-s", type=float, default=None, metavar="SECONDS",
-                   help="seconds per image row (default: the workload's longest request "
-                        "spans 3/4 of the rows)")
-    t.add_argument("--node-rows", type=int, default=None,
-                   help="node rows of the dras observation (default: cluster units, at most 256)")
-    t.add_argument("--queue-norm", type=float, default=None,
-                   help="job count that maps to 1.0 in the queue features (default 4096)")
-    t.add_argument("--backfill", choices=("easy", "none"), default=None,
-                   help="select: backfilling around the agent's reserved job (default easy)")
-    t.add_argument("--reserve", choices=("easy", "sticky"), default=None,
-                   help="select: easy (re-chosen at every decision point) or sticky")
-    t.add_argument("--episode-source", choices=("window", "jobsets", "curriculum", "mixture"),
-                   default=None,
-                   help="episodes from random windows (default), DRAS jobsets, a curriculum, "
-                        "or a workload mixture (randomised Lublin parameters, optionally mixed "
-                        "with trace windows: --env mixture='{trace: 0.3, load: [0.6, 1.0]}', "
-                        "see cosim.workloads.mixture)")
-    t.add_argument("--curriculum", default=None, metavar="SPEC",
-                   help="DRAS's three phases, e.g. sampled=20,periods=20,synthetic=20 "
-                        "(also load_range=LOW:HIGH, seed=N), or a JSON file with those keys; "
-                        "the position is saved in checkpoints")
-    t.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
-                   help="set any env setting (a field of cosim.env.EnvSpec), "
-                        "e.g. --env max_time=200000")
-    t.add_argument("--paired", default=None, metavar="BASELINE",
-                   help="paired learning signal: the episode's return is its advantage over "
-                        "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
-                        "(cosim.env.wrappers.PairedReturn)")
-    t.add_argument("--paired-mode", choices=tuple(PAIRED_MODES), default="replace",
-                   help="with --paired: replace the per-step rewards with the relative "
-                        "difference (default) or add it to them; log (log ratio) and clip "
-                        "(clipped difference) are bounded to [-1, 1]")
-    t.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
-                   help="with --paired: the episode metric compared (mean bsld or mean wait)")
-    t.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
-                   help="with --paired: skip training windows where FCFS, SJF and SAF with "
-                        "EASY are within relative spread X (nothing to learn there)")
-    t.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
-    t.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                   help="set any hyper-parameter of the algorithm's Args (agents.ppo.Args, "
-                        "agents.pg.PGArgs, agents.dql.DQLArgs), e.g. --arg ent_coef=0.02")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                   help="override a scenario value, e.g. --set workload.jobs=2000")
-    t.add_argument("--checkpoint-every", type=positive_float, default=300.0, metavar="SECONDS")
-    t.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="SECONDS",
-                   help="stop after this much wall time")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    run = t.add_argument_group("what to train and for how long")
+    run.add_argument("--algo", choices=tuple(LEARNERS), default="ppo",
+                     help=", ".join(cls.summary for cls in LEARNERS.values()))
+    run.add_argument("--steps", type=int, default=None, help="agent decisions to train for")
+    run.add_argument("--envs", type=int, default=None, help="environments stepped together")
+    run.add_argument("--async", dest="async_envs", action="store_true",
+                     help="step the environments in subprocesses")
+    run.add_argument("--ray", action="store_true",
+                     help="step the environments in Ray actors (a local Ray unless --address)")
+    run.add_argument("--address", default=None, metavar="auto|HOST:PORT",
+                     help="with --ray: join this running Ray cluster")
+    run.add_argument("--seed", type=nonnegative_int, default=1)
+    run.add_argument("--out", type=output_path, default=None,
+                     help="output folder (default: runs/agents/<scenario>-<algo>-s<seed>)")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out")
+    teach = t.add_argument_group("imitation", "a heuristic teacher: behaviour cloning first, "
+                                 "then the mimic term of the policy learners (ppo, a2c, pg)")
+    teach.add_argument("--teacher", default=None, metavar="NAME",
+                       help="heuristic teacher, e.g. sjf: enables the mimic term (RLSchert eq. 11)")
+    teach.add_argument("--mimic-coef", type=float, default=None,
+                       help="initial imitation weight (default 0.5 with --teacher, else 0)")
+    teach.add_argument("--mimic-decay", type=float, default=None, metavar="FRACTION",
+                       help="fraction of the training over which the imitation weight decays "
+                            "linearly to 0 (default 1: the whole run)")
+    teach.add_argument("--bc-steps", type=nonnegative_int, default=0,
+                       help="behaviour-cloning pretraining: teacher decisions to clone first")
+    teach.add_argument("--bc-epochs", type=positive_int, default=10)
+    act = t.add_argument_group("environment: actions and observations",
+                               "what the agent decides and sees (cosim.env.SchedulingEnv)")
+    act.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect", "backfill"),
+                     default=None,
+                     help="action model: start (DBF split window with Fwd), select (pick the "
+                          "next job; it starts or is reserved, EASY backfills), dras (DRAS's two "
+                          "levels), inspect (accept or skip each start of --base-policy), backfill "
+                          "(order the EASY backfilling of --base-policy)")
+    act.add_argument("--base-policy", default=None, metavar="NAME",
+                     help="kill: the policy that schedules while the agent decides kills "
+                          "(default sjf+easy; a heuristic or rl:DIR); inspect: the policy that "
+                          "proposes each start (default sjf+easy; a heuristic or learned:DIR); backfill: "
+                          "the EASY policy whose backfilling the agent orders")
+    act.add_argument("--observation", choices=("compact", "kernel", "image", "dras", "kill",
+                                               "backfill"),
+                     default=None,
+                     help="default: compact for start, kernel for select, dras for dras")
+    act.add_argument("--window", type=nonnegative_int, nargs="+", default=None, metavar="N",
+                     help="start: HEAD TAIL (DBF split window, default 10 0); select: N queued "
+                          "jobs to choose from (default 128); dras: W (default 50)")
+    act.add_argument("--backfill-order", default="fcfs",
+                     help="select: order of EASY backfill candidates (a static heuristic)")
+    act.add_argument("--predictor", choices=("estimate", "history", "xgboost", "rnn"),
+                     default="estimate",
+                     help="what the agent sees as run times: user estimates (default) or "
+                          "predictions (models from the scenario's predictor section)")
+    act.add_argument("--kill-slots", type=int, default=0)
+    act.add_argument("--guard-wait", type=float, default=None, metavar="SECONDS",
+                     help="starvation guard: the queue head holds an EASY reservation once it "
+                          "has waited this long (default: none)")
+    rew = t.add_argument_group("environment: episodes and reward")
+    rew.add_argument("--reward", default="slowdown")
+    rew.add_argument("--episode-jobs", type=int, default=256)
+    rew.add_argument("--episode-end", choices=("placed", "completed"), default="completed")
+    rew.add_argument("--smdp-gamma", type=float, default=None, metavar="GAMMA",
+                     help="SMDP discount per time scale (thesis eq. 2.18): the env discounts "
+                          "rewards within each step and the agent between decisions, by the "
+                          "same gamma (implies --smdp and sets the agent's gamma)")
+    rew.add_argument("--smdp", action="store_true",
+                     help="agent-side discount gamma ** (dt / time_scale) per decision")
+    rew.add_argument("--time-scale", type=float, default=None, metavar="SECONDS",
+                     help="seconds that normalize integral rewards and the SMDP discount "
+                          "(env and agent; default 3600)")
+    rew.add_argument("--tau", type=float, default=None, metavar="SECONDS",
+                     help="bounded-slowdown bound of rewards and metrics (default: the "
+                          "scenario's metrics.tau)")
+    rew.add_argument("--reward-weights", type=float, nargs=3, default=None,
+                     metavar=("W1", "W2", "W3"), help="weights of the dbf and capability rewards")
+    obs = t.add_argument_group("environment: observation sizes")
+    obs.add_argument("--horizon", type=int, default=None,
+                     help="event-horizon length of the compact observation (default 8)")
+    obs.add_argument("--image-slots", type=int, default=None,
+                     help="time rows of the image observation (default 20)")
+    obs.add_argument("--image-slot-s", type=float, default=None, metavar="SECONDS",
+                     help="seconds per image row (default: the workload's longest request "
+                          "spans 3/4 of the rows)")
+    obs.add_argument("--node-rows", type=int, default=None,
+                     help="node rows of the dras observation (default: cluster units, at most 256)")
+    obs.add_argument("--queue-norm", type=float, default=None,
+                     help="job count that maps to 1.0 in the queue features (default 4096)")
+    sel = t.add_argument_group("environment: the select action model")
+    sel.add_argument("--backfill", choices=("easy", "none"), default=None,
+                     help="select: backfilling around the agent's reserved job (default easy)")
+    sel.add_argument("--reserve", choices=("easy", "sticky"), default=None,
+                     help="select: easy (re-chosen at every decision point) or sticky")
+    src = t.add_argument_group("environment: where episodes come from")
+    src.add_argument("--episode-source", choices=("window", "jobsets", "curriculum", "mixture"),
+                     default=None,
+                     help="episodes from random windows (default), DRAS jobsets, a curriculum, "
+                          "or a workload mixture (randomised Lublin parameters, optionally mixed "
+                          "with trace windows: --env mixture='{trace: 0.3, load: [0.6, 1.0]}', "
+                          "see cosim.workloads.mixture)")
+    src.add_argument("--curriculum", default=None, metavar="SPEC",
+                     help="DRAS's three phases, e.g. sampled=20,periods=20,synthetic=20 "
+                          "(also load_range=LOW:HIGH, seed=N), or a JSON file with those keys; "
+                          "the position is saved in checkpoints")
+    src.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
+                     help="set any env setting (a field of cosim.env.EnvSpec), "
+                          "e.g. --env max_time=200000")
+    pair = t.add_argument_group("paired learning signal")
+    pair.add_argument("--paired", default=None, metavar="BASELINE",
+                      help="paired learning signal: the episode's return is its advantage over "
+                           "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
+                           "(cosim.env.wrappers.PairedReturn)")
+    pair.add_argument("--paired-mode", choices=tuple(PAIRED_MODES), default="replace",
+                      help="with --paired: replace the per-step rewards with the relative "
+                           "difference (default) or add it to them; log (log ratio) and clip "
+                           "(clipped difference) are bounded to [-1, 1]")
+    pair.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
+                      help="with --paired: the episode metric compared (mean bsld or mean wait)")
+    pair.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
+                      help="with --paired: skip training windows where FCFS, SJF and SAF with "
+                           "EASY are within relative spread X (nothing to learn there)")
+    net = t.add_argument_group("network and hyper-parameters")
+    net.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
+    net.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                     help="set any hyper-parameter of the learner (its group below), "
+                          "e.g. --arg ent_coef=0.02")
+    _learner_groups(t)
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                     help="override a scenario value, e.g. --set workload.jobs=2000")
+    run.add_argument("--checkpoint-every", type=positive_float, default=300.0, metavar="SECONDS")
+    run.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="SECONDS",
+                     help="stop after this much wall time")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
 
     e = sub.add_parser("evaluate", help="run a trained agent greedily and print its metrics")
     e.add_argument("scenario", help="scenario YAML file")
@@ -204,6 +220,24 @@ def _parser() -> argparse.ArgumentParser:
     from agents.tuning import cli as tune_cli
     tune_cli.add_parser(sub)
     return p
+
+
+def _learner_groups(parser: argparse.ArgumentParser) -> None:
+    """One help section per learner: its hyper-parameters (``--arg NAME=VALUE``), defaults."""
+    from agents.loop import Args
+
+    base = {f.name: f.default for f in fields(Args)}
+    for name, cls in LEARNERS.items():
+        args_cls = cls.args_class()
+        if args_cls is Args:
+            own = [f for f in fields(Args) if f.name in PPO_FIELDS]
+        else:
+            own = [f for f in fields(args_cls) if f.name not in base or f.default != base[f.name]
+                   and not (cls.off_policy and f.name in PPO_FIELDS)]   # unused by DQL
+        kind = "off-policy" if cls.off_policy else "on-policy"
+        parser.add_argument_group(
+            f"--algo {name} ({kind}, {args_cls.__module__}.{args_cls.__name__})",
+            "--arg " + ", ".join(f"{f.name}={f.default}" for f in own))
 
 
 def _parse_value(text: str) -> Any:
@@ -431,9 +465,7 @@ def _paired_wrap(env_config: dict[str, Any]):
 
 def _train(ns) -> int:
     from agents.checkpoint import latest_checkpoint, load_checkpoint, read_meta
-    from agents.recipe import algorithm
-
-    _, args_cls = algorithm(ns.algo)
+    args_cls = learner(ns.algo, where="--algo").args_class()
     out = Path(ns.out) if ns.out else _default_out(ns.scenario, ns.algo, ns.seed)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}", "a file", "a folder for the training output")
@@ -539,6 +571,10 @@ def evaluate_policy(policy, env, episodes: int, seed: int, baseline: str | None 
     return evaluate_episodes(policy, env, episodes, seed, baseline=baseline)["agent"]
 
 
+#: ``agents evaluate``'s columns: :data:`agents.loop.METRIC_KEYS` in the table's order.
+EVALUATE_COLUMNS = ("bsld_mean", "wait_mean", "wait_max", "utilization", "queue_len_mean")
+
+
 def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | None = None,
                       heuristics: tuple[str, ...] | list[str] = ()) -> dict[str, dict[str, Any]]:
     """The agent's greedy episodes, and each heuristic on exactly the same jobs.
@@ -551,18 +587,14 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
 
     Returns:
         ``{"agent": row, name: row, ...}``; a row holds the means
-        (``mean_return`` for the agent, ``mean_bsld``, ``mean_wait``,
-        ``max_wait``, ``utilization``, ``mean_queue``) and ``per_episode``
-        (the same per episode).
+        (``mean_return`` for the agent, and :data:`agents.loop.METRIC_KEYS`,
+        the names of ``summary.json``) and ``per_episode`` (the same per episode).
     """
     import numpy as np
 
-    from agents.loop import METRIC_KEYS
     from cosim.compose import run_policy
 
-    keys = ("mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue")
-    summary_key = {"mean_bsld": "bsld_mean", "mean_wait": "wait_mean", "max_wait": "wait_max",
-                   "utilization": "utilization", "mean_queue": "queue_len_mean"}
+    keys = EVALUATE_COLUMNS
     per: dict[str, list[dict[str, float]]] = {"agent": [], **{h: [] for h in heuristics}}
     returns, lengths = [], []
     for k in range(episodes):
@@ -579,10 +611,10 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
         returns.append(total)
         lengths.append(steps)
         m = info.get("episode_metrics", {})
-        per["agent"].append({key: float(m.get(key, math.nan)) for key in METRIC_KEYS})
+        per["agent"].append({key: float(m.get(key, math.nan)) for key in keys})
         for name in heuristics:
             summary = run_policy(env.unwrapped.scenario, name, None, workload=workload)
-            per[name].append({key: _number(summary.get(summary_key[key])) for key in keys})
+            per[name].append({key: _number(summary.get(key)) for key in keys})
     rows: dict[str, dict[str, Any]] = {}
     for name, eps in per.items():
         row: dict[str, Any] = {"episodes": float(episodes)}
@@ -628,18 +660,21 @@ def _evaluate(ns) -> int:
     rows = evaluate_episodes(policy, env, ns.episodes, ns.seed, heuristics=baselines)
     # Paired by episode (each heuristic ran the agent's jobs): the agent's ratio of mean
     # bsld to each, with the protocol's interval (cosim.paired), wins and losses.
-    paired = compare_each({name: [e["mean_bsld"] for e in row["per_episode"]]
+    paired = compare_each({name: [e["bsld_mean"] for e in row["per_episode"]]
                            for name, row in rows.items()}, "agent", seed=ns.seed)
     rows["agent"]["paired"] = {name: c.as_dict() for name, c in paired.items()}
     if ns.json:
         print(json.dumps(rows, indent=2))
         return 0
-    cols = ["mean_bsld", "mean_wait", "max_wait", "utilization", "mean_queue"]
+    cols = EVALUATE_COLUMNS
     width = max(12, *(len(n) + 2 for n in rows))
-    print(f"{'policy':<{width}}" + "".join(f"{c:>13}" for c in cols) + f"{'mean_return':>13}")
+    widths = [max(13, len(c) + 2) for c in cols]
+    print(f"{'policy':<{width}}" + "".join(f"{c:>{w}}" for c, w in zip(cols, widths))
+          + f"{'mean_return':>13}")
     for name, row in rows.items():
         ret = f"{row['mean_return']:>13.4g}" if "mean_return" in row else f"{'-':>13}"
-        print(f"{name:<{width}}" + "".join(f"{row[c]:>13.4g}" for c in cols) + ret)
+        print(f"{name:<{width}}" + "".join(f"{row[c]:>{w}.4g}" for c, w in zip(cols, widths))
+              + ret)
     for c in paired.values():
         print(c.summary("episodes"))
     trained = _training_capacity(policy.env_config)
@@ -655,12 +690,13 @@ def _training_capacity(env_config: dict[str, Any]) -> int | None:
     """Units of the machine an agent was trained on (None when its scenario is not at hand)."""
     from cosim.config import load_scenario
     from cosim.errors import CosimError
+    from cosim.model import capacity_of
 
     try:
-        c = load_scenario(env_config["scenario"], list(env_config.get("scenario_set") or [])).cluster
+        scenario = load_scenario(env_config["scenario"], list(env_config.get("scenario_set") or []))
     except (CosimError, KeyError, OSError):
         return None
-    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
+    return capacity_of(scenario)
 
 
 def main(argv: list[str] | None = None) -> int:

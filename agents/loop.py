@@ -50,10 +50,15 @@ from agents.rollout import EnvRunner, Rollout, collect_rollout, sample_policy
 from cosim.errors import InputError
 
 __all__ = ["Args", "Learner", "TrainResult", "UpdateFn", "check_discounting", "run",
-           "CURVE_FIELDS", "METRIC_KEYS"]
+           "CURVE_FIELDS", "METRIC_KEYS",
+           "RENAMED_METRICS"]
 
 #: Per-episode scheduling metrics read from ``info["episode_metrics"]``.
-METRIC_KEYS = ("mean_bsld", "mean_wait", "utilization", "max_wait", "mean_queue")
+METRIC_KEYS = ("bsld_mean", "wait_mean", "utilization", "wait_max", "queue_len_mean")
+#: Their names in the curves of checkpoints written before they took the names of
+#: ``summary.json`` (the shipped ``agents/pretrained`` ones): renamed on resume.
+RENAMED_METRICS = {"mean_bsld": "bsld_mean", "mean_wait": "wait_mean", "max_wait": "wait_max",
+                   "mean_queue": "queue_len_mean"}
 
 #: Columns of the learning curve, one row per update.
 CURVE_FIELDS = ("update", "global_step", "episodes", "mean_return", "mean_length",
@@ -403,7 +408,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         restore_rng(state["rng"], rng, gen)
         learner.load_state_dict(state.get("learner", {}))
         update, global_step = int(state["update"]), int(state["global_step"])
-        curve = [dict(r) for r in state["curve"]]
+        curve = [{RENAMED_METRICS.get(k, k): v for k, v in r.items()} for r in state["curve"]]
     meta_out = {"algo": algo, "args": args.to_dict(), "network": net.spec,
                 "env": env_meta(env_config), "versions": {"torch": torch.__version__,
                                                 "gymnasium": gym.__version__,

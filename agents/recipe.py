@@ -29,7 +29,6 @@ Examples:
 from __future__ import annotations
 
 import copy
-import importlib
 import math
 import shutil
 import time
@@ -41,33 +40,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from agents import registry
 from cosim.errors import InputError
 
-__all__ = ["ALGOS", "algorithm", "make_learner", "WarmStartSpec", "Selection", "Selected",
-           "train", "select_then_test"]
-
-#: Learner names (``--algo``), each a module ``agents.<name>``.
-ALGOS = ("ppo", "a2c", "pg", "dql")
-
-_ARGS_CLASS = {"ppo": "Args", "a2c": "A2CArgs", "pg": "PGArgs", "dql": "DQLArgs"}
-
-
-def algorithm(name: str):
-    """``(module, Args class)`` of a learner name."""
-    if name not in ALGOS:
-        raise InputError("algo", repr(name), f"one of {', '.join(ALGOS)}")
-    module = importlib.import_module(f"agents.{name}")
-    return module, getattr(module, _ARGS_CLASS[name])
-
-
-def make_learner(name: str):
-    """A fresh update function or :class:`agents.loop.Learner` for :func:`agents.loop.run`."""
-    module, _ = algorithm(name)
-    if name == "ppo":
-        return module.ppo_update
-    if name == "a2c":
-        return module.a2c_update
-    return module.PGLearner() if name == "pg" else module.DQLLearner()
+__all__ = ["WarmStartSpec", "Selection", "Selected", "train", "select_then_test"]
 
 
 # -- training --------------------------------------------------------------------------
@@ -125,8 +101,8 @@ def train(env_fn: Callable[[], gym.Env], algo: str, args, *, budget_s: float | N
 
     Args:
         env_fn: training env factory (``num_envs`` envs are built from it).
-        algo: a learner name of :data:`ALGOS`.
-        args: its hyper-parameters (``algorithm(algo)[1]``).
+        algo: a learner name of :data:`agents.registry.LEARNERS`.
+        args: its hyper-parameters (``learner(algo).args_class()``).
         budget_s: wall seconds for the whole recipe (warm start and scoring
             included); training then runs until the budget instead of
             ``args.total_steps``. None: ``args`` decides.
@@ -157,7 +133,7 @@ def train(env_fn: Callable[[], gym.Env], algo: str, args, *, budget_s: float | N
                          "the best snapshot in memory)")
     if selection is not None and out is None:
         raise InputError("out", "None with model selection", "a folder for the kept snapshot")
-    learner = make_learner(algo)
+    learner = registry.learner(algo).make_update()
     init = None
     net = None
     if warm_start is not None and warm_start.steps:

@@ -104,7 +104,7 @@ def main() -> int:
     def scorer(probe):
         def score(policy):
             ms = [policy.play(probe, w) for w in val]
-            wait = float(np.mean([x["mean_wait"] for x in ms]))
+            wait = float(np.mean([x["wait_mean"] for x in ms]))
             return wait, f"validation mean wait {wait:.0f} s"
         return score
 

@@ -157,7 +157,7 @@ def main() -> int:
 
         def score(policy, probe=probe, val=val):
             # With tau = 1 s and jobs of at least 1 s, the bounded slowdown is the slowdown.
-            value = float(np.mean([policy.play(probe, w)["mean_bsld"]
+            value = float(np.mean([policy.play(probe, w)["bsld_mean"]
                                    for r in RATES for w in val[r]]))
             return value, f"validation mean slowdown {value:.3f}"
 

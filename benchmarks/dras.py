@@ -53,6 +53,7 @@ from repro import ROOT, command_cell, fmt_ci, write_row
 from train_agents import HELDOUT_SEED, heldout, validation
 
 from agents import recipe
+from agents.registry import learner
 from cosim.compose import EnvFactory, make_env, run_policy
 from cosim.config import load_scenario
 
@@ -72,13 +73,12 @@ def env_config(seed: int, episode_jobs: int) -> dict:
 
 def learner_args(algo: str, seed: int):
     """DRAS-PG or DRAS-DQL hyper-parameters for a warm-started agent on 2 cores."""
+    args_class = learner(algo).args_class()
     if algo == "pg":
-        from agents.pg import PGArgs
-        return PGArgs(seed=seed, num_envs=2, async_envs=True, lr=1e-4, norm_adv=True,
-                      mimic_coef=0.5, mimic_decay=1.0)
-    from agents.dql import DQLArgs
-    return DQLArgs(seed=seed, num_envs=2, async_envs=True, num_steps=8, lr=1e-4,
-                   eps_start=0.3, learning_starts=1024, target_every=100)
+        return args_class(seed=seed, num_envs=2, async_envs=True, lr=1e-4, norm_adv=True,
+                          mimic_coef=0.5, mimic_decay=1.0)
+    return args_class(seed=seed, num_envs=2, async_envs=True, num_steps=8, lr=1e-4,
+                      eps_start=0.3, learning_starts=1024, target_every=100)
 
 
 def main() -> int:
@@ -115,8 +115,8 @@ def main() -> int:
 
     def score(policy):
         ms = [policy.play(probe, w) for w in val]
-        mean_wait = float(np.mean([m["mean_wait"] for m in ms]))
-        ratio = max(m["max_wait"] for m in ms) / val_max
+        mean_wait = float(np.mean([m["wait_mean"] for m in ms]))
+        ratio = max(m["wait_max"] for m in ms) / val_max
         value = mean_wait if ratio <= MAX_WAIT_FACTOR else 1e9 * ratio
         return value, f"validation mean wait {mean_wait:.0f} s, max wait {ratio:.2f}x"
 

@@ -59,9 +59,9 @@ from cosim.evaluation import (  # noqa: E402
     capacity_of,
     chronological_split,
     compare,
+    job_rows,
     seeded_split,
 )
-from cosim.job import Outcome  # noqa: E402
 from cosim.model import build  # noqa: E402
 from cosim.workloads.loading import load_workload, resolve_machine  # noqa: E402
 
@@ -167,13 +167,10 @@ def run_agent(scenario, agent, window) -> tuple[float, float, float, object]:
     env = simpy.Environment()
     sim = build(env, scenario, policy, workload=window, record=False)
     sim.run()
-    tau = scenario.metrics.tau
-    bs, waits = [], []
-    for j in sim.scheduler.jobs:
-        if j.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
-            bs.append(max(1.0, (j.end - j.submit) / max(tau, j.end - j.start)))
-            waits.append(j.start - j.submit)
-    return float(np.mean(bs)), float(np.mean(waits)), float(np.max(waits)), policy
+    bsld, wait, queued = job_rows(sim.scheduler.jobs, len(window), scenario.metrics.tau)
+    done = ~np.isnan(bsld)
+    return (float(np.mean(bsld[done])), float(np.mean(wait[done])), float(np.nanmax(queued)),
+            policy)
 
 
 def measure(scenario, windows, agent, names, correction: Correction = INSPECT) -> dict:

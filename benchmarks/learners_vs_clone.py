@@ -61,11 +61,11 @@ import numpy as np
 from repro import ROOT, TABLE, fmt_ci
 
 from agents import recipe
+from agents.registry import LEARNERS, learner
 from cosim.errors import InputError
 from cosim.paired import mean_interval
 
 SCENARIO = "scenarios/lublin256.yaml"
-LEARNERS = ("ppo", "a2c", "pg", "dql")
 #: Generator seeds of the three sets (training: the scenario's own workload, seed 1).
 SPLIT_SEEDS = (1, 2002, 3003)
 #: Markers of this benchmark's section in docs/reproductions.md.
@@ -123,7 +123,7 @@ def learner_args(algo: str, seed: int, mimic_decay: float):
     DQL starts near-greedy (epsilon 0.1) instead of random, since it starts
     from a clone.
     """
-    _, cls = recipe.algorithm(algo)
+    cls = learner(algo).args_class()
     common = dict(seed=seed, gamma=1.0, checkpoint_every_s=1e9, torch_threads=1)
     if algo == "ppo":
         return cls(**common, num_envs=1, num_steps=256, lr=5e-4, ent_coef=0.003,
@@ -157,7 +157,7 @@ def _train_one(task: dict) -> dict:
     clone: dict = {}
 
     def score(policy):
-        bsld = float(np.mean([policy.play(eval_env, w)["mean_bsld"] for w in val]))
+        bsld = float(np.mean([policy.play(eval_env, w)["bsld_mean"] for w in val]))
         if not clone:
             # The first snapshot scored is the clone (update 0): saved, reported,
             # and kept out of the choice (inf), so the agent is a trained snapshot.
@@ -208,8 +208,8 @@ def _test_one(task: dict) -> dict:
                 differ_choices += act != other
             obs, _, term, trunc, info = env.step(act)
             done = term or trunc
-        a_bsld.append(float(info["episode_metrics"]["mean_bsld"]))
-        c_bsld.append(float(clone.play(env, w)["mean_bsld"]))
+        a_bsld.append(float(info["episode_metrics"]["bsld_mean"]))
+        c_bsld.append(float(clone.play(env, w)["bsld_mean"]))
     return {"algo": task["algo"], "seed": task["seed"], "agent_bsld": a_bsld,
             "clone_bsld": c_bsld, "decisions": decisions, "differ": int(differ),
             "choices": choices, "differ_choices": int(differ_choices)}
@@ -316,7 +316,7 @@ def _command(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS)
+    ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=tuple(LEARNERS))
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--run-seconds", type=float, default=100.0,
                     help="wall budget of one run: clone, training and validation scoring")

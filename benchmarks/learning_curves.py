@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from agents import recipe
+from agents.registry import LEARNERS, learner
 from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
 from cosim.config import load_scenario
 from cosim.workloads.windows import window
@@ -42,7 +43,6 @@ from cosim.workloads.windows import window
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/lublin256.yaml"
 TEACHER = "saf+easy"
-LEARNERS = ("ppo", "a2c", "pg", "dql")
 
 
 def env_config(episode_jobs: int, mixture: bool) -> dict:
@@ -57,14 +57,14 @@ def env_config(episode_jobs: int, mixture: bool) -> dict:
 def curve(algo: str, config: dict, steps: int, eval_every: int, seed: int, val, eval_env,
           out: Path) -> tuple[list[tuple[int, float]], float]:
     """``[(step, validation bsld)]`` of one learner, and the CPU seconds it took."""
-    _, args_cls = recipe.algorithm(algo)
+    args_cls = learner(algo).args_class()
     args = args_cls(seed=seed, total_steps=steps, checkpoint_every_s=1e9)
     per_update = args.num_envs * args.num_steps
     scores: list[float] = []
     points: list[tuple[int, float]] = []
 
     def score(policy):
-        bsld = float(np.mean([policy.play(eval_env, w)["mean_bsld"] for w in val]))
+        bsld = float(np.mean([policy.play(eval_env, w)["bsld_mean"] for w in val]))
         scores.append(bsld)
         return bsld, f"validation bsld {bsld:8.2f}"
 
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--episode-jobs", type=int, default=128)
     ap.add_argument("--windows", type=int, default=3, help="validation windows")
     ap.add_argument("--window-jobs", type=int, default=256)
-    ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS)
+    ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=tuple(LEARNERS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mixture", action="store_true",
                     help="train on a mixture: half trace windows, half randomised Lublin")

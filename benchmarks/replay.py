@@ -29,9 +29,11 @@ import gc
 import resource
 import time
 
+import numpy as np
 import simpy
 from yardstick import run_yardstick
 
+from cosim import metrics
 from cosim.config import scenario_from_dict
 from cosim.model import build
 from cosim.policies import make_policy
@@ -101,7 +103,8 @@ def replay(args) -> float:
     n = len(workload)
     jobs = sim.scheduler.jobs
     counters = sim.scheduler.counters
-    mean_wait = sum(j.start - j.submit for j in jobs) / n
+    mean_wait = float(np.sum(metrics.wait([j.start for j in jobs], [j.submit for j in jobs],
+                                          [j.killed_seconds for j in jobs]))) / n
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ours = n / (t2 - t0)
     print(f"cosim: {n} jobs, {procs} cores ({procs // cpn} nodes x {cpn}), "

@@ -65,7 +65,7 @@ def scorer(env_config: dict, windows):
             while not done:
                 obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
                 done = term or trunc
-            values.append(info["episode_metrics"]["mean_bsld"])
+            values.append(info["episode_metrics"]["bsld_mean"])
         v = float(np.mean(values))
         return v, f"validation bsld {v:.3f}"
     return score

@@ -155,7 +155,7 @@ def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: in
     val = validation(eval_env)
 
     def score(policy):
-        bsld = float(np.mean([policy.play(eval_env, w)["mean_bsld"] for w in val]))
+        bsld = float(np.mean([policy.play(eval_env, w)["bsld_mean"] for w in val]))
         return bsld, f"validation bsld {bsld:8.2f}"
 
     kept = recipe.train(EnvFactory(env_config), "ppo", args, budget_s=budget_s,
@@ -350,7 +350,7 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
                         episode_end="completed")
 
     def score(policy):
-        agent = np.array([policy.play(eval_env, w)["mean_bsld"] for w in val])
+        agent = np.array([policy.play(eval_env, w)["bsld_mean"] for w in val])
         r = float(np.mean(agent / base_val))
         return r, f"validation ratio to {base} {r:.4f} (mean bsld {agent.mean():.2f})"
 
@@ -372,7 +372,7 @@ def train_shipped(estimates: str, base: str, minutes: float, out: Path, seed: in
     cpu1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = sum(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime for a, b in zip(cpu0, cpu1))
     policy = load_rl_policy(out)
-    agent_val = np.array([policy.play(eval_env, w)["mean_bsld"] for w in val])
+    agent_val = np.array([policy.play(eval_env, w)["bsld_mean"] for w in val])
     return {"estimates": estimates, "base": base, "actions": actions, "env": env_config, "args": args.to_dict(),
             "kept_update": kept.update, "kept_step": kept.step, "validation_score": kept.score,
             "validation_agent": agent_val.tolist(), "validation_base": base_val.tolist(),

@@ -70,10 +70,6 @@ from cosim.workloads.windows import window
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "lublin256.yaml"
 HEURISTICS = ("fcfs+easy", "sjf+easy", "f1+easy")
-#: runner summary key -> env episode_metrics key
-SUMMARY_KEYS = {"bsld_mean": "mean_bsld", "wait_mean": "mean_wait",
-                "utilization": "utilization", "wait_max": "max_wait",
-                "queue_len_mean": "mean_queue"}
 
 
 def train_agent(out: Path, window_split: tuple[int, int], budget_s: float, ns) -> Path:
@@ -127,7 +123,7 @@ def evaluate_agent(policy: RLPolicy, scenario, windows) -> list[dict[str, float]
             steps += 1
         m = info["episode_metrics"]
         rows.append({k: float(m[k]) for k in METRIC_KEYS} | {
-            "jobs": float(m["jobs"]), "decisions": float(steps),
+            "jobs": float(m["jobs_finished"]), "decisions": float(steps),
             "seconds": time.perf_counter() - t0})
     return rows
 
@@ -137,7 +133,7 @@ def evaluate_heuristic(name: str, scenario, windows) -> list[dict[str, float]]:
     rows = []
     for w in windows:
         s = run_policy(scenario, name, None, workload=w)
-        rows.append({SUMMARY_KEYS[k]: float(s[k]) for k in SUMMARY_KEYS}
+        rows.append({k: float(s[k]) for k in METRIC_KEYS}
                     | {"jobs": float(s["jobs_finished"])})
     return rows
 
@@ -145,7 +141,7 @@ def evaluate_heuristic(name: str, scenario, windows) -> list[dict[str, float]]:
 def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
     """Means over windows (and the worst max wait)."""
     out = {k: float(np.mean([r[k] for r in rows])) for k in METRIC_KEYS}
-    out["max_wait_worst"] = float(np.max([r["max_wait"] for r in rows]))
+    out["wait_max_worst"] = float(np.max([r["wait_max"] for r in rows]))
     out["jobs"] = float(np.sum([r["jobs"] for r in rows]))
     return out
 
@@ -212,8 +208,8 @@ def main() -> int:
           f"{ns.eval_seed}); training {ns.budget_min:g} min total")
     print(header)
     for name, r in results.items():
-        print(f"{name:<12}{r['mean_bsld']:>11.2f}{r['mean_wait']:>13.0f}{r['utilization']:>8.3f}"
-              f"{r['max_wait']:>12.0f}{r['mean_queue']:>12.1f}")
+        print(f"{name:<12}{r['bsld_mean']:>11.2f}{r['wait_mean']:>13.0f}{r['utilization']:>8.3f}"
+              f"{r['wait_max']:>12.0f}{r['queue_len_mean']:>12.1f}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(
         {"budget_min": ns.budget_min, "eval_windows": ns.eval_windows,

@@ -7,21 +7,25 @@ module itself loads only on ``make``.
 """
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["__version__", "ENV_ID", "register_env"]
 
-#: The id :mod:`cosim.env` registers; kept equal to ``cosim.env.ENV_ID``.
-_ENV_ID = "cosim/Scheduling-v0"
+#: The Gymnasium id of :class:`cosim.env.SchedulingEnv` (also ``cosim.env.ENV_ID``).
+ENV_ID = "cosim/Scheduling-v0"
 
 
-def _register_env() -> None:
-    """Register :data:`_ENV_ID` by name only: the entry point is imported by ``make``."""
+def register_env() -> None:
+    """Register :data:`ENV_ID` by name only: the entry point is imported by ``make``.
+
+    The one registration, done on ``import cosim`` (so also before ``cosim.env``
+    loads); calling it again changes nothing.
+    """
     try:
         import gymnasium
     except ImportError:  # the simulator runs without Gymnasium; only the env needs it
         return
-    if _ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=_ENV_ID, entry_point="cosim.env:SchedulingEnv",
+    if ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=ENV_ID, entry_point="cosim.env:SchedulingEnv",
                            disable_env_checker=True)
 
 
-_register_env()
+register_env()

@@ -60,8 +60,7 @@ import simpy
 from cosim import metrics, records
 from cosim.config import Scenario
 from cosim.errors import ScenarioError
-from cosim.job import Outcome
-from cosim.model import build
+from cosim.model import build, capacity_of  # capacity_of re-exported for the protocol's users
 from cosim.paired import (  # the comparisons, re-exported: one place for the protocol
     CONTENTION,
     Comparison,
@@ -100,7 +99,7 @@ __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "window
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
            "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED",
            "EVALUATIONS", "running_block", "running_slices", "run_slices", "Protocol", "Scores",
-           "source_name", "ROW_METRICS", "span_row", "span_rows"]
+           "source_name", "ROW_METRICS", "span_row", "span_rows", "job_rows"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -114,12 +113,6 @@ class WindowResult:
     bsld_mean: float
     wait_mean: float
     wait_max: float
-
-
-def capacity_of(scenario: Scenario) -> int:
-    """Schedulable units of the scenario's machine."""
-    c = scenario.cluster
-    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
 def checked_source(source, scenario: Scenario, *, where: str = "policy"):
@@ -161,30 +154,42 @@ def _policy(source):
     return make_policy(source)
 
 
-def _simulate(scenario: Scenario, source, window: Workload) -> tuple[np.ndarray, np.ndarray]:
-    """Simulate ``source`` on ``window`` from an empty machine: per row, the job's bsld
-    and wait (NaN for a job that neither completed nor timed out)."""
+def _simulate(scenario: Scenario, source, window: Workload) -> tuple[np.ndarray, ...]:
+    """Simulate ``source`` on ``window`` from an empty machine: per row, the job's bsld,
+    wait and time queued (see :func:`job_rows`)."""
     env = simpy.Environment()
     policy = _policy(checked_source(source, scenario))
     sim = build(env, scenario, policy, workload=window, record=False)
     sim.run()      # full collections put off while it runs (cosim.kernel.run)
-    tau = scenario.metrics.tau
-    bsld = np.full(len(window), np.nan)
-    wait = np.full(len(window), np.nan)
-    for j in sim.scheduler.jobs:
-        if j.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
-            run = j.end - j.start
-            bsld[j.index] = max(1.0, (j.end - j.submit) / max(tau, run))
-            wait[j.index] = j.start - j.submit
-    return bsld, wait
+    return job_rows(sim.scheduler.jobs, len(window), scenario.metrics.tau)
 
 
-def _summary(bsld: np.ndarray, wait: np.ndarray) -> WindowResult:
+#: The job columns :func:`job_rows` reads.
+_JOB_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed_seconds")
+
+
+def job_rows(jobs, rows: int, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per window row, the bsld, wait and time queued of the simulated ``jobs``.
+
+    By :func:`cosim.metrics.job_metrics` and :func:`cosim.metrics.queued_time`,
+    the definitions of ``summary.json``: bsld and wait are NaN in the rows of
+    jobs that neither completed nor timed out; the time queued (whose maximum
+    is ``wait_max``) is also that of failed and given-up jobs.
+    """
+    table = records.jobs_table(jobs, _JOB_COLUMNS)
+    per = metrics.job_metrics(table, tau=tau)
+    queued = metrics.queued_time(table, np.asarray(table["outcome"], dtype=str))
+    out = np.full((3, rows), np.nan)
+    out[:, [j.index for j in jobs]] = per["bsld"], per["wait"], queued
+    return out[0], out[1], out[2]
+
+
+def _summary(bsld: np.ndarray, wait: np.ndarray, queued: np.ndarray) -> WindowResult:
     done = ~np.isnan(bsld)
     if not done.any():
         return WindowResult(math.nan, math.nan, math.nan)
     return WindowResult(float(bsld[done].mean()), float(wait[done].mean()),
-                        float(wait[done].max()))
+                        float(np.nanmax(queued)))
 
 
 def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
@@ -196,19 +201,19 @@ def run_window(scenario: Scenario, source, window: Workload) -> WindowResult:
     Raises:
         ScenarioError: ``source`` asks for predictions (see :func:`checked_source`).
     """
-    bsld, wait = _simulate(scenario, source, window)
+    per_row = _simulate(scenario, source, window)
     measured = window.features.get(MEASURED)
     if measured is not None:
-        bsld, wait = bsld[measured], wait[measured]
-    return _summary(bsld, wait)
+        per_row = tuple(values[measured] for values in per_row)
+    return _summary(*per_row)
 
 
 def run_slices(scenario: Scenario, source, window: Workload,
                slices: Sequence[tuple[int, int]]) -> list[WindowResult]:
     """Simulate ``source`` on ``window`` once; bsld and waits of the jobs of each slice
     of rows ``[a, b)`` (windows measured inside one run; :func:`running_slices`)."""
-    bsld, wait = _simulate(scenario, source, window)
-    return [_summary(bsld[a:b], wait[a:b]) for a, b in slices]
+    per_row = _simulate(scenario, source, window)
+    return [_summary(*(values[a:b] for values in per_row)) for a, b in slices]
 
 
 _WORKER: dict = {}

@@ -68,6 +68,8 @@ from cosim.measures import (  # the public ones are re-exported: import them fro
 )
 
 __all__ = [
+    "bsld",
+    "wait",
     "SIZE_CLASSES",
     "RUN_CLASSES",
     "EXEC_MODES",
@@ -205,6 +207,41 @@ def run_class(run: Any) -> np.ndarray:
 
 # ------------------------------------------------------------ per job ----
 
+# The two per-job formulas every producer uses (summaries, the evaluation rows,
+# the environment's rewards, the benchmarks): written here once so that no two
+# figures a user compares can be computed two ways (tests/test_architecture.py
+# looks for a second copy).
+
+def bsld(response: Any, run: Any, tau: float) -> np.ndarray:
+    """Bounded slowdown ``max(1, response / max(tau, run))``, element-wise.
+
+    Args:
+        response: ``end - submit`` of each job (s).
+        run: the run time of its final attempt, ``end - start`` (s).
+        tau: the bound (s, > 0): jobs shorter than it count as that long.
+
+    Examples:
+        >>> bsld([30.0, 5.0], [20.0, 1.0], 10.0).tolist()
+        [1.5, 1.0]
+    """
+    return np.maximum(1.0, np.asarray(response, dtype=np.float64)
+                      / np.maximum(tau, np.asarray(run, dtype=np.float64)))
+
+
+def wait(start: Any, submit: Any, killed_seconds: Any) -> np.ndarray:
+    """Time queued ``start - submit - killed_seconds``, element-wise.
+
+    ``start`` is that of the final attempt; the seconds run in attempts that
+    were killed or lost to a node failure (``killed_seconds``) were not
+    spent waiting.
+
+    Examples:
+        >>> wait([100.0], [0.0], [30.0]).tolist()
+        [70.0]
+    """
+    return (np.asarray(start, dtype=np.float64) - np.asarray(submit, dtype=np.float64)
+            - np.asarray(killed_seconds, dtype=np.float64))
+
 def job_metrics(jobs: Mapping[str, Any], *, tau: float = 10.0) -> dict[str, np.ndarray]:
     """Per-job wait, response, slowdown and bounded slowdown.
 
@@ -239,14 +276,14 @@ def job_metrics(jobs: Mapping[str, Any], *, tau: float = 10.0) -> dict[str, np.n
             raise InputError(f"jobs.{col}[{i}]", f"{c[col][i]} for a {outcome[i]} job",
                              "a finite time for a job that finished")
     nan = np.full(n, np.nan)
-    wait = np.where(finished, c["start"] - c["submit"] - c["killed_seconds"], nan)
+    waits = np.where(finished, wait(c["start"], c["submit"], c["killed_seconds"]), nan)
     response = np.where(finished, c["end"] - c["submit"], nan)
     run = np.where(finished, c["run"], nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         slowdown = np.where(finished & (run > 0), response / run, nan)
-        bsld = np.where(finished, np.maximum(1.0, response / np.maximum(tau, run)), nan)
-    return {"finished": finished, "wait": wait, "response": response,
-            "slowdown": slowdown, "bsld": bsld}
+        bslds = np.where(finished, bsld(response, run, tau), nan)
+    return {"finished": finished, "wait": waits, "response": response,
+            "slowdown": slowdown, "bsld": bslds}
 
 
 # ------------------------------------------------------------ summary ----
@@ -262,8 +299,8 @@ def queued_time(c: Mapping[str, np.ndarray], outcome: np.ndarray) -> np.ndarray:
     """
     finished = np.isin(outcome, _FINISHED)
     left = np.isin(outcome, ("failed", "rejected")) & np.isfinite(c["end"])
-    return np.where(finished, c["start"] - c["submit"] - c["killed_seconds"],
-                    np.where(left, c["end"] - c["submit"] - c["killed_seconds"], np.nan))
+    return np.where(finished, wait(c["start"], c["submit"], c["killed_seconds"]),
+                    np.where(left, wait(c["end"], c["submit"], c["killed_seconds"]), np.nan))
 
 
 #: (key suffix, seconds) of each starvation threshold: a job starved when its
@@ -349,14 +386,14 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
     outcome = np.asarray(jobs["outcome"]).astype(str)
     useful, _ = _areas(c, outcome)
     t0, t1, span = _span(c)
-    wait = per["wait"][fin]
+    waits = per["wait"][fin]
     queued = queued_time(c, outcome)
     queued = queued[np.isfinite(queued)]
     queue = None
     if events is not None and span > 0:
         t = np.asarray(events["time"], dtype=np.float64)
         queue = step_integral(t, np.asarray(events["queue_len"], dtype=np.float64), t0, t1) / span
-    return {"jobs_finished": int(fin.sum()), "wait_mean": _mean(wait),
+    return {"jobs_finished": int(fin.sum()), "wait_mean": _mean(waits),
             "wait_max": _f(queued.max()) if len(queued) else None, **starvation(queued),
             "bsld_mean": _mean(per["bsld"][fin]),
             "utilization": _f(float(useful.sum()) / (cores * span)) if span > 0 else None,
@@ -442,10 +479,10 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
         out[f"jobs_{o}"] = int(np.sum(outcome == o))
     out["jobs_finished"] = int(fin.sum())
 
-    wait = per["wait"][fin]
-    out["wait_mean"] = _mean(wait)
-    if len(wait):
-        med, p95, p99 = np.percentile(wait, [50, 95, 99])
+    waits = per["wait"][fin]
+    out["wait_mean"] = _mean(waits)
+    if len(waits):
+        med, p95, p99 = np.percentile(waits, [50, 95, 99])
         out.update(wait_median=_f(med), wait_p95=_f(p95), wait_p99=_f(p99))
     else:
         out.update(wait_median=None, wait_p95=None, wait_p99=None)
@@ -462,9 +499,9 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
     sld = per["slowdown"][fin]
     out["slowdown_mean"] = _mean(sld[np.isfinite(sld)])
     out["slowdown_excluded"] = int(np.sum(~np.isfinite(sld)))
-    bsld = per["bsld"][fin]
-    out["bsld_mean"] = _mean(bsld)
-    out["bsld_max"] = _f(bsld.max()) if len(bsld) else None
+    bslds = per["bsld"][fin]
+    out["bsld_mean"] = _mean(bslds)
+    out["bsld_max"] = _f(bslds.max()) if len(bslds) else None
 
     useful_area, timeout_area = _areas(c, outcome)
     t0, t1, span = _span(c)

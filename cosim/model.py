@@ -41,8 +41,8 @@ from cosim.workloads.base import Workload
 from cosim.workloads.loading import STREAMS, load_workload, resolve_machine, streams
 
 # load_workload and streams live in cosim.workloads.loading; kept importable here.
-__all__ = ["Simulation", "build", "load_workload", "streams", "STREAMS", "run_horizon",
-           "start_limit"]
+__all__ = ["Simulation", "build", "capacity_of", "load_workload", "streams", "STREAMS",
+           "run_horizon", "start_limit"]
 
 
 @dataclass
@@ -91,6 +91,13 @@ class Simulation:
     def decisions_table(self) -> dict[str, np.ndarray | list]:
         """One row per applied (or refused) decision (schema ``decisions/1``)."""
         return records.decisions_table(self.scheduler.decisions)
+
+
+def capacity_of(scenario: Scenario) -> int:
+    """Schedulable units of the scenario's machine (cores, or nodes on a node-granular
+    cluster): the capacity of the cluster :func:`build` makes."""
+    c = scenario.cluster
+    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
 def build(env: simpy.Environment, scenario: Scenario, policy: Policy, *,

@@ -72,12 +72,12 @@ def test_evaluate_prints_metrics_and_baselines(trained, capsys):
     assert set(rows) == {"agent", "sjf+easy"}
     for row in rows.values():
         assert row["episodes"] == 2.0 and len(row["per_episode"]) == 2
-        assert row["mean_bsld"] >= 1.0 and 0 < row["utilization"] <= 1.0
-        assert row["max_wait"] >= row["mean_wait"] >= 0
+        assert row["bsld_mean"] >= 1.0 and 0 < row["utilization"] <= 1.0
+        assert row["wait_max"] >= row["wait_mean"] >= 0
     assert rows["agent"]["mean_return"] < 0
     # paired by episode: the agent's ratio to the heuristic on the same jobs, as compare gives it
     paired = rows["agent"]["paired"]["sjf+easy"]
-    per = [[e["mean_bsld"] for e in rows[k]["per_episode"]] for k in ("agent", "sjf+easy")]
+    per = [[e["bsld_mean"] for e in rows[k]["per_episode"]] for k in ("agent", "sjf+easy")]
     assert paired["windows"] == 2 and paired["reference"] == "sjf+easy"
     assert paired["mean_ratio"] == pytest.approx(np.mean(per[0]) / np.mean(per[1]))
     assert paired["wins"] + paired["losses"] <= 2
@@ -94,7 +94,7 @@ def test_evaluate_runs_the_heuristics_on_the_same_jobs(trained):
     rows = evaluate_episodes(policy, env, 2, 7, heuristics=["f1+easy"])
     env.reset(seed=8)
     direct = run_policy(env.scenario, "f1+easy", None, workload=env.simulation.workload)
-    assert rows["f1+easy"]["per_episode"][1]["mean_bsld"] == direct["bsld_mean"]
+    assert rows["f1+easy"]["per_episode"][1]["bsld_mean"] == direct["bsld_mean"]
 
 
 def test_evaluate_shows_the_default_baselines(trained, capsys):
@@ -103,8 +103,8 @@ def test_evaluate_shows_the_default_baselines(trained, capsys):
     code = main(["evaluate", SCENARIO, "--checkpoint", str(trained), "--episodes", "1",
                  "--episode-jobs", "32"])
     lines = capsys.readouterr().out.splitlines()
-    assert code == 0 and lines[0].split() == ["policy", "mean_bsld", "mean_wait", "max_wait",
-                                              "utilization", "mean_queue", "mean_return"]
+    assert code == 0 and lines[0].split() == ["policy", "bsld_mean", "wait_mean", "wait_max",
+                                              "utilization", "queue_len_mean", "mean_return"]
     assert [line.split()[0] for line in lines[1:-1 - len(DEFAULT_BASELINES)]] == [
         "agent", *DEFAULT_BASELINES]
     # then, per heuristic, the agent against it paired by episode
@@ -300,8 +300,8 @@ def test_rl_policy_in_cosim_run_schedules_as_its_env_episode(trained, tmp_path):
         done = term or trunc
     in_env = records.jobs_table(env.simulation.scheduler.jobs)
     summary = run_policy(scenario, f"rl:{trained}", tmp_path / "rl", workload=w)
-    assert summary["bsld_mean"] == info["episode_metrics"]["mean_bsld"]
-    assert summary["wait_max"] == info["episode_metrics"]["max_wait"]
+    assert summary["bsld_mean"] == info["episode_metrics"]["bsld_mean"]
+    assert summary["wait_max"] == info["episode_metrics"]["wait_max"]
     run = records.read_jobs(tmp_path / "rl" / "jobs.parquet")
     assert np.array_equal(np.asarray(run["start"]), in_env["start"])
     assert list(run["mode"]) == in_env["mode"]

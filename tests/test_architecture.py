@@ -14,11 +14,16 @@
 - No source file grows past 700 lines without being split by job.
 - One interval method (``cosim/paired.py``) and one evaluation protocol
   (``cosim.evaluation.Protocol``): no package module assembles its own.
+- bsld and wait are computed only by :mod:`cosim.metrics` (no copy of either
+  formula elsewhere; ``tests/test_metrics_producers.py`` compares the producers).
+- A learner is chosen by name only through :mod:`agents.registry`: no list of
+  learner names, no learner module imported by a name or under a branch on one.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -335,3 +340,96 @@ def test_the_protocol_check_sees_a_second_protocol(tmp_path):
         "def run(p, s):\n    return p.test(s)\n")
     assert _protocols_elsewhere(tmp_path) == ["agents/tune.py:4 chronological_split()",
                                               "agents/tune.py:5 read()"]
+
+
+#: A copy of a metric's formula: bounded slowdown ``max(1, ... / max(tau, ...))``,
+#: and a wait ``start - submit`` (the one definition also subtracts the killed seconds).
+FORMULAS = {
+    "bsld": re.compile(r"(max|maximum)\(\s*1(\.0)?\s*,[^\n]*/\s*(np\.)?max(imum)?\("),
+    "wait": re.compile(r"\bstart\b[\"'\]]*\s*-\s*[\w.\[\"']*\bsubmit\b"),
+}
+#: The one place the formulas are written (cosim.metrics).
+METRICS_MODULE = Path("cosim") / "metrics.py"
+
+
+def _formula_copies(root: Path) -> list[str]:
+    return sorted(f"{p.relative_to(root)}:{i}: {name}: {line.strip()}"
+                  for folder in (*PACKAGES, "benchmarks", "examples")
+                  for p in (root / folder).rglob("*.py")
+                  if p.relative_to(root) != METRICS_MODULE
+                  for i, line in enumerate(p.read_text().splitlines(), 1)
+                  for name, pattern in FORMULAS.items() if pattern.search(line))
+
+
+def test_bsld_and_wait_are_computed_only_in_cosim_metrics():
+    assert not _formula_copies(ROOT), (
+        f"call cosim.metrics.bsld / cosim.metrics.wait instead: {_formula_copies(ROOT)}")
+
+
+def test_the_formula_check_sees_a_copy(tmp_path):
+    for folder in (*PACKAGES, "benchmarks", "examples"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "cosim" / "metrics.py").write_text(
+        "b = np.maximum(1.0, response / np.maximum(tau, run))\n")
+    (tmp_path / "agents" / "a.py").write_text(
+        "x = max(1.0, (j.end - j.submit) / max(tau, j.end - j.start))\n")
+    (tmp_path / "benchmarks" / "b.py").write_text("w = [j.start - j.submit for j in jobs]\n")
+    (tmp_path / "cosim" / "c.py").write_text('w = c["start"] - c["submit"]\nq = now - j.submit\n')
+    assert [line.split(": ")[0:2] for line in _formula_copies(tmp_path)] == [
+        ["agents/a.py:1", "bsld"], ["benchmarks/b.py:1", "wait"], ["cosim/c.py:1", "wait"]]
+
+
+#: The learners' names (agents.registry.LEARNERS), as a source pattern.
+_LEARNER = r"[\"'](?:ppo|a2c|pg|dql)[\"']"
+#: Choosing a learner by name elsewhere than the registry: a list of learner names
+#: (in the packages; a benchmark may name the learners its experiment compares), a
+#: learner module imported by a computed name, or imported under a branch on a name.
+CHOICES = {
+    "a list of learner names": re.compile(rf"{_LEARNER}\s*,\s*{_LEARNER}"),
+    "a learner module by a computed name": re.compile(r"import_module\(\s*f[\"']agents\."),
+}
+_LEARNER_IMPORT = re.compile(r"^\s+from agents\.(?:ppo|a2c|pg|dql) import ")
+_BRANCH = re.compile(r"^\s*(?:if|elif|else)\b")
+REGISTRY_MODULE = Path("agents") / "registry.py"
+
+
+def _learner_choices(root: Path) -> list[str]:
+    found = []
+    for folder in (*PACKAGES, "benchmarks"):
+        for p in sorted((root / folder).rglob("*.py")):
+            rel = p.relative_to(root)
+            if rel == REGISTRY_MODULE:
+                continue
+            previous = ""
+            for i, line in enumerate(p.read_text().splitlines(), 1):
+                if line.lstrip().startswith((">>>", "...", "#")):
+                    continue
+                for what, pattern in CHOICES.items():
+                    if pattern.search(line) and (folder != "benchmarks"
+                                                 or what != "a list of learner names"):
+                        found.append(f"{rel}:{i}: {what}")
+                if _LEARNER_IMPORT.match(line) and _BRANCH.match(previous):
+                    found.append(f"{rel}:{i}: a learner imported under a branch")
+                if line.strip():
+                    previous = line
+    return sorted(found)
+
+
+def test_learners_are_chosen_by_name_only_through_the_registry():
+    assert not _learner_choices(ROOT), (
+        f"use agents.registry.learner(name): {_learner_choices(ROOT)}")
+
+
+def test_the_registry_check_sees_a_choice_by_name(tmp_path):
+    for folder in (*PACKAGES, "benchmarks"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "agents" / "registry.py").write_text('NAMES = ("ppo", "a2c")\n')
+    (tmp_path / "agents" / "cli.py").write_text('ALGOS = ("ppo", "a2c", "pg", "dql")\n')
+    (tmp_path / "cosim" / "study.py").write_text(
+        'def args_class(algo):\n    if algo == "a2c":\n        from agents.a2c import A2CArgs\n'
+        '        return A2CArgs\n    from agents.ppo import Args\n    return Args\n')
+    (tmp_path / "benchmarks" / "b.py").write_text(
+        'LEARNERS = ("ppo", "dql")\nm = importlib.import_module(f"agents.{name}")\n')
+    assert _learner_choices(tmp_path) == [
+        "agents/cli.py:1: a list of learner names", "benchmarks/b.py:2: a learner module by "
+        "a computed name", "cosim/study.py:3: a learner imported under a branch"]

@@ -322,5 +322,5 @@ def test_trained_backfiller_runs_in_cosim_run_as_in_its_env(tmp_path):
     starts = [j.start for j in sorted(env.simulation.scheduler.jobs, key=lambda j: j.id)]
     summary = run_policy(load_scenario("scenarios/lublin256.yaml"), f"rl:{out}", tmp_path / "r",
                          workload=w)
-    assert summary["bsld_mean"] == info["episode_metrics"]["mean_bsld"]
+    assert summary["bsld_mean"] == info["episode_metrics"]["bsld_mean"]
     assert list(records.read_jobs(tmp_path / "r" / "jobs.parquet")["start"]) == starts

@@ -205,7 +205,7 @@ def _python(code: str) -> str:
 def test_import_cosim_registers_the_gym_id_without_torch():
     out = _python("import sys, cosim, gymnasium; from cosim.env import ENV_ID; "
                   "print(ENV_ID in gymnasium.registry, 'torch' in sys.modules, "
-                  "'cosim.env' in sys.modules, cosim._ENV_ID == ENV_ID)")
+                  "'cosim.env' in sys.modules, cosim.ENV_ID == ENV_ID)")
     assert out == "True False True True"
     out = _python("import sys, cosim, gymnasium; "
                   "print('cosim/Scheduling-v0' in gymnasium.registry, 'torch' in sys.modules, "

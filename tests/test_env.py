@@ -87,7 +87,7 @@ def test_masks_never_allow_what_the_engine_refuses(reward):
     assert sched.counters.refused == 0
     assert terminated and not truncated
     metrics = info["episode_metrics"]
-    assert metrics["jobs"] == 80 and metrics["mean_bsld"] >= 1.0
+    assert metrics["jobs_finished"] == 80 and metrics["bsld_mean"] >= 1.0
     if reward in ("slowdown", "completion", "bsld", "dbf", "capacity"):
         assert total < 0
 
@@ -359,10 +359,10 @@ def test_episode_metrics_by_hand():
     obs, r, term, trunc, info = env.step(0)      # J2 at 10
     assert term and not trunc
     m = info["episode_metrics"]
-    assert m["jobs"] == 2 and m["mean_wait"] == 5.0 and m["max_wait"] == 10.0
-    assert m["mean_queue"] == pytest.approx(10 / 30)          # 10 queued seconds over 30 s
+    assert m["jobs_finished"] == 2 and m["wait_mean"] == 5.0 and m["wait_max"] == 10.0
+    assert m["queue_len_mean"] == pytest.approx(10 / 30)          # 10 queued seconds over 30 s
     assert m["utilization"] == pytest.approx(1.0)
-    assert m["mean_bsld"] == pytest.approx((1.0 + 30 / 20) / 2)
+    assert m["bsld_mean"] == pytest.approx((1.0 + 30 / 20) / 2)
 
 
 @pytest.mark.parametrize("actions", ["start", "select", "dras"])

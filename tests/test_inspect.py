@@ -69,7 +69,7 @@ def test_accepting_every_proposal_is_the_base_schedule_by_hand():
     # runs). J2 at 100 is accepted without asking: nothing runs and every job
     # has arrived, so a skip would wait for an event that never comes.
     assert asks == [(0.0, (1, 1)), (100.0, (1, 1)), (120.0, (1, 1))]
-    assert info["episode_metrics"]["mean_bsld"] == pytest.approx(
+    assert info["episode_metrics"]["bsld_mean"] == pytest.approx(
         heuristic_metric(_env(), HAND, "fcfs+easy"), rel=1e-12)
 
 
@@ -211,7 +211,7 @@ def test_trained_inspector_runs_in_cosim_run_as_in_its_env(tmp_path):
     starts = [j.start for j in sorted(env.simulation.scheduler.jobs, key=lambda j: j.id)]
     summary = run_policy(load_scenario("scenarios/lublin256.yaml"), f"rl:{out}", tmp_path / "r",
                          workload=w)
-    assert summary["bsld_mean"] == info["episode_metrics"]["mean_bsld"]
+    assert summary["bsld_mean"] == info["episode_metrics"]["bsld_mean"]
     from cosim import records
 
     assert list(records.read_jobs(tmp_path / "r" / "jobs.parquet")["start"]) == starts

@@ -64,7 +64,7 @@ def test_baseline_metric_is_the_hand_checked_schedule():
 def test_playing_the_baselines_choices_gives_exactly_zero():
     env = _env(mode="replace")
     rewards, info = _play(env, lambda info: info["teacher_action"])
-    assert info["episode_metrics"]["mean_bsld"] == pytest.approx(FCFS_BSLD, rel=1e-12)
+    assert info["episode_metrics"]["bsld_mean"] == pytest.approx(FCFS_BSLD, rel=1e-12)
     assert info["paired_advantage"] == 0.0
     assert sum(rewards) == 0.0 and all(r == 0.0 for r in rewards)
 
@@ -73,7 +73,7 @@ def test_a_worse_schedule_gets_the_hand_checked_negative_return():
     env = _env(mode="replace")
     picks = {t: list(p) for t, p in WORSE_PICKS.items()}
     rewards, info = _play(env, lambda info: picks[info["time"]].pop(0))
-    assert info["episode_metrics"]["mean_bsld"] == pytest.approx(WORSE_BSLD, rel=1e-12)
+    assert info["episode_metrics"]["bsld_mean"] == pytest.approx(WORSE_BSLD, rel=1e-12)
     expected = (FCFS_BSLD - WORSE_BSLD) / FCFS_BSLD            # -0.6 / 2.86625
     assert sum(rewards) == pytest.approx(expected, rel=1e-12)
     assert rewards[:-1] == [0.0] * (len(rewards) - 1)
@@ -114,7 +114,7 @@ def test_bounded_modes_on_an_inspect_episode_by_hand(mode, expected):
     env = SchedulingEnv(small(4), actions="inspect", base_policy="fcfs+easy", max_skips=2,
                         episode_jobs=4, workload=HAND, reward="slowdown")
     rewards, info = _play(PairedReturn(env, baseline="fcfs+easy", mode=mode), lambda info: 1)
-    assert info["episode_metrics"]["mean_bsld"] == pytest.approx(SKIPPER_BSLD, rel=1e-12)
+    assert info["episode_metrics"]["bsld_mean"] == pytest.approx(SKIPPER_BSLD, rel=1e-12)
     assert rewards[-1] == pytest.approx(expected, rel=1e-12)
     assert rewards[:-1] == [0.0] * (len(rewards) - 1)
 

@@ -79,8 +79,8 @@ class PickEnv(gym.Env):
         truncated = self.t >= self.horizon
         info = self._info()
         if truncated:
-            info["episode_metrics"] = {"mean_bsld": 1.0, "mean_wait": 0.0,
-                                       "utilization": reward, "max_wait": 0.0}
+            info["episode_metrics"] = {"bsld_mean": 1.0, "wait_mean": 0.0,
+                                       "utilization": reward, "wait_max": 0.0}
         return self._obs(), reward, False, truncated, info
 
     def action_masks(self):

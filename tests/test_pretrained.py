@@ -30,8 +30,8 @@ def test_the_shipped_agent_runs_as_a_policy_and_as_an_env_episode_alike():
     episode = policy.play(env, jobs)
     run = run_policy(env.scenario, f"rl:{AGENT}", None, workload=jobs)
     assert run["jobs_finished"] == 300
-    assert np.isclose(run["bsld_mean"], episode["mean_bsld"], rtol=1e-9)
-    assert np.isclose(run["wait_mean"], episode["mean_wait"], rtol=1e-9)
+    assert np.isclose(run["bsld_mean"], episode["bsld_mean"], rtol=1e-9)
+    assert np.isclose(run["wait_mean"], episode["wait_mean"], rtol=1e-9)
     fcfs = run_policy(env.scenario, "fcfs+easy", None, workload=jobs)
     # A trained agent, not a random one: no worse than FCFS with EASY here.
     assert run["bsld_mean"] <= fcfs["bsld_mean"]

@@ -45,8 +45,8 @@ def test_a_shipped_agent_runs_as_a_policy_and_as_an_env_episode_alike(name, monk
     episode = policy.play(env, jobs)
     run = run_policy(env.scenario, f"rl:{folder}", None, workload=jobs)
     assert run["jobs_finished"] == 300
-    assert np.isclose(run["bsld_mean"], episode["mean_bsld"], rtol=1e-9)
-    assert np.isclose(run["wait_mean"], episode["mean_wait"], rtol=1e-9)
+    assert np.isclose(run["bsld_mean"], episode["bsld_mean"], rtol=1e-9)
+    assert np.isclose(run["wait_mean"], episode["wait_mean"], rtol=1e-9)
     base_name = env_config.get("base_policy") or f"{env_config['backfill_order']}+easy"
     base = run_policy(env.scenario, base_name, None, workload=jobs)
     fcfs = run_policy(env.scenario, "fcfs+easy", None, workload=jobs)

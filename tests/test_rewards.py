@@ -36,7 +36,7 @@ def play(env, policy: str, seed: int):
         obs, reward, terminated, truncated, info = env.step(action)
         total += reward
         done = terminated or truncated
-    return total, info["episode_metrics"]["mean_bsld"]
+    return total, info["episode_metrics"]["bsld_mean"]
 
 
 #: Heuristics played through the env as teachers, with random legal actions

@@ -37,7 +37,7 @@ def test_evaluate_on_another_cluster_size(agents_256, kind, nodes, capsys):
     assert code == 0
     rows = json.loads(capsys.readouterr().out)
     agent, fcfs = rows["agent"], rows["fcfs+easy"]
-    assert agent["mean_bsld"] >= 1 and 0 < agent["utilization"] <= 1
+    assert agent["bsld_mean"] >= 1 and 0 < agent["utilization"] <= 1
     # The heuristic ran on the same jobs, on the target machine.
     policy = load_rl_policy(agents_256[kind])
     env = make_env(policy.env_config, scenario=SCENARIO, scenario_set=[f"cluster.nodes={nodes}"],
@@ -45,7 +45,7 @@ def test_evaluate_on_another_cluster_size(agents_256, kind, nodes, capsys):
     env.reset(seed=1000)
     assert env.capacity == nodes and int(env.simulation.workload.procs.max()) <= nodes
     direct = run_policy(env.scenario, "fcfs+easy", None, workload=env.simulation.workload)
-    assert fcfs["mean_bsld"] == direct["bsld_mean"]
+    assert fcfs["bsld_mean"] == direct["bsld_mean"]
 
 
 def test_the_observation_keeps_its_shape_and_scales_sizes_by_the_machine(agents_256):

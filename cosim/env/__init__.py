@@ -31,17 +31,19 @@ The parts, each chosen by name:
   ``"completed"`` it terminates when every job has ended.
 - :mod:`~cosim.env.teacher`: what a heuristic would do now (imitation).
 
-``import cosim.env`` registers :data:`ENV_ID` with Gymnasium.
+:data:`ENV_ID` is registered with Gymnasium once, on ``import cosim``
+(:func:`cosim.register_env`, also here as :func:`register`).
 """
 
+from cosim import ENV_ID
+from cosim import register_env as register  # the one registration (done on import cosim)
 from cosim.env.actions import ACTION_MODELS, ActionMap, AgentPolicy
 from cosim.env.episodes import EPISODE_SOURCES
 from cosim.env.observations import OBSERVATIONS
 from cosim.env.rewards import REWARDS
-from cosim.env.scheduling import DEFAULT_SCENARIO, ENV_ID, SchedulingEnv, register
+from cosim.env.scheduling import DEFAULT_SCENARIO, SchedulingEnv
 from cosim.env.spec import EnvSpec
 
 __all__ = ["SchedulingEnv", "EnvSpec", "AgentPolicy", "ActionMap", "ACTION_MODELS", "OBSERVATIONS",
            "REWARDS", "EPISODE_SOURCES", "ENV_ID", "DEFAULT_SCENARIO", "register"]
 
-register()

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cosim import metrics
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
 from cosim.job import Job, Outcome
 
@@ -254,8 +255,8 @@ class BsldReward(Reward):
     def job_done(self, job: Job) -> None:
         """Charge the bounded slowdown of a completed or timed-out job."""
         if job.outcome in (Outcome.COMPLETED, Outcome.TIMEOUT):
-            run = job.end - job.start
-            self.pending -= max(1.0, (job.end - job.submit) / max(self.params.tau, run))
+            self.pending -= float(metrics.bsld(job.end - job.submit, job.end - job.start,
+                                               self.params.tau))
 
 
 class DbfReward(Reward):

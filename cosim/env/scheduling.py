@@ -46,11 +46,8 @@ from cosim.model import build
 from cosim.policies import make_policy, parse_policy
 from cosim.workloads.loading import load_workload
 
-__all__ = ["SchedulingEnv", "ENV_ID", "DEFAULT_SCENARIO", "register", "default_image_slot",
+__all__ = ["SchedulingEnv", "DEFAULT_SCENARIO", "default_image_slot",
            "default_max_time", "default_node_rows"]
-
-ENV_ID = "cosim/Scheduling-v0"
-
 
 #: The scenario ``gym.make(ENV_ID)`` uses when given none: the DBF / RLScheduler
 #: setting, 256 cores and Lublin-Feitelson jobs with exact estimates.
@@ -390,9 +387,9 @@ class SchedulingEnv(gym.Env):
     def episode_metrics(self) -> dict[str, float]:
         """Mean bsld, mean and max wait, utilization and mean queue length so far.
 
-        By :func:`cosim.metrics.headline`, the definitions every report uses
-        (averages over finished jobs; the queue length is its time average over
-        the span).
+        :func:`cosim.metrics.headline`'s keys and values, the names and
+        definitions of ``summary.json`` (averages over finished jobs; the queue
+        length is its time average over the span), with NaN for undefined.
         """
         sched = self._sim.scheduler
         jobs = records.jobs_table(sched.jobs, _EPISODE_COLUMNS)
@@ -400,13 +397,8 @@ class SchedulingEnv(gym.Env):
         named = [records.EventRow(*r) for r in rows]
         events = {"time": [r.time for r in named], "queue_len": [r.queue_len for r in named]}
         s = metrics.headline(jobs, events, cores=self._capacity, tau=self.tau)
-
-        def f(key):
-            v = s.get(key)
-            return math.nan if v is None else float(v)
-        return {"jobs": s["jobs_finished"], "mean_bsld": f("bsld_mean"),
-                "mean_wait": f("wait_mean"), "max_wait": f("wait_max"),
-                "utilization": f("utilization"), "mean_queue": f("queue_len_mean")}
+        return {key: (v if key == "jobs_finished" else math.nan if v is None else float(v))
+                for key, v in s.items()}
 
 
 #: Windows drawn at most in a row, at a reset, when none asks the agent anything.
@@ -417,8 +409,3 @@ _EPISODE_COLUMNS = ("submit", "start", "end", "run", "procs", "outcome", "killed
                     "killed_core_seconds")
 
 
-def register() -> None:
-    """Register :data:`ENV_ID` with Gymnasium (done on ``import cosim.env``)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="cosim.env:SchedulingEnv",
-                     disable_env_checker=True)

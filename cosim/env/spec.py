@@ -42,6 +42,7 @@ from cosim.env.episodes import EPISODE_SOURCES
 from cosim.env.observations import DEFAULT_OBSERVATIONS, OBSERVATIONS
 from cosim.env.rewards import REWARDS
 from cosim.errors import ScenarioError, did_you_mean
+from cosim.model import capacity_of  # re-exported: the env's callers ask it here
 from cosim.workloads.mixture import normalise_mixture
 
 __all__ = ["EnvSpec", "FRONT_KEYS", "CURRICULUM_KEYS", "MAX_SLOTS", "split_config", "capacity_of",
@@ -319,12 +320,6 @@ def split_config(env_config: Mapping[str, Any] | None, *, where: str = "env"
     config = dict(env_config or {})
     front = {k: config.pop(k) for k in FRONT_KEYS if k in config}
     return EnvSpec.from_dict(config, where=where), front
-
-
-def capacity_of(scenario) -> int:
-    """Schedulable units of the scenario's machine (cores, or nodes on a node-granular cluster)."""
-    c = scenario.cluster
-    return c.nodes if c.granularity == "node" else c.nodes * c.cores_per_node
 
 
 def default_image_slot(workload, image_slots: int) -> float:

@@ -20,8 +20,9 @@ from cosim.errors import InputError
 __all__ = ["VariableLengthEpisodes", "PairedReturn", "PAIRED_METRICS",
            "PAIRED_MODES", "CONTENTION_POLICIES", "heuristic_metric", "paired_advantage"]
 
-#: ``PairedReturn(metric=...)``: the episode metric key and :func:`cosim.metrics.headline`'s key.
-PAIRED_METRICS = {"bsld": ("mean_bsld", "bsld_mean"), "wait": ("mean_wait", "wait_mean")}
+#: ``PairedReturn(metric=...)``: the key of the episode metrics (and of
+#: :func:`cosim.metrics.headline`, the same vocabulary) it compares.
+PAIRED_METRICS = {"bsld": "bsld_mean", "wait": "wait_mean"}
 
 #: ``PairedReturn(mode=...)``: how the episode's advantage is formed and combined.
 PAIRED_MODES = {
@@ -116,7 +117,7 @@ def heuristic_metric(env: gym.Env, workload, policy: str, metric: str = "bsld") 
                 workload=workload)
     sim_env.run(until=sim.finished)
     jobs = records.jobs_table(sim.scheduler.jobs, _JOB_COLUMNS)
-    value = metrics.headline(jobs, None, cores=base.capacity, tau=base.tau)[PAIRED_METRICS[metric][1]]
+    value = metrics.headline(jobs, None, cores=base.capacity, tau=base.tau)[PAIRED_METRICS[metric]]
     return math.nan if value is None else float(value)
 
 
@@ -217,7 +218,7 @@ class PairedReturn(gym.Wrapper):
         if self.mode != "add":
             reward = 0.0
         if terminated or truncated:
-            agent = float(info["episode_metrics"][PAIRED_METRICS[self.metric][0]])
+            agent = float(info["episode_metrics"][PAIRED_METRICS[self.metric]])
             advantage = paired_advantage(self.baseline_value, agent, self.mode)
             info["paired_advantage"] = advantage
             reward = float(reward) + advantage

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from agents.registry import learner
 from cosim import records
 from cosim.config import scenario_from_dict
 from cosim.errors import CosimError, InputError
-from cosim.studies.plan import _args_class, _resolved_study, _scenario_set, _shape, plan_study
+from cosim.studies.plan import _resolved_study, _scenario_set, _shape, plan_study
 from cosim.studies.report import _stats_table, study_rows, write_study_report, write_study_table
 from cosim.studies.schema import RunSpec, StudyPlan
 from cosim.studies.stats import summarize_study
@@ -105,13 +106,10 @@ def _train_run(spec: RunSpec, target: Path) -> dict[str, Any]:
                   **cfg["env"]}
     # As `python -m agents train`: pin the scales of the training workload.
     pin_scales(env_config).close()
-    args = _args_class(cfg["algo"])(**{**cfg["args"], "seed": spec.seed})
-    if cfg["algo"] == "a2c":
-        from agents.a2c import train
-    else:
-        from agents.ppo import train
-    result = train(functools.partial(make_env, env_config), args, out_dir=target, resume=True,
-                   env_config=env_config)
+    algo = learner(cfg["algo"], where="train.algo")
+    args = algo.args_class()(**{**cfg["args"], "seed": spec.seed})
+    result = algo.train(functools.partial(make_env, env_config), args, out_dir=target,
+                        resume=True, env_config=env_config)
     curve = result.curve
     tail = curve[-max(1, math.ceil(len(curve) / 10)):] if curve else []
     summary: dict[str, Any] = {}

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from agents.registry import learner
 from cosim import records
 from cosim.compose import parse_policies, policy_dir
 from cosim.config import (
@@ -218,7 +219,7 @@ class _TrainProbe:
         from cosim.env import SchedulingEnv
         from cosim.env.spec import EnvSpec
 
-        args_cls = _args_class(train["algo"])
+        args_cls = learner(train["algo"], where="train.algo").args_class()
         arg_names = [f.name for f in fields(args_cls)]
         env_names = list(EnvSpec.names())
         for section, names, given in (("args", arg_names, train["args"]),
@@ -252,16 +253,6 @@ class _TrainProbe:
             raise ScenarioError(f"{self.where('train.env')} (setting {label})", str(exc),
                                 "valid SchedulingEnv arguments") from None
         env.close()
-
-
-def _args_class(algo: str):
-    if algo == "a2c":
-        from agents.a2c import A2CArgs
-
-        return A2CArgs
-    from agents.ppo import Args
-
-    return Args
 
 
 def _env_kwargs(env: dict[str, Any]) -> dict[str, Any]:

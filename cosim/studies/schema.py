@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents.registry import LEARNERS
 from cosim.config import (
     Scenario,
     read_scenario_dict,
@@ -26,7 +27,7 @@ __all__ = ["Study", "SeedRange", "TrainSpec", "RunSpec", "StudyPlan", "load_stud
 #: The report's metrics when a study names none (keys of ``summary.json``).
 DEFAULT_METRICS = ("bsld_mean", "wait_mean", "utilization")
 #: ... and for training studies (learning-curve columns, see :func:`execute_run`).
-TRAIN_METRICS = ("mean_return", "mean_bsld")
+TRAIN_METRICS = ("mean_return", "bsld_mean")
 #: Fixed columns of ``study.parquet`` before the overrides and the metrics.
 FIXED_COLUMNS = ("setting", "policy", "seed")
 #: Columns of ``study.parquet`` after the overrides, before the metrics.
@@ -40,6 +41,10 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: The ``train.algo`` choices (the registry's names).
+_LEARNER_NAMES = tuple(LEARNERS)
+
+
 class SeedRange(_Section):
     """``seeds: {start: 1, count: 10}``: the seeds ``start .. start + count - 1``."""
 
@@ -51,14 +56,14 @@ class TrainSpec(_Section):
     """The ``train:`` section: each run trains an agent (``python -m agents train``).
 
     Attributes:
-        algo: ``ppo`` or ``a2c``.
+        algo: a learner of :data:`agents.registry.LEARNERS` (``ppo``, ``a2c``, ...).
         env: keyword arguments of :class:`cosim.env.SchedulingEnv` (window,
             observation, reward, episode_jobs, ...).
-        args: fields of :class:`agents.ppo.Args` (or ``A2CArgs``): total_steps,
+        args: fields of the learner's hyper-parameters (``agents.ppo.Args``, ...): total_steps,
             num_envs, lr, ... The seed is the run's seed.
     """
 
-    algo: Literal["ppo", "a2c"] = "ppo"
+    algo: Literal[_LEARNER_NAMES] = "ppo"
     env: dict[str, Any] = Field(default_factory=dict)
     args: dict[str, Any] = Field(default_factory=dict)
 
