@@ -31,15 +31,9 @@ own pick (slot 0) or stops backfilling.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.inspector import Correction, main  # noqa: E402
+from inspector import Correction, main
 
 
 class _RandomDepartures:

@@ -44,19 +44,21 @@ import time
 from pathlib import Path
 
 import numpy as np
-from repro import (
+
+from agents import recipe
+from agents.ppo import Args
+from agents.reproductions import (
+    HELDOUT_SEED,
     ROOT,
     CloneKeeper,
     command_cell,
     fmt_ci,
     fmt_pct_ci,
+    heldout,
     relative_differences,
+    validation,
     write_row,
 )
-from train_agents import HELDOUT_SEED, heldout, validation
-
-from agents import recipe
-from agents.ppo import Args
 from cosim.compose import EnvFactory, make_env, run_policy
 from cosim.config import load_scenario
 

@@ -49,7 +49,10 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from repro import (
+
+from agents import recipe
+from agents.a2c import A2CArgs
+from agents.reproductions import (
     ROOT,
     CloneKeeper,
     command_cell,
@@ -59,9 +62,6 @@ from repro import (
     relative_differences,
     write_row,
 )
-
-from agents import recipe
-from agents.a2c import A2CArgs
 from cosim.compose import make_env, run_policy
 from cosim.config import load_scenario
 from cosim.workloads.mao import mao

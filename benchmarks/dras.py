@@ -49,11 +49,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from repro import ROOT, command_cell, fmt_ci, write_row
-from train_agents import HELDOUT_SEED, heldout, validation
 
 from agents import recipe
 from agents.registry import learner
+from agents.reproductions import (
+    HELDOUT_SEED,
+    ROOT,
+    command_cell,
+    fmt_ci,
+    heldout,
+    validation,
+    write_row,
+)
 from cosim.compose import EnvFactory, make_env, run_policy
 from cosim.config import load_scenario
 

@@ -30,10 +30,10 @@ import time
 
 import gymnasium as gym
 import numpy as np
-from yardstick import run_yardstick
 
 from cosim.env import SchedulingEnv
 from cosim.vector import ShardedVectorEnv
+from cosim.yardstick import run_yardstick
 
 SCENARIO = "scenarios/lublin256.yaml"
 

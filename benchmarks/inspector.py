@@ -46,13 +46,9 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from cosim.config import load_scenario, scenario_from_dict  # noqa: E402
-from cosim.errors import CosimError  # noqa: E402
-from cosim.evaluation import (  # noqa: E402
+from cosim.config import load_scenario, scenario_from_dict
+from cosim.errors import CosimError
+from cosim.evaluation import (
     CLASSIC,
     Evaluator,
     best_heuristic,
@@ -62,8 +58,10 @@ from cosim.evaluation import (  # noqa: E402
     job_rows,
     seeded_split,
 )
-from cosim.model import build  # noqa: E402
-from cosim.workloads.loading import load_workload, resolve_machine  # noqa: E402
+from cosim.model import build
+from cosim.workloads.loading import load_workload, resolve_machine
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Generator seeds of the training, validation and test sets.
 SEEDS = (1, 1002, 1003)

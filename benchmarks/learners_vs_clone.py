@@ -58,10 +58,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from repro import ROOT, TABLE, fmt_ci
 
 from agents import recipe
 from agents.registry import LEARNERS, learner
+from agents.reproductions import ROOT, TABLE, fmt_ci
 from cosim.errors import InputError
 from cosim.paired import mean_interval
 

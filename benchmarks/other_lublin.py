@@ -48,13 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from cosim.compose import run_policy  # noqa: E402
-from cosim.config import load_scenario  # noqa: E402
-from cosim.evaluation import (  # noqa: E402
+from cosim.compose import run_policy
+from cosim.config import load_scenario
+from cosim.evaluation import (
     CLASSIC,
     Evaluator,
     SealedWindows,
@@ -62,8 +58,10 @@ from cosim.evaluation import (  # noqa: E402
     compare,
     windows,
 )
-from cosim.workloads.estimates import apply_estimates  # noqa: E402
-from cosim.workloads.lublin import LUBLIN_KINDS, lublin  # noqa: E402
+from cosim.workloads.estimates import apply_estimates
+from cosim.workloads.lublin import LUBLIN_KINDS, lublin
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SCENARIO = ROOT / "scenarios" / "lublin256.yaml"
 #: Generator seeds of the other trace's validation and test runs.

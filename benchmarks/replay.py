@@ -31,13 +31,13 @@ import time
 
 import numpy as np
 import simpy
-from yardstick import run_yardstick
 
 from cosim import metrics
 from cosim.config import scenario_from_dict
 from cosim.model import build
 from cosim.policies import make_policy
 from cosim.workloads.swf import read_swf
+from cosim.yardstick import run_yardstick
 
 
 def main() -> None:

@@ -24,12 +24,11 @@ import os
 import statistics
 import time
 
-from yardstick import run_yardstick
-
 import agents.rl_policy  # noqa: F401  (imports torch outside the timed part)
 from cosim.compose import run_policy
 from cosim.config import load_scenario
 from cosim.workloads import load_workload
+from cosim.yardstick import run_yardstick
 
 
 def one_run(scenario_path: str, trace: str, agent: str, backend: str) -> tuple[float, float, dict]:
@@ -43,22 +42,24 @@ def one_run(scenario_path: str, trace: str, agent: str, backend: str) -> tuple[f
 
 
 def count_decisions(scenario_path: str, trace: str, agent: str) -> int:
-    """The agent's decisions in one replay (an untimed run: each choice is counted)."""
-    from cosim.env.actions.base import AgentPolicy
+    """The agent's decisions in one replay: the steps of its greedy episode over the whole
+    trace in its environment (untimed), one step per choice."""
+    from agents.rl_policy import load_rl_policy
+    from cosim.compose import make_env
 
-    seen = [0]
-    validate = AgentPolicy.validate
-
-    def counted(self, action):
-        seen[0] += 1
-        return validate(self, action)
-
-    AgentPolicy.validate = counted
-    try:
-        one_run(scenario_path, trace, agent, "numpy")
-    finally:
-        AgentPolicy.validate = validate
-    return seen[0]
+    policy = load_rl_policy(agent)
+    scenario = load_scenario(scenario_path, [f"workload.path={trace}"])
+    workload = load_workload(scenario)
+    env = make_env({**policy.env_config, "teacher": None}, scenario=scenario, workload=workload,
+                   episode_jobs=len(workload), episode_end="completed")
+    obs, info = env.reset(seed=0)
+    steps, done = 0, False
+    while not done:
+        obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
+        steps += 1
+        done = terminated or truncated
+    env.close()
+    return steps
 
 
 def yardstick(path: str, trace: str) -> float:

@@ -35,9 +35,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from repro import ROOT, command_cell, mean_ci, write_row
 
 from agents import ppo, recipe
+from agents.reproductions import ROOT, command_cell, mean_ci, write_row
 from cosim.compose import EnvFactory, make_env, pin_scales, prepare_models, run_policy
 from cosim.config import load_scenario
 from cosim.workloads.windows import window

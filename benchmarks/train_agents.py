@@ -62,18 +62,17 @@ from pathlib import Path
 import numpy as np
 
 from agents import ppo, recipe
+from agents.reproductions import HELDOUT_SEED, heldout, validation
 from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
 from cosim.config import load_scenario
 from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import lublin
-from cosim.workloads.windows import window
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SCENARIO = "scenarios/lublin256.yaml"
 HEURISTICS = ("sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
 REFERENCE = "fcfs+easy"
-HELDOUT_SEED = 1001
 
 
 @dataclass
@@ -118,20 +117,6 @@ def estimate_sets(model: str) -> list[str]:
     return [f"workload.estimates.model={model}"]
 
 
-def heldout(model: str, n: int = 10, size: int = 1024):
-    """The held-out windows: a Lublin workload with an unseen generator seed."""
-    jobs = lublin(n * size, procs=256, seed=HELDOUT_SEED)
-    if model != "trace":
-        jobs = apply_estimates(jobs, model, seed=HELDOUT_SEED + 1)
-    return [window(jobs, size, start=k * size) for k in range(n)]
-
-
-def validation(env, n: int = 4, size: int = 1024):
-    """Validation windows of the training workload (late in the trace)."""
-    w = env.workload
-    return [window(w, size, start=len(w) - (k + 1) * size) for k in range(n)]
-
-
 def score_heuristics(scenario, windows, names) -> dict[str, list[dict]]:
     """Each heuristic's summary per window."""
     return {name: [run_policy(scenario, name, None, workload=w) for w in windows]
@@ -143,7 +128,7 @@ def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: in
     """Behaviour cloning, then PPO with model selection; returns the saved checkpoint folder.
 
     ``wrap_score(score)``, when given, replaces the validation score (e.g. a
-    ``repro.CloneKeeper`` that also keeps the warm-start clone)."""
+    ``agents.reproductions.CloneKeeper`` that also keeps the warm-start clone)."""
     env_config = dict(env_config, teacher=teacher)
     pin_scales(env_config).close()
     args = ppo.Args(seed=seed, num_envs=2, async_envs=True, num_steps=256, lr=3e-4,

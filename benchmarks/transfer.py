@@ -39,7 +39,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from repro import (  # noqa: E402
+from train_agents import CONFIGS, SCENARIO
+from train_agents import train as train_agent
+
+from agents.reproductions import (
+    HELDOUT_SEED,
     ROOT,
     CloneKeeper,
     command_cell,
@@ -49,13 +53,10 @@ from repro import (  # noqa: E402
     relative_differences,
     write_row,
 )
-from train_agents import CONFIGS, HELDOUT_SEED, SCENARIO  # noqa: E402
-from train_agents import train as train_agent  # noqa: E402
-
-from cosim.compose import run_policy  # noqa: E402
-from cosim.config import load_scenario  # noqa: E402
-from cosim.workloads.lublin import lublin  # noqa: E402
-from cosim.workloads.windows import window  # noqa: E402
+from cosim.compose import run_policy
+from cosim.config import load_scenario
+from cosim.workloads.lublin import lublin
+from cosim.workloads.windows import window
 
 SIZES = (128, 256, 1024)
 HEURISTICS = ("fcfs+easy", "sjf+easy", "f1+easy")

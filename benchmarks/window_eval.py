@@ -31,12 +31,12 @@ import argparse
 import time
 
 import numpy as np
-from yardstick import run_yardstick
 
 from cosim.config import load_scenario
 from cosim.evaluation import Evaluator, default_processes, windows
 from cosim.policies.priority import FEATURES, PriorityWeights, heuristic_weights
 from cosim.workloads.loading import load_workload
+from cosim.yardstick import run_yardstick
 
 
 def main() -> None:

@@ -18,6 +18,10 @@
   formula elsewhere; ``tests/test_metrics_producers.py`` compares the producers).
 - A learner is chosen by name only through :mod:`agents.registry`: no list of
   learner names, no learner module imported by a name or under a branch on one.
+- Benchmarks are experiment definitions on the public API: none edits
+  ``sys.path``, uses a private name of the packages (or of any module it
+  imports), assigns into an imported module (monkeypatching), or imports
+  another benchmark (shared code lives in the packages).
 """
 
 from __future__ import annotations
@@ -433,3 +437,75 @@ def test_the_registry_check_sees_a_choice_by_name(tmp_path):
     assert _learner_choices(tmp_path) == [
         "agents/cli.py:1: a list of learner names", "benchmarks/b.py:2: a learner module by "
         "a computed name", "cosim/study.py:3: a learner imported under a branch"]
+
+
+#: Benchmarks other benchmarks still import (their shared parts not yet in a package).
+STILL_SHARED = {"train_agents", "inspector"}
+
+
+def _benchmark_faults(root: Path) -> list[str]:
+    import ast
+
+    scripts = {p.stem for p in (root / "benchmarks").glob("*.py")}
+    found = []
+    for path in sorted((root / "benchmarks").glob("*.py")):
+        rel = path.relative_to(root)
+        tree = ast.parse(path.read_text())
+        imported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                imported |= {a.asname or a.name for a in node.names}
+                mods = [node.module or ""]
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if private:
+                    found.append(f"{rel}:{node.lineno} imports the private {', '.join(private)}")
+            else:
+                continue
+            for mod in mods:
+                if any(part.startswith("_") and part != "__future__" for part in mod.split(".")):
+                    found.append(f"{rel}:{node.lineno} imports the private module {mod}")
+                top = mod.split(".")[0]
+                if (top in scripts or top == "benchmarks") and top not in STILL_SHARED:
+                    found.append(f"{rel}:{node.lineno} imports the benchmark {mod}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "sys" and node.attr == "path"):
+                found.append(f"{rel}:{node.lineno} edits sys.path")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id in imported and node.attr.startswith("_")
+                  and not node.attr.startswith("__")):
+                found.append(f"{rel}:{node.lineno} uses the private {node.value.id}.{node.attr}")
+            elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                            and t.value.id in imported):
+                        found.append(f"{rel}:{node.lineno} assigns {t.value.id}.{t.attr} "
+                                     "(monkeypatching)")
+    return sorted(set(found), key=lambda f: (f.split(":")[0], int(f.split(":")[1].split()[0]), f))
+
+
+def test_benchmarks_are_experiments_on_the_public_api():
+    assert not _benchmark_faults(ROOT), _benchmark_faults(ROOT)
+
+
+def test_the_benchmark_check_sees_each_fault(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "helper.py").write_text("X = 1\n")
+    (tmp_path / "benchmarks" / "bad.py").write_text(
+        "import sys\nfrom cosim import evaluation\nfrom cosim.metrics import _mean\n"
+        "from helper import X\nsys.path.insert(0, '.')\n"
+        "evaluation._simulate = None\ny = evaluation._summary\n")
+    (tmp_path / "benchmarks" / "good.py").write_text(
+        "from cosim import metrics\n\nclass A:\n    def f(self):\n        self._x = 1\n"
+        "        return metrics.bsld([2.0], [1.0], 10.0)\n")
+    got = _benchmark_faults(tmp_path)
+    assert got == ["benchmarks/bad.py:3 imports the private _mean",
+                   "benchmarks/bad.py:4 imports the benchmark helper",
+                   "benchmarks/bad.py:5 edits sys.path",
+                   "benchmarks/bad.py:6 assigns evaluation._simulate (monkeypatching)",
+                   "benchmarks/bad.py:6 uses the private evaluation._simulate",
+                   "benchmarks/bad.py:7 uses the private evaluation._summary"], got

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,7 @@ from hypothesis import strategies as st
 from cosim.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
-# benchmarks/ holds scripts, not a package; the script imports its neighbour repro.py.
-sys.path.insert(0, str(ROOT / "benchmarks"))
+# benchmarks/ holds scripts, not a package.
 _spec = importlib.util.spec_from_file_location("learners_vs_clone",
                                                ROOT / "benchmarks" / "learners_vs_clone.py")
 lvc = importlib.util.module_from_spec(_spec)
@@ -119,7 +117,7 @@ def test_an_agent_tested_against_itself_differs_nowhere(tmp_path):
 
 
 def test_relative_differences_are_per_seed_ratios_of_means():
-    import repro
+    from agents import reproductions as repro
 
     assert repro.relative_differences([[1.0, 3.0], [3.0, 3.0]], [[2.0, 2.0], [2.0, 4.0]]) == [0.0, 0.0]
     assert repro.relative_differences([[3.0]], [[4.0]]) == [-0.25]
@@ -130,9 +128,9 @@ def test_relative_differences_are_per_seed_ratios_of_means():
 
 
 def test_the_clone_keeper_saves_the_first_policy_scored(tmp_path):
-    import repro
     import torch
 
+    from agents import reproductions as repro
     from agents.checkpoint import env_meta
     from agents.networks import make_network
     from agents.rl_policy import RLPolicy, load_rl_policy

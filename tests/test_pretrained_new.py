@@ -11,6 +11,9 @@ every proposal, so its schedule is its base's exactly.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -57,22 +60,19 @@ def test_a_shipped_agent_runs_as_a_policy_and_as_an_env_episode_alike(name, monk
         assert run["wait_max"] == base["wait_max"]
 
 
-def test_other_lublin_refuses_a_missing_checkpoint_in_one_line(tmp_path, capsys):
-    import sys
+def _other_lublin(*argv: str) -> subprocess.CompletedProcess:
+    """``python benchmarks/other_lublin.py ARGV`` (a script, run as its users run it)."""
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "other_lublin.py"), *argv],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=300)
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import other_lublin
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    with pytest.raises(SystemExit) as exc:
-        other_lublin.main(["--agent", f"exact={tmp_path / 'nothing'}"])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err == f"error: --agent exact={tmp_path / 'nothing'}: no checkpoint folder at " \
-                  f"{tmp_path / 'nothing'}"
-    with pytest.raises(SystemExit) as exc:
-        other_lublin.main(["--estimates", "exact", "--agent",
-                           f"tsafrir={ROOT / 'agents/pretrained/lublin256'}"])
-    assert exc.value.code == 2
-    assert "estimate model 'tsafrir' is not one of --estimates (exact)" in capsys.readouterr().err
+
+def test_other_lublin_refuses_a_missing_checkpoint_in_one_line(tmp_path):
+    out = _other_lublin("--agent", f"exact={tmp_path / 'nothing'}")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"error: --agent exact={tmp_path / 'nothing'}: no checkpoint "
+                                  f"folder at {tmp_path / 'nothing'}")
+    out = _other_lublin("--estimates", "exact", "--agent",
+                        f"tsafrir={ROOT / 'agents/pretrained/lublin256'}")
+    assert out.returncode == 2
+    assert "estimate model 'tsafrir' is not one of --estimates (exact)" in out.stderr

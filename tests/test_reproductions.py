@@ -1,18 +1,10 @@
-"""The reproductions table and the benchmarks' shared helpers (``benchmarks/repro.py``)."""
+"""The reproductions table and the benchmarks' shared helpers (:mod:`agents.reproductions`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-# Loaded from its file: benchmarks/ holds scripts, not a package.
-_spec = importlib.util.spec_from_file_location("benchmarks_repro", ROOT / "benchmarks" / "repro.py")
-repro = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(repro)
-TABLE, command_cell, fmt_ci, mean_ci = repro.TABLE, repro.command_cell, repro.fmt_ci, repro.mean_ci
-row_cells, write_row = repro.row_cells, repro.write_row
+from agents.reproductions import TABLE, command_cell, fmt_ci, mean_ci, row_cells, write_row
 
 
 def test_mean_ci_is_the_seeded_bca_bootstrap():

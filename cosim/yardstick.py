@@ -1,8 +1,10 @@
-"""The speed yardstick every benchmark divides by: the shared bare FCFS+EASY loop.
+"""The speed yardstick every speed benchmark divides by: the shared bare FCFS+EASY loop.
 
 Speed figures move between machines and with the load, so each benchmark
-runs ``../shared/tools/ref_easy.py`` (not part of this repository) in the same
-minute and prints its own rate as a ratio to the yardstick's.
+(``benchmarks/replay.py``, ``rl_replay.py``, ``window_eval.py``,
+``env_steps.py``) runs ``../shared/tools/ref_easy.py`` (not part of this
+repository) in the same minute and prints its own rate as a ratio to the
+yardstick's.
 """
 
 from __future__ import annotations

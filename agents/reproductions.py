@@ -1,10 +1,13 @@
 """The reproductions table: intervals over seeds and the benchmarks' rows.
 
-Each reproduction benchmark (``dras.py``, ``dbf_split.py``, ``deeprm_a2c.py``,
-``transfer.py``) trains over several seeds, reports the mean and a 95 %
-interval over them, and replaces its own row of ``docs/reproductions.md``
-(found by the seed number in the row's first cell), so the table always
-shows the last run of each benchmark with the budget it used.
+Each reproduction benchmark (``benchmarks/dras.py``, ``dbf_split.py``,
+``deeprm_a2c.py``, ``transfer.py``, ``rlschert.py``, ``learners_vs_clone.py``)
+trains over several seeds, reports the mean and a 95 % interval over them
+(:func:`cosim.paired.mean_interval`, the one interval method), and replaces
+its own row of ``docs/reproductions.md`` (found by the seed number in the
+row's first cell), so the table always shows the last run of each benchmark
+with the budget it used. :class:`CloneKeeper` keeps the behaviour clone a
+reproduction compares its trained agent with.
 """
 
 from __future__ import annotations
@@ -16,11 +19,16 @@ import tempfile
 from pathlib import Path
 
 from cosim.paired import mean_interval
+from cosim.workloads.estimates import apply_estimates
+from cosim.workloads.lublin import lublin
+from cosim.workloads.windows import window
 
+#: The repository's root (the benchmarks and the table live there).
 ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["ROOT", "TABLE", "mean_ci", "fmt_ci", "fmt_pct_ci", "write_row", "row_cells",
-           "command_cell", "CloneKeeper", "relative_differences"]
+           "command_cell", "CloneKeeper", "relative_differences", "HELDOUT_SEED", "heldout",
+           "validation"]
 
 #: The reproductions table.
 TABLE = ROOT / "docs" / "reproductions.md"
@@ -142,3 +150,26 @@ class CloneKeeper:
                         {**self.meta, "update": 0, "global_step": 0,
                          "validation_score": self.validation})
         return Path(folder)
+
+
+# -- the Lublin-256 sets the reproductions share ------------------------------------------
+#: Generator seed of the held-out Lublin-256 windows (the training workload's is the
+#: scenario's, 1): the shipped agents' test set (``benchmarks/train_agents.py``) and
+#: the reproductions' (``dras.py``, ``dbf_split.py``, ``transfer.py``).
+HELDOUT_SEED = 1001
+
+
+def heldout(model: str, n: int = 10, size: int = 1024):
+    """The held-out windows: ``n`` windows of ``size`` Lublin jobs on 256 cores from
+    :data:`HELDOUT_SEED`, with estimates of ``model`` (``trace``: the generator's own)."""
+    jobs = lublin(n * size, procs=256, seed=HELDOUT_SEED)
+    if model != "trace":
+        jobs = apply_estimates(jobs, model, seed=HELDOUT_SEED + 1)
+    return [window(jobs, size, start=k * size) for k in range(n)]
+
+
+def validation(env, n: int = 4, size: int = 1024):
+    """Validation windows of an env's training workload: its last ``n`` windows of ``size``
+    jobs (late in the trace)."""
+    w = env.workload
+    return [window(w, size, start=len(w) - (k + 1) * size) for k in range(n)]
