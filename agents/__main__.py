@@ -36,7 +36,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from agents.registry import LEARNERS, learner
+from agents.registry import LEARNERS, add_help_groups, learner
 from cosim.cli import (
     ArgumentParser,
     nonnegative_float,
@@ -52,11 +52,6 @@ from cosim.limits import load_yaml
 from cosim.paired import compare_each
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
-
-#: What ``train --help`` lists of PPO's own hyper-parameters (the other learners show
-#: what they add or set otherwise).
-PPO_FIELDS = ("gae_lambda", "num_minibatches", "update_epochs", "clip_coef", "clip_vloss",
-              "norm_adv", "ent_coef", "vf_coef", "target_kl")
 
 #: Heuristics ``evaluate`` runs beside the agent unless told otherwise: the
 #: strongest classic orders, each with EASY backfilling.
@@ -196,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     net.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                      help="set any hyper-parameter of the learner (its group below), "
                           "e.g. --arg ent_coef=0.02")
-    _learner_groups(t)
+    add_help_groups(t)
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                      help="override a scenario value, e.g. --set workload.jobs=2000")
     run.add_argument("--checkpoint-every", type=positive_float, default=300.0, metavar="SECONDS")
@@ -220,24 +215,6 @@ def _parser() -> argparse.ArgumentParser:
     from agents.tuning import cli as tune_cli
     tune_cli.add_parser(sub)
     return p
-
-
-def _learner_groups(parser: argparse.ArgumentParser) -> None:
-    """One help section per learner: its hyper-parameters (``--arg NAME=VALUE``), defaults."""
-    from agents.loop import Args
-
-    base = {f.name: f.default for f in fields(Args)}
-    for name, cls in LEARNERS.items():
-        args_cls = cls.args_class()
-        if args_cls is Args:
-            own = [f for f in fields(Args) if f.name in PPO_FIELDS]
-        else:
-            own = [f for f in fields(args_cls) if f.name not in base or f.default != base[f.name]
-                   and not (cls.off_policy and f.name in PPO_FIELDS)]   # unused by DQL
-        kind = "off-policy" if cls.off_policy else "on-policy"
-        parser.add_argument_group(
-            f"--algo {name} ({kind}, {args_cls.__module__}.{args_cls.__name__})",
-            "--arg " + ", ".join(f"{f.name}={f.default}" for f in own))
 
 
 def _parse_value(text: str) -> Any:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agents.loop import Args, TrainResult
 
 __all__ = ["Learner", "OnPolicyLearner", "OffPolicyLearner", "PPO", "A2C", "PG", "DQL",
-           "LEARNERS", "learner"]
+           "LEARNERS", "learner", "PPO_FIELDS", "add_help_groups"]
 
 
 class Learner:
@@ -131,3 +131,30 @@ def learner(name: str, *, where: str = "algo") -> type[Learner]:
         raise InputError(where, repr(name),
                          f"one of {', '.join(LEARNERS)}" + (f" ({hint})" if hint else ""))
     return LEARNERS[name]
+
+
+#: PPO's own hyper-parameters, what ``agents train --help`` lists for ppo (the other
+#: learners show what they add or set otherwise; the off-policy ones have none of these).
+PPO_FIELDS = ("gae_lambda", "num_minibatches", "update_epochs", "clip_coef", "clip_vloss",
+              "norm_adv", "ent_coef", "vf_coef", "target_kl")
+
+
+def add_help_groups(parser) -> None:
+    """One help section per learner on an argparse ``parser``: its kind, its
+    hyper-parameter class and the fields ``--arg NAME=VALUE`` sets, with defaults."""
+    from dataclasses import fields
+
+    from agents.loop import Args
+
+    base = {f.name: f.default for f in fields(Args)}
+    for name, cls in LEARNERS.items():
+        args_cls = cls.args_class()
+        if args_cls is Args:
+            own = [f for f in fields(Args) if f.name in PPO_FIELDS]
+        else:
+            own = [f for f in fields(args_cls) if f.name not in base or f.default != base[f.name]
+                   and not (cls.off_policy and f.name in PPO_FIELDS)]
+        kind = "off-policy" if cls.off_policy else "on-policy"
+        parser.add_argument_group(
+            f"--algo {name} ({kind}, {args_cls.__module__}.{args_cls.__name__})",
+            "--arg " + ", ".join(f"{f.name}={f.default}" for f in own))
