@@ -25,7 +25,7 @@ from cosim.errors import InputError, ScenarioError, did_you_mean
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
            "FaultsConfig", "PredictorConfig", "RefitConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
-           "scenario_from_dict", "read_scenario_dict", "set_path", "validation_error"]
+           "scenario_from_dict", "read_scenario_dict", "set_path", "validation_error", "folder_name"]
 
 
 class _Section(BaseModel):
@@ -140,6 +140,20 @@ class WorkloadConfig(_Section):
     estimates: EstimateConfig = EstimateConfig()
     user_aware: bool = False
 
+    @field_validator("offset")
+    @classmethod
+    def _offset_not_negative(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 0:
+            raise ValueError("an index of 0 or more, or 'random'")
+        return v
+
+    @model_validator(mode="after")
+    def _path_only_for_traces(self) -> WorkloadConfig:
+        if self.path is not None and self.kind not in ("swf", "slurm"):
+            raise ValueError(f"no path for the generator {self.kind!r} (workload.path names "
+                             "the trace of kind swf or slurm)")
+        return self
+
 
 class SchedulerConfig(_Section):
     """Policies and the rules every policy runs under.
@@ -163,12 +177,14 @@ class SchedulerConfig(_Section):
     slurm: dict[str, Any] = Field(default_factory=dict)
     enforce_walltime: bool = False
     correction: Literal["overrun", "stepup", "double", "request"] = "overrun"
-    overrun_min_extension: float = Field(60.0, ge=0)
-    overrun_fraction: float = Field(0.2, ge=0)
+    overrun_min_extension: float = Field(60.0, ge=0, allow_inf_nan=False)
+    overrun_fraction: float = Field(0.2, ge=0, allow_inf_nan=False)
 
     @field_validator("policies", mode="before")
     @classmethod
     def _one_or_many(cls, v):
+        if isinstance(v, list | tuple) and not v:
+            raise ValueError("at least one policy name")
         return [v] if isinstance(v, str) else v
 
 
@@ -338,6 +354,38 @@ class PredictionServiceConfig(_Section):
     token: str | None = None
     simulated_latency: float | Literal["measured"] | dict[str, float] = 0.0
 
+    @field_validator("simulated_latency", mode="before")
+    @classmethod
+    def _latency(cls, v: Any) -> Any:
+        """0 or more seconds, ``measured``, or exactly ``{median, sigma}`` of finite numbers."""
+        expected = ("0 or more seconds, 'measured', or {median: s, sigma: x} "
+                    "(finite numbers of 0 or more)")
+        if v == "measured":
+            return v
+        values = list(v.values()) if isinstance(v, dict) else [v]
+        if isinstance(v, dict) and set(v) != {"median", "sigma"}:
+            raise ValueError(expected)
+        for x in values:
+            if isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x < float("inf"):
+                raise ValueError(expected)
+        return v
+
+    @model_validator(mode="after")
+    def _http_needs_a_url(self) -> PredictionServiceConfig:
+        if self.backend != "http":
+            return self
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(self.url or "")
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+            raise ValueError(f"a url http://HOST[:PORT] (port 1-65535) for backend http, "
+                             f"not {self.url!r}")
+        return self
+
 
 class MetricsConfig(_Section):
     """Metric parameters. ``tau``: bounded-slowdown threshold (s)."""
@@ -357,6 +405,18 @@ class OutputConfig(_Section):
     until: float | None = Field(None, gt=0)
 
 
+def folder_name(value: str) -> str:
+    """``value`` when it can name a folder inside another (``results/<name>``), else ValueError.
+
+    A name is one path component: not empty, not ``.`` or ``..``, without
+    ``/``, ``\\`` or NUL, so the folder it makes never leaves the one named.
+    """
+    if (not value.strip() or value in (".", "..") or any(c in value for c in "/\\\0")):
+        raise ValueError("a plain name (one folder: no '/', '\\', '..' or NUL), "
+                         "as the results folder is results/<name>")
+    return value
+
+
 class Scenario(_Section):
     """A whole scenario (see the module docstring)."""
 
@@ -371,6 +431,11 @@ class Scenario(_Section):
     prediction_service: PredictionServiceConfig = PredictionServiceConfig()
     metrics: MetricsConfig = MetricsConfig()
     output: OutputConfig = OutputConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_folder(cls, v: str) -> str:
+        return folder_name(v)
 
 
 # -- loading and errors ------------------------------------------------------------

@@ -205,3 +205,54 @@ def test_agents_options(capsys, argv, fragments):
 ])
 def test_cosim_options(capsys, argv, fragments):
     one_line(capsys, cosim_main, argv, *fragments)
+
+
+@pytest.mark.parametrize("override,fragments", [
+    ("prediction_service.simulated_latency=-1", ["simulated_latency", "0 or more seconds"]),
+    ("prediction_service.simulated_latency=.nan", ["simulated_latency", "got nan"]),
+    ("prediction_service.simulated_latency={median: 1, sigma: 1, x: 2}",
+     ["simulated_latency", "{median: s, sigma: x}"]),
+    ("prediction_service.backend=http", ["prediction_service", "http://HOST[:PORT]", "None"]),
+    ("scheduler.overrun_fraction=.inf", ["overrun_fraction", "a finite number"]),
+    ("scheduler.overrun_min_extension=.inf", ["overrun_min_extension", "a finite number"]),
+    ("cluster.memory_per_node=.inf", ["memory_per_node", "a finite number"]),
+    ("scheduler.policies=[]", ["scheduler.policies", "at least one policy name"]),
+    ("workload.offset=-1", ["workload.offset", "0 or more, or 'random'"]),
+    ("workload.path=trace.swf", ["workload", "no path for the generator 'lublin'"]),
+    ("name=../outside", ["name", "a plain name"]),
+])
+def test_nonsense_scenario_values_are_refused(capsys, override, fragments):
+    one_line(capsys, cosim_main, ["validate", LUBLIN, "--set", override], *fragments)
+
+
+def test_an_ftp_url_or_a_port_past_65535_is_refused(capsys):
+    one_line(capsys, cosim_main, ["validate", LUBLIN, "--set", "prediction_service.backend=http",
+                                  "--set", "prediction_service.url=ftp://x:99999"],
+             "http://HOST[:PORT]", "ftp://x:99999")
+    one_line(capsys, cosim_main, ["validate", LUBLIN, "--set", "prediction_service.backend=http",
+                                  "--set", "prediction_service.url=http://x:99999"], "port 1-65535")
+
+
+def _study(tmp_path, **keys):
+    import yaml
+
+    doc = {"scenario": LUBLIN, "policies": ["fcfs+easy"], "seeds": [1], **keys}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("keys,fragments", [
+    ({"grid": {"workload.jobs": list(range(10, 210)), "cluster.nodes": list(range(10, 210)),
+               "metrics.tau": list(range(1, 201))}},
+     ["the study's runs", "got 8,000,000", "COSIM_MAX_STUDY_RUNS=N"]),
+    ({"bootstrap": 10**9}, ["bootstrap", "COSIM_MAX_BOOTSTRAP=N"]),
+    ({"seeds": [2**63]}, ["seeds[0]", "9223372036854775807"]),
+    ({"seeds": {"start": 2**63 - 1, "count": 5}}, ["seeds.start"]),
+    ({"seeds": {"range": True}}, ["seeds.range", "unknown key"]),
+    ({"name": "../../escape"}, ["name", "a plain name"]),
+])
+def test_studies_past_a_limit_are_refused_even_dry(capsys, tmp_path, keys, fragments):
+    one_line(capsys, cosim_main, ["sweep", _study(tmp_path, **keys), "--dry-run", "--out",
+                                  str(tmp_path / "out")], *fragments)
+    assert not (tmp_path / "out").exists()

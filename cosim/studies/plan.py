@@ -21,7 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from agents.registry import learner
-from cosim import records
+from cosim import limits, records
 from cosim.compose import parse_policies, policy_dir
 from cosim.config import (
     Scenario,
@@ -102,11 +102,16 @@ def plan_study(path: str | os.PathLike, out: str | os.PathLike | None = None) ->
     name = study.name or path.stem
     out_dir = Path(out) if out is not None else Path("results") / name
     seeds = _seeds(study, where) or [scenario.seed]
+    policies = list(study.policies or scenario.scheduler.policies)
+    # Counted before the grid is expanded: a grid of millions is refused at once.
+    runs = len(seeds) * (1 if study.train is not None else len(policies))
+    for values in study.grid.values():
+        runs *= len(values)
+    limits.STUDY_RUNS.check(runs, f"{path}: the study's runs (grid x seeds x policies)")
     settings = _setting_names(study.grid)
     plan = StudyPlan(study=study, path=path, name=name, out=out_dir, scenario=scenario,
                      keys=list(study.set) + list(study.grid), settings=settings, seeds=seeds)
     runs_dir = out_dir.resolve() / "runs"
-    policies = list(study.policies or scenario.scheduler.policies)
     prober = _TrainProbe(study, where) if study.train is not None else None
     for label, grid_values in settings:
         values = {**study.set, **grid_values}

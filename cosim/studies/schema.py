@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agents.registry import LEARNERS
+from cosim import limits
 from cosim.config import (
     Scenario,
+    folder_name,
     read_scenario_dict,
     validation_error,
 )
@@ -48,7 +50,7 @@ _LEARNER_NAMES = tuple(LEARNERS)
 class SeedRange(_Section):
     """``seeds: {start: 1, count: 10}``: the seeds ``start .. start + count - 1``."""
 
-    start: int = Field(1, ge=0)
+    start: int = Field(1, ge=0, le=limits.INT64_MAX - 100_000)
     count: int = Field(..., gt=0, le=100_000)
 
 
@@ -88,6 +90,18 @@ class Study(_Section):
     @classmethod
     def _one_or_many(cls, v):
         return [v] if isinstance(v, str) else v
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_folder(cls, v: str | None) -> str | None:
+        return v if v is None else folder_name(v)
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap_within_limit(cls, v: int) -> int:
+        if v > limits.BOOTSTRAP.value:
+            raise ValueError(limits.BOOTSTRAP.error(v, "").expected)
+        return v
 
 
 @dataclass(frozen=True)
@@ -262,7 +276,8 @@ def _seeds(study: Study, where: _Where) -> list[int] | None:
         if isinstance(value, dict):
             r = SeedRange.model_validate(value)
             return list(range(r.start, r.start + r.count))
-        return TypeAdapter(list[Annotated[int, Field(ge=0)]]).validate_python(value, strict=True)
+        return TypeAdapter(list[Annotated[int, Field(ge=0, le=limits.INT64_MAX)]]
+                           ).validate_python(value, strict=True)
     except ValidationError as err:
         def locate(path: str) -> str:
             return where("seeds", f"[{path}]") if path.isdigit() else (
