@@ -34,8 +34,7 @@ from typing import Any
 from cosim.errors import InputError
 
 __all__ = ["Limit", "LimitError", "LIMITS", "NODES", "CORES_PER_NODE", "SCENARIO_BYTES",
-           "JSON_BYTES", "TRACE_BYTES", "DEPTH", "STUDY_RUNS", "BOOTSTRAP", "NETWORK_PARAMETERS",
-           "NETWORK_LAYERS", "NODE_FAILURES", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
+           "JSON_BYTES", "TRACE_BYTES", "DEPTH", "STUDY_RUNS", "BOOTSTRAP", "NODE_FAILURES", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
            "MIN_UPDATE_INTERVAL", "check_int64", "out_of_int64", "read_bytes",
            "gunzip", "parse_json", "read_json", "load_yaml", "deeper_than"]
 
@@ -133,14 +132,9 @@ DEPTH = _limit("depth", 64, "levels of nesting of a YAML or JSON document",
 STUDY_RUNS = _limit("study_runs", 100_000, "runs of one study (settings x seeds x policies)",
                     "the study planner, before any run (--dry-run too)")
 BOOTSTRAP = _limit("bootstrap", 1_000_000, "bootstrap resamples of a study", "study.bootstrap")
-NETWORK_PARAMETERS = _limit("network_parameters", 100_000_000,
-                            "parameters of a network a model or checkpoint folder asks for",
-                            "rl:DIR checkpoints and rnn model folders, before building the net")
 NODE_FAILURES = _limit("node_failures", 100_000, "node failures in one run",
                        "a run with faults: at the bound, failures stop and queued jobs are "
                        "given up (with one warning)")
-NETWORK_LAYERS = _limit("network_layers", 64, "layers of a network a folder asks for",
-                        "rl:DIR checkpoints and rnn model folders, before building the net")
 
 
 def out_of_int64(value: Any) -> bool:

@@ -256,3 +256,15 @@ def test_studies_past_a_limit_are_refused_even_dry(capsys, tmp_path, keys, fragm
     one_line(capsys, cosim_main, ["sweep", _study(tmp_path, **keys), "--dry-run", "--out",
                                   str(tmp_path / "out")], *fragments)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_limits_page_lists_every_limit_with_its_default_and_variable():
+    page = (ROOT / "docs" / "reference" / "limits.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| ")]
+    for limit in limits.LIMITS.values():
+        row = [line for line in rows if f"`{limit.env}`" in line]
+        assert len(row) == 1, f"no row (or several) for {limit.env}"
+        default = limit.default
+        shown = (f"{default // limits.MiB} MiB" if limit.name.endswith("bytes")
+                 else f"{default:,}")
+        assert f"| {shown}" in row[0], (shown, row[0])
