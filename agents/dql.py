@@ -39,7 +39,7 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -48,7 +48,7 @@ from torch import nn
 
 from agents.distributions import MaskedCategorical
 from agents.gae import step_discounts
-from agents.loop import Args, Learner, TrainResult, run
+from agents.loop import Learner, TrainArgs, TrainResult, run
 from agents.rollout import Rollout
 from cosim.errors import InputError
 
@@ -56,24 +56,24 @@ __all__ = ["DQLArgs", "DQLLearner", "ReplayBuffer", "masked_max", "train"]
 
 
 @dataclass
-class DQLArgs(Args):
-    """DQL hyper-parameters: :class:`agents.loop.Args` with DQL defaults and fields.
+class DQLArgs(TrainArgs):
+    """DQL hyper-parameters: :class:`agents.loop.TrainArgs` (none of PPO's) with DQL's
+    defaults, its replay buffer, exploration and target network.
 
     ``num_steps`` is the number of decisions per environment between
-    updates. The PPO-only fields (``num_minibatches``, ``update_epochs``,
-    ``clip_coef``, ``clip_vloss``, ``target_kl``, ``vf_coef``,
-    ``gae_lambda``, ``ent_coef``, ``norm_adv``) and the imitation term are
-    not used.
+    updates. The imitation term is not used (``mimic_coef`` stays 0).
     """
+
+    #: Not a setting: the lambda of the returns the learning curve's
+    #: ``explained_variance`` compares the Q-values with (a diagnostic; DQL learns
+    #: from its replay buffer, not from these returns).
+    gae_lambda: ClassVar[float] = 0.95
 
     num_envs: int = 1
     num_steps: int = 8
     lr: float = 1e-3
     anneal_lr: bool = False
     max_grad_norm: float = 10.0
-    num_minibatches: int = 1
-    update_epochs: int = 1
-    target_kl: float | None = None
     eps_start: float = 1.0
     """Exploration probability at the start (DRAS: 1.0)."""
     eps_decay: float = 0.995
@@ -214,7 +214,7 @@ class DQLLearner(Learner):
         a = self.args
         return max(a.eps_min, a.eps_start * a.eps_decay ** self.updates)
 
-    def bind(self, net: nn.Module, args: Args) -> None:
+    def bind(self, net: nn.Module, args: DQLArgs) -> None:
         """Make the replay buffer and the target network (a copy of ``net``)."""
         self.args = args
         self.replay = ReplayBuffer(args.buffer_size)
@@ -233,7 +233,7 @@ class DQLLearner(Learner):
         action = torch.where(explore, uniform, greedy)
         return action, torch.zeros(len(action)), best_q
 
-    def _store(self, rollout: Rollout, args: Args) -> None:
+    def _store(self, rollout: Rollout, args: DQLArgs) -> None:
         """Put the rollout's transitions in the replay buffer, with their next states."""
         steps, n = rollout.actions.shape
         ended = rollout.terminated | rollout.truncated
@@ -255,7 +255,7 @@ class DQLLearner(Learner):
                         discount=flat(disc))
 
     def update(self, net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollout,
-               args: Args, mimic_coef: float, rng: np.random.Generator) -> dict[str, float]:
+               args: DQLArgs, mimic_coef: float, rng: np.random.Generator) -> dict[str, float]:
         """Store the rollout, take the gradient steps, decay epsilon, sync the target."""
         self._store(rollout, args)
         losses, qs = [], []

@@ -49,7 +49,7 @@ from agents.networks import make_network, network_from_spec
 from agents.rollout import EnvRunner, Rollout, collect_rollout, sample_policy
 from cosim.errors import InputError
 
-__all__ = ["Args", "Learner", "TrainResult", "UpdateFn", "check_discounting", "run",
+__all__ = ["TrainArgs", "Args", "Learner", "TrainResult", "UpdateFn", "check_discounting", "run",
            "CURVE_FIELDS", "METRIC_KEYS",
            "RENAMED_METRICS"]
 
@@ -72,8 +72,12 @@ CURVE_FIELDS = ("update", "global_step", "episodes", "mean_return", "mean_length
 # 1. Hyper-parameters
 # ---------------------------------------------------------------------------------------
 @dataclass
-class Args:
-    """PPO hyper-parameters; :class:`agents.a2c.A2CArgs` changes some defaults."""
+class TrainArgs:
+    """What every learner takes: the run, its rollouts, the optimizer, imitation, the network.
+
+    The on-policy learners add :class:`Args`'s fields (PPO's); the off-policy
+    :class:`agents.dql.DQLArgs` adds its replay buffer and target network instead.
+    """
 
     seed: int = 1
     """Seed of everything: network init, action sampling, episode seeds, minibatches."""
@@ -98,30 +102,12 @@ class Args:
     """``adam`` or ``rmsprop``."""
     gamma: float = 0.99
     """Discount per decision, or per ``time_scale`` seconds when ``smdp`` is set."""
-    gae_lambda: float = 0.95
-    """GAE lambda (1.0 gives n-step returns)."""
     smdp: bool = False
     """Discount by simulated time: ``gamma ** (info['dt'] / time_scale)`` (thesis eq. 2.18)."""
     time_scale: float = 3600.0
     """Seconds that one factor gamma stands for with ``smdp``."""
-    num_minibatches: int = 4
-    """Minibatches per epoch."""
-    update_epochs: int = 4
-    """Passes over each rollout."""
-    clip_coef: float = 0.2
-    """PPO ratio clipping epsilon."""
-    clip_vloss: bool = True
-    """Clip the value update around the old values too."""
-    norm_adv: bool = True
-    """Normalize advantages within each minibatch."""
-    ent_coef: float = 0.01
-    """Entropy bonus weight (entropy over legal actions only)."""
-    vf_coef: float = 0.5
-    """Value loss weight."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip."""
-    target_kl: float | None = 0.02
-    """Stop the epochs of an update when a minibatch's approximate KL exceeds 1.5 x this."""
     mimic_coef: float = 0.0
     """Initial weight alpha_t of the imitation term (RLSchert eq. 11; 0 disables it)."""
     mimic_decay: float = 1.0
@@ -155,8 +141,7 @@ class Args:
 
     def validate(self) -> None:
         """Raise :class:`InputError` for impossible settings."""
-        positive = ("total_steps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                    "torch_threads")
+        positive = ("total_steps", "num_envs", "num_steps", "torch_threads")
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -164,8 +149,6 @@ class Args:
         for name in ("lr", "gamma", "time_scale"):
             if not getattr(self, name) > 0:
                 raise InputError(f"args.{name}", repr(getattr(self, name)), "a positive number")
-        if not 0 <= self.gae_lambda <= 1:
-            raise InputError("args.gae_lambda", repr(self.gae_lambda), "a number in [0, 1]")
         if self.gamma > 1:
             raise InputError("args.gamma", repr(self.gamma), "a number in (0, 1]")
         if self.optimizer not in ("adam", "rmsprop"):
@@ -173,9 +156,6 @@ class Args:
         if not 0 <= self.mimic_coef < math.inf or not 0 < self.mimic_decay <= 1:   # NaN too
             raise InputError("args.mimic_coef/mimic_decay", f"{self.mimic_coef}/{self.mimic_decay}",
                              "a finite mimic_coef >= 0 and 0 < mimic_decay <= 1")
-        if self.batch_size < self.num_minibatches:
-            raise InputError("args.num_minibatches", str(self.num_minibatches),
-                             f"at most the batch size {self.batch_size}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-value dict (JSON and ``weights_only`` safe)."""
@@ -192,6 +172,44 @@ class Args:
         if unknown:
             raise InputError("args", ", ".join(unknown), f"fields of {cls.__name__}")
         return cls(**d)
+
+
+@dataclass
+class Args(TrainArgs):
+    """PPO hyper-parameters (the on-policy learners' base); :class:`agents.a2c.A2CArgs` and
+    :class:`agents.pg.PGArgs` change some defaults."""
+
+    gae_lambda: float = 0.95
+    """GAE lambda (1.0 gives n-step returns)."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    clip_coef: float = 0.2
+    """PPO ratio clipping epsilon."""
+    clip_vloss: bool = True
+    """Clip the value update around the old values too."""
+    norm_adv: bool = True
+    """Normalize advantages within each minibatch."""
+    ent_coef: float = 0.01
+    """Entropy bonus weight (entropy over legal actions only)."""
+    vf_coef: float = 0.5
+    """Value loss weight."""
+    target_kl: float | None = 0.02
+    """Stop the epochs of an update when a minibatch's approximate KL exceeds 1.5 x this."""
+
+    def validate(self) -> None:
+        """Raise :class:`InputError` for impossible settings."""
+        super().validate()
+        for name in ("num_minibatches", "update_epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InputError(f"args.{name}", repr(value), "a positive integer")
+        if not 0 <= self.gae_lambda <= 1:
+            raise InputError("args.gae_lambda", repr(self.gae_lambda), "a number in [0, 1]")
+        if self.batch_size < self.num_minibatches:
+            raise InputError("args.num_minibatches", str(self.num_minibatches),
+                             f"at most the batch size {self.batch_size}")
 
 
 #: Fields that may differ between a run and its resumption (they do not change results).
@@ -235,7 +253,7 @@ class Learner:
     def __init__(self, update_fn: UpdateFn | None = None):
         self.update_fn = update_fn
 
-    def bind(self, net: nn.Module, args: Args) -> None:
+    def bind(self, net: nn.Module, args: TrainArgs) -> None:
         """Called once the network exists (before any checkpoint is restored)."""
 
     def act(self, net: nn.Module, obs: torch.Tensor, mask: torch.Tensor,
@@ -244,7 +262,7 @@ class Learner:
         return sample_policy(net, obs, mask, generator)
 
     def update(self, net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollout,
-               args: Args, mimic_coef: float, rng: np.random.Generator) -> dict[str, float]:
+               args: TrainArgs, mimic_coef: float, rng: np.random.Generator) -> dict[str, float]:
         """Learn from one rollout; returns statistics for the learning curve."""
         return self.update_fn(net, optimizer, rollout, args, mimic_coef, rng)
 
@@ -256,7 +274,7 @@ class Learner:
         """Put back :meth:`state_dict`."""
 
 
-def check_discounting(args: Args, env_config: dict[str, Any] | None) -> None:
+def check_discounting(args: TrainArgs, env_config: dict[str, Any] | None) -> None:
     """Refuse a run that would discount rewards two different ways.
 
     The environment's ``smdp_gamma`` discounts each step's integral reward by
@@ -320,13 +338,13 @@ def _write_curve(path: Path, rows: list[dict[str, float]], append: bool) -> None
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
-def _make_optimizer(net: nn.Module, args: Args) -> torch.optim.Optimizer:
+def _make_optimizer(net: nn.Module, args: TrainArgs) -> torch.optim.Optimizer:
     if args.optimizer == "rmsprop":
         return torch.optim.RMSprop(net.parameters(), lr=args.lr, alpha=0.99, eps=1e-5)
     return torch.optim.Adam(net.parameters(), lr=args.lr, eps=1e-5)
 
 
-def _check_same_args(saved: dict[str, Any], args: Args, where: str) -> None:
+def _check_same_args(saved: dict[str, Any], args: TrainArgs, where: str) -> None:
     now = args.to_dict()
     diff = [k for k in now if k not in _OPERATIONAL and saved.get(k) != now[k]]
     if diff:
@@ -337,7 +355,7 @@ def _check_same_args(saved: dict[str, Any], args: Args, where: str) -> None:
 
 
 def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
-        Sequence[Callable[[], gym.Env]], args: Args, *, out_dir: str | Path | None = None,
+        Sequence[Callable[[], gym.Env]], args: TrainArgs, *, out_dir: str | Path | None = None,
         resume: bool = False, env_config: dict[str, Any] | None = None,
         init_state_dict: dict[str, Any] | None = None, progress: bool = False,
         stop_after_updates: int | None = None,

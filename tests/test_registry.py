@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from agents.__main__ import main
-from agents.loop import Args, Learner
+from agents.loop import Args, Learner, TrainArgs
 from agents.registry import LEARNERS, PPO_FIELDS, OffPolicyLearner, OnPolicyLearner, learner
 from cosim.errors import InputError
 
@@ -18,7 +18,11 @@ def test_every_learner_has_a_kind_hyper_parameters_and_an_update():
     assert all(issubclass(c, OnPolicyLearner) for n, c in LEARNERS.items() if n != "dql")
     for name, cls in LEARNERS.items():
         args = cls.args_class()
-        assert dataclasses.is_dataclass(args) and issubclass(args, Args) and cls.name == name
+        assert dataclasses.is_dataclass(args) and issubclass(args, TrainArgs) and cls.name == name
+        # the on-policy learners take PPO's fields (Args); DQL none of them
+        assert issubclass(args, Args) is (not cls.off_policy)
+        names = {f.name for f in dataclasses.fields(args)}
+        assert names.isdisjoint(PPO_FIELDS) if cls.off_policy else names >= set(PPO_FIELDS)
         update = cls.make_update()
         # ppo and a2c update with a function; pg and dql keep state in a fresh Learner
         assert callable(update) if name in ("ppo", "a2c") else isinstance(update, Learner)
