@@ -75,7 +75,7 @@ chunks of the training span, each run whole; the contention filter is off.
 The bootstrap resamples blocks of consecutive windows, since one window's
 backlog carries into the next.
 
-Options beyond the defaults: ``python -m agents tune --help``; measured in docs/tuning.md.
+Options beyond the defaults: ``python -m agents tune --help``; measured in docs/results/tuning.md.
 The output folder runs as ``--policy learned:DIR``: ``policy.json``, ``card.md`` (the
 model card: data, spans, budget, search space, validation and test figures against every
 heuristic) and ``results.json``, written whole or not at all.

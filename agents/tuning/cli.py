@@ -159,7 +159,7 @@ def add_parser(sub) -> None:
                         "where a training chunk's max wait exceeds RATIO x FCFS+EASY's "
                         f"(default {DEFAULT_MAX_WAIT:g}; none: no bound); the model card says "
                         "whether the chosen policy kept it on the test span")
-    # Two EASY variants the search may take on (off by default; docs/tuning.md says why).
+    # Two EASY variants the search may take on (off by default; docs/results/tuning.md says why).
     for flag, what in (
             ("--slack", "relaxed EASY's slack, the head promised its shadow time plus slack x "
                         "its estimate, so backfilling may delay it by that much (Ward, Mahood "

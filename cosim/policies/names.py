@@ -83,7 +83,7 @@ _LEARNED = "learned:"
 RELAXED_SLACK = 1.0
 _RELAXED = "relaxed"
 #: ``+drain`` without ``=D:DAYS``: the factor and grace (days) that took SAF+EASY's worst
-#: RICC training chunk from 538.77 to 12.28 mean bsld (README, "EASY++ beliefs").
+#: RICC training chunk from 538.77 to 12.28 mean bsld (docs/guide/policies.md, drain).
 DRAIN_DEFAULT = (100.0, 30.0)
 _DRAIN = "drain"
 
