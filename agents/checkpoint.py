@@ -161,7 +161,12 @@ def latest_checkpoint(path: str | Path) -> Path | None:
         return p
     pointer = p / _LATEST
     if pointer.is_file():
-        target = p / pointer.read_text(encoding="utf-8").strip()
+        name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+        target = p / name
+        # LATEST names a checkpoint folder inside this one, never a path out of it.
+        if not name.startswith(_PREFIX) or Path(name).name != name:
+            raise InputError(str(pointer), repr(name[:80]),
+                             f"the name of a {_PREFIX}* folder inside {p}")
         if (target / "state.pt").is_file() and (target / "meta.json").is_file():
             return target
     # No pointer (or a dangling one): fall back to the newest complete checkpoint.
@@ -218,7 +223,28 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
                          f"a {FORMAT} checkpoint written by agents.checkpoint") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise InputError(str(ckpt / "state.pt"), "an unknown file", f"a {FORMAT} training state")
+    bad = _first_not_finite(state)
+    if bad is not None:
+        raise InputError(str(ckpt / "state.pt"), f"weights that are NaN or infinite ({bad})",
+                         "finite weights (a diverged run: resume from an earlier checkpoint)")
     return state, meta
+
+
+def _first_not_finite(state: Any, where: str = "") -> str | None:
+    """The key path of the first floating tensor in ``state`` holding NaN or inf, else None."""
+    import torch
+
+    stack = [(where, state)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                return key or "a tensor"
+        elif isinstance(value, dict):
+            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
+    return None
 
 
 def env_meta(env_config: dict[str, Any] | None) -> dict[str, Any] | None:

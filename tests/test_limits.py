@@ -268,3 +268,33 @@ def test_the_limits_page_lists_every_limit_with_its_default_and_variable():
         shown = (f"{default // limits.MiB} MiB" if limit.name.endswith("bytes")
                  else f"{default:,}")
         assert f"| {shown}" in row[0], (shown, row[0])
+
+
+def test_an_swf_header_machine_past_the_limit(capsys, tmp_path):
+    trace = tmp_path / "big.swf"
+    trace.write_text("; MaxProcs: 1000000000000\n1 0 -1 10 2 -1 -1 2 60 -1 1 7 -1 -1 -1 -1 -1 -1\n")
+    one_line(capsys, cosim_main, ["run", str(ROOT / "scenarios" / "swf.yaml"), "--set",
+                                  f"workload.path={trace}", "--out", str(tmp_path / "r")],
+             "big.swf: the machine it states (header MaxProcs", "COSIM_MAX_NODES=N")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_checkpoint_latest_never_leaves_its_folder(capsys, tmp_path):
+    ckpt = tmp_path / "run"
+    (tmp_path / "other" / "ckpt-000001").mkdir(parents=True)
+    ckpt.mkdir()
+    (ckpt / "LATEST").write_text("../other/ckpt-000001\n")
+    one_line(capsys, cosim_main, ["run", LUBLIN, "--set", "workload.jobs=10", "--policy",
+                                  f"rl:{ckpt}", "--out", str(tmp_path / "r")],
+             "LATEST", "a ckpt-* folder inside", "'../other/ckpt-000001'")
+
+
+def test_a_checkpoint_with_nan_weights_is_refused(tmp_path):
+    torch = pytest.importorskip("torch")
+    from agents.checkpoint import load_checkpoint, save_checkpoint
+
+    nan = {"update": 1, "policy": {"w": torch.tensor([1.0, float("nan")])}}
+    folder = save_checkpoint(tmp_path / "run", nan, {"step": 1})
+    with pytest.raises(InputError, match=r"state.pt: expected finite weights .*got weights that "
+                                         r"are NaN or infinite \(policy.w\)"):
+        load_checkpoint(folder)

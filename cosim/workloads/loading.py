@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim import limits
 from cosim.config import ClusterConfig, Scenario
 from cosim.errors import ScenarioError, WorkloadError, did_you_mean
 from cosim.workloads.base import TRACE_FEATURES, Workload
@@ -87,6 +88,10 @@ def resolve_machine(scenario: Scenario, workload: Workload) -> Scenario:
         nodes, cpn = workload.max_nodes, procs // workload.max_nodes
     else:
         nodes, cpn = procs, 1
+    for limit, value in ((limits.NODES, nodes), (limits.CORES_PER_NODE, cpn)):
+        limit.check(value, f"{workload.source or 'the trace'}: the machine it states "
+                           f"({workload.machine_source or 'its largest job'}: {procs:,} "
+                           f"processors as {nodes:,} nodes of {cpn:,} cores)")
     cluster = ClusterConfig(**{**c.model_dump(), "nodes": nodes, "cores_per_node": cpn})
     return scenario.model_copy(update={"cluster": cluster})
 
