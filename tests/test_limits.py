@@ -298,3 +298,16 @@ def test_a_checkpoint_with_nan_weights_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"state.pt: expected finite weights .*got weights that "
                                          r"are NaN or infinite \(policy.w\)"):
         load_checkpoint(folder)
+
+
+@pytest.mark.parametrize("names,fragments", [
+    (["FCFS+EASY"], ["'FCFS+EASY'", "did you mean 'fcfs+easy'?"]),
+    ([" fcfs+easy"], ["' fcfs+easy'", "did you mean 'fcfs+easy'?"]),
+    (["fcfs+easy", "fcfs+easy"], ["a second time", "each policy once"]),
+])
+def test_policy_names_are_one_spelling_each_once(capsys, tmp_path, names, fragments):
+    argv = ["run", LUBLIN, "--set", "workload.jobs=10", "--out", str(tmp_path / "r")]
+    for name in names:
+        argv += ["--policy", name]
+    one_line(capsys, cosim_main, argv, *fragments)
+    assert not (tmp_path / "r").exists()

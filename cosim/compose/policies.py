@@ -46,8 +46,16 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
         ScenarioError: a name that does not parse, or ``rl:DIR`` without a folder.
     """
     specs = []
+    seen: dict[str, int] = {}
     for i, name in enumerate(names):
         where = source if source.startswith("--") else f"{source}: scheduler.policies[{i}]"
+        # One spelling per policy: a capital or a space would run the same policy
+        # under another name (the folder, the table); the part after ':' is a path.
+        head, colon, rest = name.partition(":")
+        canonical = head.strip().lower() + colon + (rest.strip() if colon else "")
+        if canonical != name:
+            raise InputError(where, repr(name), "a policy name in lower case without spaces",
+                             f"did you mean {canonical!r}?")
         spec = parse_policy(name, where=where)
         if spec.kind == "slurm" and scenario.scheduler.slurm:
             at = "--set" if source.startswith("--") else source
@@ -63,6 +71,10 @@ def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "-
         if spec.kill_agent and not Path(spec.kill_agent).is_dir():
             raise InputError(where, repr(name), "+kill=DIR with DIR a kill agent's checkpoint "
                              "folder ('python -m agents train --actions kill')")
+        if spec.name in seen:
+            raise InputError(where, f"{name!r} a second time (also policy {seen[spec.name] + 1})",
+                             "each policy once")
+        seen[spec.name] = i
         specs.append(spec)
     return specs
 
