@@ -220,7 +220,7 @@ def main() -> None:
         page = [
             "# Planning on predictions: real traces", "",
             f"Measured {dt.date.today().isoformat()} with", "", "```", command, "```", "",
-            "Each trace replayed whole; spans are its jobs in submit order, scored inside "
+            "Each trace replayed from its first job (whole, or the prefix the command states); spans are its jobs in submit order, scored inside "
             "the one run: train (first 50 %), validation (next 20 %), future (last 30 %). "
             "The past (validation) chooses each family's heuristic and correction; "
             "\"vs requests\" is the chosen configuration's future mean bsld over the chosen "
