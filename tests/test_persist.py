@@ -220,7 +220,8 @@ def test_only_the_known_classes_load(tmp_path):
         with pytest.raises(InputError, match=r"meta.json: class: expected one of "
                                              r"predictors.runtime.RuntimeRegressor, "
                                              r"predictors.remaining.RemainingTimeRegressor, "
-                                             r"predictors.history.UserHistoryRegressor, got "):
+                                             r"predictors.history.UserHistoryRegressor, "
+                                             r"predictors.trace.TraceRuntimeRegressor, got "):
             call()
 
 

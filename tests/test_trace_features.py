@@ -51,8 +51,8 @@ def test_a_field_unknown_for_every_job_is_named_once(tmp_path):
     path = tmp_path / "t.swf"
     path.write_text("".join(" ".join(f) + "\n" for f in lines))
     warnings = workload_warnings(read_swf(path))
-    assert [line for line in warnings if "(-1 for every job)" in line] == [
-        "no group, executable in the trace (-1 for every job): run-time predictors learn "
+    assert [line for line in warnings if "(unknown for every job)" in line] == [
+        "no group, executable in the trace (unknown for every job): run-time predictors learn "
         "without them"]
     assert read_swf(path).epoch is None and read_swf(path).timezone == ""
 
@@ -70,8 +70,8 @@ def test_sacct_account_partition_qos_and_job_name_are_labelled_ids():
         assert sorted(labels) == list(range(1, len(labels) + 1))
         assert [labels[k] for k in sorted(labels)] == sorted(labels.values())
     # The file has no QOS column: said once, with nothing else of the kind.
-    assert [line for line in workload_warnings(w) if "(-1 for every job)" in line] == [
-        "no qos in the trace (-1 for every job): run-time predictors learn without them"]
+    assert [line for line in workload_warnings(w) if "(unknown for every job)" in line] == [
+        "no qos in the trace (unknown for every job): run-time predictors learn without them"]
     assert w.epoch is not None
 
 

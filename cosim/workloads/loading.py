@@ -312,6 +312,6 @@ def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> l
     absent = [name for name in TRACE_FEATURES
               if n and name in workload.features and bool((workload.features[name] < 0).all())]
     if absent:
-        lines.append(f"no {', '.join(absent)} in the trace (-1 for every job): run-time "
+        lines.append(f"no {', '.join(absent)} in the trace (unknown for every job): run-time "
                      "predictors learn without them")
     return lines
