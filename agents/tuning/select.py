@@ -27,7 +27,7 @@ __all__ = ["FALLBACK", "FALLBACKS", "MINIMAX_MARGIN", "SHRINK", "fallback_heuris
 #: ``validation`` (the default): the best on validation, the issue's reference, so the
 #: result is never worse than it on validation; ``median``: the lowest median ratio to
 #: each period's best heuristic over the training periods and validation. On 80 held-out
-#: synthetic rows (``benchmarks/fallback_rules.py``) ``median`` averaged 0.976x the
+#: synthetic rows (docs/results/tuning.md, ``--fallback median``) ``median`` averaged 0.976x the
 #: validation pick on test, 20 wins (down to 0.367x) and 6 losses (up to 2.894x): better
 #: on average, not never worse.
 FALLBACKS = ("validation", "median")
@@ -36,8 +36,8 @@ FALLBACK = "validation"
 #: fraction of the best heuristic's in every period of the past (each training chunk and
 #: validation). The search minimizes the worst of a few noisy periods over hundreds of
 #: candidates, and tie order alone moves a period by 1-3 % (SAF's point against SAF+EASY
-#: on RICC), so a lead within that is no evidence. On the 9 design traces of
-#: ``benchmarks/hindsight_search.py`` the points found were 0.920 and 0.931 (0.667x and
+#: on RICC), so a lead within that is no evidence. On the 9 design traces
+#: (docs/results/tuning.md) the points found were 0.920 and 0.931 (0.667x and
 #: 0.702x on test) or at least 1.0; a margin of 0.95 was fixed before the held-out rows
 #: were read (one of the 4 read earlier, at 0.999, was 1.334x on test).
 MINIMAX_MARGIN = 0.95
@@ -46,7 +46,7 @@ MINIMAX_MARGIN = 0.95
 #: itself) whose worst past ratio is below the margin ships. The point found minimizes
 #: the worst of a few noisy periods; a step part of the way keeps a lead the past shows
 #: and departs less from the heuristic elsewhere. Judged by a rule written beforehand on
-#: 16 fresh synthetic traces (``benchmarks/minimax_rows.py --shrink``, seeds 317-332):
+#: 16 fresh synthetic traces (docs/results/tuning.md, seeds 317-332):
 #: mean test ratio 1.018 against 1.042 for the point itself, 1 loss against 3 (the same 3
 #: rows shipped; two losses, 1.108 and 1.176, became 0.956 and 0.947).
 SHRINK = (0.25, 0.5, 0.75)
