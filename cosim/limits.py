@@ -215,7 +215,10 @@ def gunzip(raw: bytes, where: str, limit: Limit,
         error: a corrupt gzip stream; LimitError: too large inflated.
     """
     most = limit.value
-    out = bytearray()
+    # Pieces joined once at the end: one growing buffer is copied as it doubles,
+    # so a refused bomb would hold twice the limit at its last growth.
+    out: list[bytes] = []
+    held = 0
     data = raw
     try:
         while data:
@@ -224,8 +227,10 @@ def gunzip(raw: bytes, where: str, limit: Limit,
             while chunk and not d.eof:
                 # Steps of at most 8 MiB: inflating more at once makes zlib grow
                 # (and copy) one buffer, twice the memory held.
-                out += d.decompress(chunk, min(_STEP, most + 1 - len(out)))
-                if len(out) > most:
+                piece = d.decompress(chunk, min(_STEP, most + 1 - held))
+                out.append(piece)
+                held += len(piece)
+                if held > most:
                     raise limit.error(f"more than {most:,} bytes inflated", where)
                 chunk = d.unconsumed_tail
             if not d.eof:
@@ -236,7 +241,7 @@ def gunzip(raw: bytes, where: str, limit: Limit,
                 break
     except zlib.error as exc:
         raise error(where, f"a corrupt gzip stream ({exc})", "a valid .gz file") from None
-    return bytes(out)
+    return b"".join(out)
 
 
 # ------------------------------------------------------------ documents ----
