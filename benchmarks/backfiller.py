@@ -33,7 +33,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from inspector import Correction, main
+
+from agents.corrections import Correction, main
 
 
 class _RandomDepartures:

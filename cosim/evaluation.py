@@ -501,6 +501,15 @@ class Protocol:
         return compare(values, reference, seed=self.seed, block=self.split.blocks.get(part, 1),
                        **names)
 
+    def test_windows(self) -> list[Workload]:
+        """The test windows themselves, once, after selection: for what :meth:`test` does
+        not run (a learned agent played window by window).
+
+        Raises:
+            ProtocolError: the test span was read before.
+        """
+        return self.split.test.read()
+
     def test(self, sources: Sequence, *, whole: bool = True) -> Scores:
         """``sources`` on the test windows (and the span run whole): once, after selection.
 

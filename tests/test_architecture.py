@@ -440,7 +440,7 @@ def test_the_registry_check_sees_a_choice_by_name(tmp_path):
 
 
 #: Benchmarks other benchmarks still import (their shared parts not yet in a package).
-STILL_SHARED = {"train_agents", "inspector"}
+STILL_SHARED = {"train_agents"}
 
 
 def _benchmark_faults(root: Path) -> list[str]:

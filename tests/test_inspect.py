@@ -312,17 +312,16 @@ def test_passes_the_base_would_spend_idle_are_skipped_with_the_same_schedule(ski
 def test_the_inspector_harness_cuts_a_trace_as_the_tuner_does(tmp_path, capsys):
     # --trace: windows of a trace's validation span, each from an empty machine, and a
     # random-skip probe over them; a missing trace is one line and exit 2.
-    import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    import inspector
     from test_tune import trace
 
+    from agents import corrections
     from cosim.evaluation import chronological_split
 
     path = Path(trace(tmp_path, "t", 1.0)).with_suffix(".swf")
-    scenario, split = inspector.trace_split(str(path), 64, 3)
+    protocol = corrections.trace_protocol(str(path), 64, 3)
+    scenario, split = protocol.scenario, protocol.split
     wl = load_workload(scenario)
     expected = chronological_split(wl, size=64, train_count=1, count=3)
     assert [w.job_id.tolist() for w in split.validation] == [
@@ -330,9 +329,9 @@ def test_the_inspector_harness_cuts_a_trace_as_the_tuner_does(tmp_path, capsys):
     first = int(split.validation[0].job_id[0])
     # SWF ids count from 1: rows 500..699 of 1,000 are the validation span (50-70 %)
     assert 501 <= first and int(split.validation[-1].job_id[-1]) <= 700
-    assert inspector.main(["--trace", str(path), "--size", "64", "--windows", "3",
-                           "--probe", "0.5", "--tries", "2"]) == 0
+    assert corrections.main(["--trace", str(path), "--size", "64", "--windows", "3",
+                             "--probe", "0.5", "--tries", "2"]) == 0
     assert "random skips p=0.5 over saf+easy, 2 tries x 3 windows" in capsys.readouterr().out
-    assert inspector.main(["--trace", str(tmp_path / "none.swf")]) == 2
+    assert corrections.main(["--trace", str(tmp_path / "none.swf")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "none.swf" in err[0]

@@ -54,6 +54,15 @@ def test_the_test_set_is_read_once():
         sealed.read()
 
 
+
+def test_the_protocol_hands_out_its_test_windows_once_and_then_refuses_its_test():
+    w = Workload.from_columns(submit=np.arange(1000) * 10.0, run=[5] * 1000, procs=[1] * 1000)
+    protocol = Protocol(SCENARIO, chronological_split(w, size=50, train_count=1, count=3))
+    got = protocol.test_windows()
+    assert [int(x.submit[0]) for x in got] == [7000, 8250, 9500]
+    with pytest.raises(ProtocolError, match="already read once"):
+        protocol.test(["fcfs"])
+
 def test_a_split_too_short_is_clear():
     w = Workload.from_columns(submit=np.arange(100.0), run=[5] * 100, procs=[1] * 100)
     with pytest.raises(ProtocolError, match="validation, test span holds fewer than 40 jobs"):
