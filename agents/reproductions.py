@@ -18,6 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from cosim.errors import InputError
 from cosim.paired import mean_interval
 from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import lublin
@@ -28,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["ROOT", "TABLE", "mean_ci", "fmt_ci", "fmt_pct_ci", "write_row", "row_cells",
            "command_cell", "CloneKeeper", "relative_differences", "HELDOUT_SEED", "heldout",
-           "validation"]
+           "validation", "command_line", "write_section", "paired_stats", "clone_env_config",
+           "play_against_clone"]
 
 #: The reproductions table.
 TABLE = ROOT / "docs" / "reproductions.md"
@@ -74,19 +78,45 @@ def write_row(seed: str, cells: list[str], table: Path = TABLE) -> None:
     os.replace(tmp, table)
 
 
-def command_cell(script: str, minutes: float) -> str:
-    """The command that reproduced this run (without ``--out``), and the full-budget one."""
-    argv, skip = [], False
-    for arg in sys.argv[1:]:
+def command_line(script: str, argv: list[str]) -> str:
+    """The command line of a run of ``benchmarks/SCRIPT``, without ``--out DIR`` and
+    ``--no-table`` (what reproduces its figures, wherever they are written).
+
+    Examples:
+        >>> command_line("x.py", ["--seeds", "5", "--out", "/tmp/x", "--no-table"])
+        'python benchmarks/x.py --seeds 5'
+    """
+    kept, skip = [], False
+    for arg in argv:
         if skip:
             skip = False
             continue
         if arg in ("--out", "--no-table"):
             skip = arg == "--out"
             continue
-        argv.append(arg)
-    ran = " ".join([f"python benchmarks/{script}", *argv])
+        kept.append(arg)
+    return " ".join([f"python benchmarks/{script}", *kept])
+
+
+def command_cell(script: str, minutes: float) -> str:
+    """The command that reproduced this run (without ``--out``), and the full-budget one."""
+    ran = command_line(script, sys.argv[1:])
     return f"`{ran}`" + ("" if minutes >= 30 else f" (full budget: `python benchmarks/{script}`)")
+
+
+def write_section(text: str, begin: str, end: str, table: Path = TABLE) -> None:
+    """Put ``text`` between a benchmark's markers ``begin`` and ``end`` in ``table``
+    (appended the first time), atomically."""
+    old = table.read_text(encoding="utf-8")
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + block + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-repro-", dir=table.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    os.replace(tmp, table)
 
 
 def fmt_pct_ci(values) -> str:
@@ -173,3 +203,75 @@ def validation(env, n: int = 4, size: int = 1024):
     jobs (late in the trace)."""
     w = env.workload
     return [window(w, size, start=len(w) - (k + 1) * size) for k in range(n)]
+
+
+# -- a learner against its own clone (benchmarks/learners_vs_clone.py) -------------------
+def paired_stats(agent, clone, *, seed: int = 0) -> dict:
+    """Agent against its clone on the same test windows, per seed and over seeds.
+
+    Args:
+        agent, clone: mean bsld per window, shape ``[seeds, windows]``, the
+            same windows in the same order for both.
+
+    Returns:
+        ``per_seed``: ``mean(agent) / mean(clone) - 1`` of each seed;
+        ``mean``, ``low``, ``high``: their mean and 95 % bootstrap interval;
+        ``window_wins``/``window_losses``: windows (all seeds) where the agent's
+        bsld is lower/higher; ``seed_wins``/``seed_losses``: the same per seed;
+        ``beats``: the interval lies below zero.
+
+    Examples:
+        >>> s = paired_stats([[1.0, 3.0], [2.0, 2.0]], [[2.0, 2.0], [2.0, 2.0]])
+        >>> s["per_seed"], s["window_wins"], s["window_losses"], s["seed_wins"]
+        ([0.0, 0.0], 1, 1, 0)
+    """
+    a, c = np.asarray(agent, dtype=float), np.asarray(clone, dtype=float)
+    if a.shape != c.shape or a.ndim != 2 or a.size == 0:
+        raise InputError("paired_stats", f"shapes {a.shape} and {c.shape}",
+                         "the same [seeds, windows] for agent and clone")
+    per_seed = a.mean(axis=1) / c.mean(axis=1) - 1.0
+    m, lo, hi = mean_interval(per_seed, seed=seed)
+    return {"per_seed": [float(x) for x in per_seed], "mean": m, "low": lo, "high": hi,
+            "window_wins": int(np.sum(a < c)), "window_losses": int(np.sum(a > c)),
+            "seed_wins": int(np.sum(per_seed < 0)), "seed_losses": int(np.sum(per_seed > 0)),
+            "beats": bool(math.isfinite(hi) and hi < 0)}
+
+
+def clone_env_config(teacher: str, window: int, episode_jobs: int,
+                     scenario: str = str(ROOT / "scenarios" / "lublin256.yaml")) -> dict:
+    """The env a learner is cloned and trained in: the shipped agent's action model
+    (``select`` over a per-job ``kernel`` network), the teacher's backfill order."""
+    return {"scenario": scenario, "actions": "select", "observation": "kernel",
+            "window": window, "reward": "slowdown", "episode_jobs": episode_jobs,
+            "backfill_order": teacher.split("+")[0]}
+
+
+def play_against_clone(agent, clone, env, windows) -> dict:
+    """``agent`` and its ``clone`` (policies) on every window of ``env``; at each of the
+    agent's decisions, whether the clone would have chosen otherwise.
+
+    Returns:
+        ``agent_bsld``, ``clone_bsld``: mean bsld per window; ``decisions`` and
+        ``differ``: the agent's decisions and those where the clone differs;
+        ``choices`` and ``differ_choices``: the same where more than one action was legal.
+    """
+    a_bsld, c_bsld = [], []
+    decisions = differ = choices = differ_choices = 0
+    for w in windows:
+        obs, info = env.reset(seed=0, options={"jobs": w})
+        done = False
+        while not done:
+            mask = info["action_mask"]
+            act = agent.act(obs, mask)
+            other = clone.act(obs, mask)
+            decisions += 1
+            differ += act != other
+            if int(np.sum(np.asarray(mask) > 0)) > 1:
+                choices += 1
+                differ_choices += act != other
+            obs, _, term, trunc, info = env.step(act)
+            done = term or trunc
+        a_bsld.append(float(info["episode_metrics"]["bsld_mean"]))
+        c_bsld.append(float(clone.play(env, w)["bsld_mean"]))
+    return {"agent_bsld": a_bsld, "clone_bsld": c_bsld, "decisions": decisions,
+            "differ": int(differ), "choices": choices, "differ_choices": int(differ_choices)}

@@ -30,7 +30,7 @@ Splits: training episodes are random windows of the scenario's workload
 their own generator seeds (2002 and 3003) through
 :func:`cosim.evaluation.seeded_split`: nothing is shared.
 
-Statistics (:func:`paired_stats`): per seed, the relative difference in mean
+Statistics (:func:`agents.reproductions.paired_stats`): per seed, the relative difference in mean
 bsld on the test windows, ``mean(agent) / mean(clone) - 1`` (negative: the
 agent is better); over seeds, its mean with a 95 % BCa bootstrap interval
 (:func:`cosim.paired.mean_interval`); wins and losses over windows
@@ -50,9 +50,7 @@ import argparse
 import functools
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -61,9 +59,16 @@ import numpy as np
 
 from agents import recipe
 from agents.registry import LEARNERS, learner
-from agents.reproductions import ROOT, TABLE, fmt_ci
-from cosim.errors import InputError
-from cosim.paired import mean_interval
+from agents.reproductions import (
+    ROOT,
+    TABLE,
+    clone_env_config,
+    command_line,
+    fmt_ci,
+    paired_stats,
+    play_against_clone,
+    write_section,
+)
 
 SCENARIO = "scenarios/lublin256.yaml"
 #: Generator seeds of the three sets (training: the scenario's own workload, seed 1).
@@ -71,47 +76,13 @@ SPLIT_SEEDS = (1, 2002, 3003)
 #: Markers of this benchmark's section in docs/reproductions.md.
 BEGIN, END = "<!-- learners_vs_clone: begin -->", "<!-- learners_vs_clone: end -->"
 
-__all__ = ["paired_stats", "learner_args", "env_config", "write_section", "main"]
-
-
-# -- statistics ------------------------------------------------------------------------
-def paired_stats(agent, clone, *, seed: int = 0) -> dict:
-    """Agent against its clone on the same test windows, per seed and over seeds.
-
-    Args:
-        agent, clone: mean bsld per window, shape ``[seeds, windows]``, the
-            same windows in the same order for both.
-
-    Returns:
-        ``per_seed``: ``mean(agent) / mean(clone) - 1`` of each seed;
-        ``mean``, ``low``, ``high``: their mean and 95 % bootstrap interval;
-        ``window_wins``/``window_losses``: windows (all seeds) where the agent's
-        bsld is lower/higher; ``seed_wins``/``seed_losses``: the same per seed;
-        ``beats``: the interval lies below zero.
-
-    Examples:
-        >>> s = paired_stats([[1.0, 3.0], [2.0, 2.0]], [[2.0, 2.0], [2.0, 2.0]])
-        >>> s["per_seed"], s["window_wins"], s["window_losses"], s["seed_wins"]
-        ([0.0, 0.0], 1, 1, 0)
-    """
-    a, c = np.asarray(agent, dtype=float), np.asarray(clone, dtype=float)
-    if a.shape != c.shape or a.ndim != 2 or a.size == 0:
-        raise InputError("paired_stats", f"shapes {a.shape} and {c.shape}",
-                         "the same [seeds, windows] for agent and clone")
-    per_seed = a.mean(axis=1) / c.mean(axis=1) - 1.0
-    m, lo, hi = mean_interval(per_seed, seed=seed)
-    return {"per_seed": [float(x) for x in per_seed], "mean": m, "low": lo, "high": hi,
-            "window_wins": int(np.sum(a < c)), "window_losses": int(np.sum(a > c)),
-            "seed_wins": int(np.sum(per_seed < 0)), "seed_losses": int(np.sum(per_seed > 0)),
-            "beats": bool(math.isfinite(hi) and hi < 0)}
+__all__ = ["learner_args", "env_config", "summary_rows", "section", "main"]
 
 
 # -- the runs ---------------------------------------------------------------------------
 def env_config(teacher: str, window: int, episode_jobs: int) -> dict:
     """The training env: the shipped agent's action model, the teacher's backfill order."""
-    return {"scenario": str(ROOT / SCENARIO), "actions": "select", "observation": "kernel",
-            "window": window, "reward": "slowdown", "episode_jobs": episode_jobs,
-            "backfill_order": teacher.split("+")[0]}
+    return clone_env_config(teacher, window, episode_jobs, scenario=str(ROOT / SCENARIO))
 
 
 def learner_args(algo: str, seed: int, mimic_decay: float):
@@ -190,29 +161,10 @@ def _test_one(task: dict) -> dict:
     from cosim.compose import make_env
 
     torch.set_num_threads(1)
-    agent, clone = load_rl_policy(task["agent"]), load_rl_policy(task["clone"])
     env = make_env(task["config"], episode_jobs=task["window_jobs"])
-    a_bsld, c_bsld = [], []
-    decisions = differ = choices = differ_choices = 0
-    for w in task["test"]:
-        obs, info = env.reset(seed=0, options={"jobs": w})
-        done = False
-        while not done:
-            mask = info["action_mask"]
-            act = agent.act(obs, mask)
-            other = clone.act(obs, mask)
-            decisions += 1
-            differ += act != other
-            if int(np.sum(np.asarray(mask) > 0)) > 1:
-                choices += 1
-                differ_choices += act != other
-            obs, _, term, trunc, info = env.step(act)
-            done = term or trunc
-        a_bsld.append(float(info["episode_metrics"]["bsld_mean"]))
-        c_bsld.append(float(clone.play(env, w)["bsld_mean"]))
-    return {"algo": task["algo"], "seed": task["seed"], "agent_bsld": a_bsld,
-            "clone_bsld": c_bsld, "decisions": decisions, "differ": int(differ),
-            "choices": choices, "differ_choices": int(differ_choices)}
+    played = play_against_clone(load_rl_policy(task["agent"]), load_rl_policy(task["clone"]),
+                                env, task["test"])
+    return {"algo": task["algo"], "seed": task["seed"], **played}
 
 
 def _pool(processes: int, fn, tasks: list[dict]) -> list[dict]:
@@ -246,20 +198,6 @@ HEAD = ["learner", "agent vs clone, mean bsld (95 % interval over seeds)",
         "seeds better/worse", "windows better/worse",
         "decisions differing from the clone (where >1 legal)", "agent mean bsld",
         "clone mean bsld", "beats its clone"]
-
-
-def write_section(text: str, table: Path = TABLE) -> None:
-    """Put ``text`` between this benchmark's markers in ``table`` (appended the first time)."""
-    old = table.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + block + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-repro-", dir=table.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(new)
-    os.replace(tmp, table)
 
 
 def _clone_note(results: dict) -> str:
@@ -300,20 +238,6 @@ def section(results: dict, command: str) -> str:
     return "\n".join(lines)
 
 
-def _command(argv: list[str]) -> str:
-    """The command line of this run, without ``--out DIR`` and ``--no-table``."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip or arg == "--no-table":
-            skip = False
-            continue
-        if arg == "--out":
-            skip = True
-            continue
-        kept.append(arg)
-    return " ".join(["python benchmarks/learners_vs_clone.py", *kept])
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=tuple(LEARNERS))
@@ -346,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"learners_vs_clone: {ns.table_from}: {exc}; expected a results.json "
                   "written by this script", file=sys.stderr)
             return 2
-        write_section(text)
+        write_section(text, BEGIN, END)
         print(f"section written to {TABLE.relative_to(ROOT)}")
         return 0
     if ns.seeds < 1 or ns.test_windows < 1 or ns.validation_windows < 1:
@@ -405,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                "window": ns.window, "seeds": ns.seeds, "parallel": ns.parallel,
                "validation_windows": len(val), "test_windows": len(test),
                "minutes": minutes, "split": split.note, **knobs, "learners": {},
-               "command": _command(sys.argv[1:] if argv is None else argv)}
+               "command": command_line("learners_vs_clone.py",
+                                       sys.argv[1:] if argv is None else argv)}
     for algo in ns.learners:
         runs = [by[algo, s] for s in range(1, ns.seeds + 1)]
         a = np.array([r["agent_bsld"] for r in runs])
@@ -437,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
           f"of {ns.window_jobs} jobs; {ns.seeds} seeds; {minutes:.1f} min")
     print(f"wrote {out / 'results.json'}")
     if not ns.no_table:
-        write_section(section(results, results["command"]))
+        write_section(section(results, results["command"]), BEGIN, END)
         print(f"section written to {TABLE.relative_to(ROOT)}")
     return 0
 

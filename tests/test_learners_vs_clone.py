@@ -1,9 +1,11 @@
-"""benchmarks/learners_vs_clone.py: the paired statistics, its docs section, its test pass."""
+"""A learner against its clone (benchmarks/learners_vs_clone.py): the paired statistics of
+:mod:`agents.reproductions`, the docs section, the test pass, the script's bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,19 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents import reproductions as repro
 from cosim.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
-# benchmarks/ holds scripts, not a package.
-_spec = importlib.util.spec_from_file_location("learners_vs_clone",
-                                               ROOT / "benchmarks" / "learners_vs_clone.py")
-lvc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lvc)
 
 
 def test_equal_means_per_seed_are_a_zero_difference_not_a_win():
     # Seed 1: windows 1 vs 2 (win) and 3 vs 2 (loss), means equal; seed 2: ties.
-    s = lvc.paired_stats([[1.0, 3.0], [2.0, 2.0]], [[2.0, 2.0], [2.0, 2.0]])
+    s = repro.paired_stats([[1.0, 3.0], [2.0, 2.0]], [[2.0, 2.0], [2.0, 2.0]])
     assert s["per_seed"] == [0.0, 0.0]
     assert (s["mean"], s["low"], s["high"]) == (0.0, 0.0, 0.0)
     assert (s["window_wins"], s["window_losses"], s["seed_wins"], s["seed_losses"]) == (1, 1, 0, 0)
@@ -33,7 +31,7 @@ def test_equal_means_per_seed_are_a_zero_difference_not_a_win():
 def test_an_agent_better_on_every_seed_beats_its_clone():
     clone = np.full((5, 3), 10.0)
     factors = np.array([0.8, 0.9, 0.7, 0.85, 0.75])      # per-seed differences -20 .. -30 %
-    s = lvc.paired_stats(clone * factors[:, None], clone)
+    s = repro.paired_stats(clone * factors[:, None], clone)
     assert s["per_seed"] == pytest.approx(list(factors - 1), abs=1e-12)
     assert s["mean"] == pytest.approx(-0.2, abs=1e-12)
     assert -0.3 <= s["low"] < s["mean"] < s["high"] <= -0.1
@@ -41,13 +39,13 @@ def test_an_agent_better_on_every_seed_beats_its_clone():
 
 
 def test_one_seed_has_no_interval_and_never_beats():
-    s = lvc.paired_stats([[1.0, 1.0]], [[2.0, 2.0]])
+    s = repro.paired_stats([[1.0, 1.0]], [[2.0, 2.0]])
     assert s["per_seed"] == [-0.5] and math.isnan(s["high"]) and s["beats"] is False
 
 
 def test_windows_that_do_not_pair_are_refused_with_the_shapes():
     with pytest.raises(InputError, match=r"shapes \(2, 3\) and \(2, 2\)"):
-        lvc.paired_stats(np.ones((2, 3)), np.ones((2, 2)))
+        repro.paired_stats(np.ones((2, 3)), np.ones((2, 2)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -56,7 +54,7 @@ def test_windows_that_do_not_pair_are_refused_with_the_shapes():
 def test_swapping_agent_and_clone_swaps_wins_and_losses(a, c):
     n = min(len(a), len(c))
     a, c = np.array(a[:n]), np.array(c[:n])
-    s, t = lvc.paired_stats(a, c), lvc.paired_stats(c, a)
+    s, t = repro.paired_stats(a, c), repro.paired_stats(c, a)
     assert (s["window_wins"], s["window_losses"]) == (t["window_losses"], t["window_wins"])
     assert (s["seed_wins"], s["seed_losses"]) == (t["seed_losses"], t["seed_wins"])
     assert s["window_wins"] + s["window_losses"] + int(np.sum(a == c)) == a.size
@@ -68,15 +66,17 @@ def test_swapping_agent_and_clone_swaps_wins_and_losses(a, c):
 def test_the_section_is_replaced_in_place_and_appended_once(tmp_path):
     table = tmp_path / "r.md"
     table.write_text("# R\n\n| seed | x |\n|---|---|\n| 000 | a |\n")
-    lvc.write_section("## first\nbody", table)
-    lvc.write_section("## second", table)
+    begin, end = "<!-- x: begin -->", "<!-- x: end -->"
+    repro.write_section("## first\nbody", begin, end, table)
+    repro.write_section("## second", begin, end, table)
     text = table.read_text()
-    assert text.count(lvc.BEGIN) == 1 and "first" not in text
-    assert text == f"# R\n\n| seed | x |\n|---|---|\n| 000 | a |\n\n{lvc.BEGIN}\n## second\n{lvc.END}\n"
+    assert text.count(begin) == 1 and "first" not in text
+    assert text == f"# R\n\n| seed | x |\n|---|---|\n| 000 | a |\n\n{begin}\n## second\n{end}\n"
 
 
 def test_the_command_leaves_out_the_output_folder():
-    assert lvc._command(["--seeds", "5", "--out", "/tmp/x", "--no-table"]) == (
+    assert repro.command_line("learners_vs_clone.py",
+                              ["--seeds", "5", "--out", "/tmp/x", "--no-table"]) == (
         "python benchmarks/learners_vs_clone.py --seeds 5")
 
 
@@ -96,29 +96,31 @@ def _save_net(folder, env, config, seed):
 
 def test_an_agent_tested_against_itself_differs_nowhere(tmp_path):
     # A tiny configuration: 24-job windows of the benchmark's own test generator.
+    from agents.rl_policy import load_rl_policy
     from cosim.compose import make_env, pin_scales
     from cosim.workloads.lublin import lublin
     from cosim.workloads.windows import window
 
-    config = lvc.env_config("saf+easy", window=8, episode_jobs=24)
+    config = repro.clone_env_config("saf+easy", window=8, episode_jobs=24)
     pin_scales(config).close()
     env = make_env(config, episode_jobs=24)
     a, b = _save_net(tmp_path / "a", env, config, 1), _save_net(tmp_path / "b", env, config, 2)
     jobs = lublin(48, procs=256, seed=3003)
     test = [window(jobs, 24, start=0), window(jobs, 24, start=24)]
-    task = {"algo": "ppo", "seed": 1, "config": config, "test": test, "window_jobs": 24}
-    same = lvc._test_one({**task, "agent": a, "clone": a})
+    def play(agent, clone):
+        return repro.play_against_clone(load_rl_policy(agent), load_rl_policy(clone),
+                                        make_env(config, episode_jobs=24), test)
+
+    same = play(a, a)
     assert same["differ"] == 0 and same["decisions"] > 0
     assert same["agent_bsld"] == same["clone_bsld"]
-    other = lvc._test_one({**task, "agent": b, "clone": a})
+    other = play(b, a)
     assert other["decisions"] >= other["choices"] >= other["differ_choices"]
     assert other["differ"] == other["differ_choices"]   # one legal action: no disagreement
     assert other["clone_bsld"] == same["clone_bsld"]
 
 
 def test_relative_differences_are_per_seed_ratios_of_means():
-    from agents import reproductions as repro
-
     assert repro.relative_differences([[1.0, 3.0], [3.0, 3.0]], [[2.0, 2.0], [2.0, 4.0]]) == [0.0, 0.0]
     assert repro.relative_differences([[3.0]], [[4.0]]) == [-0.25]
     with pytest.raises(ValueError, match="2 and 1 windows"):
@@ -130,13 +132,12 @@ def test_relative_differences_are_per_seed_ratios_of_means():
 def test_the_clone_keeper_saves_the_first_policy_scored(tmp_path):
     import torch
 
-    from agents import reproductions as repro
     from agents.checkpoint import env_meta
     from agents.networks import make_network
     from agents.rl_policy import RLPolicy, load_rl_policy
     from cosim.compose import make_env, pin_scales
 
-    config = lvc.env_config("saf+easy", window=8, episode_jobs=24)
+    config = repro.clone_env_config("saf+easy", window=8, episode_jobs=24)
     pin_scales(config).close()
     env = make_env(config, episode_jobs=24)
     policies = []
@@ -155,11 +156,13 @@ def test_the_clone_keeper_saves_the_first_policy_scored(tmp_path):
         assert torch.equal(saved.net.state_dict()[key], value)
 
 
-def test_a_results_file_that_is_not_ours_is_one_line_and_exit_2(tmp_path, capsys):
+def test_a_results_file_that_is_not_ours_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "results.json"
     bad.write_text('{"teacher": "saf+easy"}')
     before = (ROOT / "docs" / "reproductions.md").read_text()
-    assert lvc.main(["--table-from", str(bad)]) == 2
-    err = capsys.readouterr().err
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learners_vs_clone.py"),
+                          "--table-from", str(bad)], capture_output=True, text=True)
+    assert run.returncode == 2
+    err = run.stderr
     assert err.count("\n") == 1 and "expected a results.json written by this script" in err
     assert (ROOT / "docs" / "reproductions.md").read_text() == before
