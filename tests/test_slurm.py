@@ -39,7 +39,8 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["1:2:3:4", "abc", "-5", "1.5"])
+@pytest.mark.parametrize("text", ["1:2:3:4", "abc", "-5", "1.5", "1-99:99:99", "1-24:00:00",
+                                  "10:60", "01:00:60"])
 def test_bad_durations(text):
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -185,6 +186,16 @@ def test_an_end_before_its_start_is_dropped_and_counted(tmp_path):
      "1|2025-01-01T00:00:00|2025-01-01T00:00:00|2025-01-01T01:00:00|01:00:00|1|lots|COMPLETED\n",
      ":2: expected a Slurm memory", "ReqMem 'lots'"),
     ("\n\n", ": expected a header line", "an empty file"),
+    ("JobID|Submit|Start|End|Timelimit|NCPUS|State\n"
+     "1|2025-01-01T00:00:00|2025-01-01T00:00:00|2025-01-01T01:00:00|1-99:99:99|1|COMPLETED\n",
+     ":2: expected a Slurm duration", "Timelimit '1-99:99:99'"),
+    ("JobID|Submit|Start|End|Timelimit|NCPUS|State\n"
+     "1|2025-01-01T00:00:00|2025-01-01T00:00:00|2025-01-01T01:00:00|01:00:00|-4|COMPLETED\n",
+     ":2: expected a whole number from 0 within int64", "got NCPUS -4"),
+    ("JobID|Submit|Start|End|Timelimit|NCPUS|State\n"
+     "1|2025-01-01T00:00:00|2025-01-01T00:00:00|2025-01-01T01:00:00|01:00:00|"
+     "99999999999999999999999|COMPLETED\n",
+     ":2: expected a whole number from 0 within int64", "got NCPUS 99999999999999999999999"),
 ])
 def test_bad_files_name_file_line_and_column(tmp_path, text, where, found):
     p = tmp_path / "bad.txt"

@@ -176,6 +176,43 @@ def test_unsorted_submits_are_sorted_and_counted(tmp_path):
     assert w.cleaning["submit_out_of_order"] == 1
 
 
+def test_out_of_order_submits_are_warned_about(tmp_path):
+    from cosim.workloads.loading import workload_warnings
+    p = write(tmp_path, "\n".join([job(1, 10, 5, 1), job(2, 3, 5, 1), job(3, 3, 5, 1)]) + "\n")
+    w = read_swf(p)
+    assert w.job_id.tolist() == [2, 3, 1]       # stable: 2 before 3, as in the file
+    assert ("1 jobs submitted before the job above them in the file: replayed in submit "
+            "order (a stable sort: equal submits keep file order)") in workload_warnings(w)
+
+
+@pytest.mark.parametrize(("field", "value", "name"), [
+    (5, "2.5", "alloc_procs"), (8, "0.5", "req_procs"),
+    (12, "99999999999999999999999", "user"), (1, "1e19", "job_id"),
+])
+def test_counts_and_ids_must_be_whole_int64(tmp_path, field, value, name):
+    fields = job(2, 1, 5, 1, 1).split()
+    fields[field - 1] = value
+    p = write(tmp_path, "; MaxProcs: 4\n" + job(1, 0, 5, 1) + "\n" + " ".join(fields) + "\n")
+    with pytest.raises(WorkloadError) as e:
+        read_swf(p)
+    assert str(e.value) == (f"{p}:3: expected a whole number within int64 (a count or an id), "
+                            f"got {float(value):g} in field {field} ({name})")
+
+
+@pytest.mark.parametrize("value", ["0", "-8", "lots", "2.5"])
+def test_a_stated_machine_size_must_be_a_whole_number_above_0(tmp_path, value):
+    p = write(tmp_path, f"; MaxProcs: {value}\n" + job(1, 0, 5, 1) + "\n")
+    for read in (read_swf, read_swf_header):
+        with pytest.raises(WorkloadError) as e:
+            read(p)
+        assert str(e.value) == (f"{p}: header MaxProcs: expected a whole number of processors "
+                                f"above 0 (or no such header line), got {value!r}")
+    # MaxNodes too; and a size with a note after it is still read.
+    with pytest.raises(WorkloadError, match="header MaxNodes"):
+        read_swf(write(tmp_path, "; MaxNodes: none\n" + job(1, 0, 5, 1) + "\n"))
+    assert read_swf(write(tmp_path, "; MaxProcs: 8 (batch)\n" + job(1, 0, 5, 1) + "\n")).max_procs == 8
+
+
 def test_negative_submits_are_unknown_and_dropped_not_replayed_at_zero(tmp_path):
     # Replayed at time 0, job 2 (submitted at -50) would wait 50 s less than the
     # trace says and go ahead of job 1; SWF's times start at 0, so it is unknown.

@@ -264,7 +264,8 @@ def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> l
 
     Lines appear only when something happened: jobs were dropped (by rule,
     with counts), requested times were missing so the scheduler's estimate is
-    the true run time (a perfect estimate no real scheduler has), the machine
+    the true run time (a perfect estimate no real scheduler has), jobs were
+    out of submit order in the file (re-sorted), the machine
     size was guessed (largest job, or the peak of an accounting file), a
     status filter is in force, or trace fields (:data:`TRACE_FEATURES`) are
     unknown for every job. Empty for generated workloads.
@@ -288,6 +289,10 @@ def workload_warnings(workload: Workload, scenario: Scenario | None = None) -> l
         if left_out:
             line += f"; {n} of the {in_file - total} kept replayed (workload.jobs)"
         lines.append(line)
+    out_of_order = c.get("submit_out_of_order", 0)
+    if out_of_order:
+        lines.append(f"{out_of_order} jobs submitted before the job above them in the file: "
+                     "replayed in submit order (a stable sort: equal submits keep file order)")
     missing = c.get("req_time_missing", 0)
     replaced = scenario is not None and scenario.workload.estimates.model != "trace"
     if missing and not replaced:

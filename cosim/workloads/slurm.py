@@ -88,6 +88,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim import limits
 from cosim.errors import InputError, WorkloadError
 from cosim.workloads.base import Workload, read_input
 
@@ -137,14 +138,19 @@ def parse_duration(text: str) -> float | None:
     ``D-HH:MM:SS``, ``D-HH:MM``, ``D-HH``, ``HH:MM:SS``, ``MM:SS``,
     ``MM:SS.mmm`` and plain minutes (``90``, as ``sbatch --time`` takes
     them) are read; ``UNLIMITED``, ``Partition_Limit``, ``INVALID``,
-    ``Unknown``, ``None`` and empty give None.
+    ``Unknown``, ``None`` and empty give None. Minutes and seconds are
+    below 60, and hours below 24 after a day count.
 
     Raises:
-        ValueError: anything else.
+        ValueError: anything else (``1-99:99:99`` too).
 
     Examples:
         >>> parse_duration("1-02:03:04"), parse_duration("10:00"), parse_duration("UNLIMITED")
         (93784.0, 600.0, None)
+        >>> parse_duration("1-99:99:99")
+        Traceback (most recent call last):
+        ...
+        ValueError: 1-99:99:99
     """
     t = text.strip()
     if t.upper() in _NO_LIMIT:
@@ -153,6 +159,11 @@ def parse_duration(text: str) -> float | None:
     if not m:
         raise ValueError(t)
     days, a, b, c = m.groups()
+    # Slurm writes minutes and seconds below 60 and, after a day count, hours
+    # below 24: 1-99:99:99 is a corrupt field, not 5 days.
+    if any(part is not None and float(part) >= 60 for part in (b, c)) or (
+            days is not None and int(a) >= 24):
+        raise ValueError(t)
     if days is not None:     # D-HH[:MM[:SS]]
         return int(days) * 86400 + int(a) * 3600 + float(b or 0) * 60 + float(c or 0)
     if c is not None:        # HH:MM:SS
@@ -480,7 +491,8 @@ def _duration(text: str, where: str, name: str) -> float | None:
         return parse_duration(text)
     except ValueError:
         raise WorkloadError(where, f"{name} {text!r}",
-                            "a Slurm duration (D-HH:MM:SS, HH:MM:SS, MM:SS) or "
+                            "a Slurm duration (D-HH:MM:SS, HH:MM:SS, MM:SS; minutes and "
+                            "seconds below 60, hours below 24 after days) or "
                             "UNLIMITED / Partition_Limit / Unknown") from None
 
 
@@ -489,9 +501,14 @@ def _int(text: str, where: str, name: str) -> int:
     if not t:
         return 0
     try:
-        return int(t)
+        value = int(t)
     except ValueError:
         raise WorkloadError(where, f"{name} {text!r}", "a whole number") from None
+    # A count: negative is no job, and past int64 it cannot be a numpy column.
+    if value < 0 or limits.out_of_int64(value):
+        shown = t if len(t) <= 24 else f"{t[:12]}... ({len(t)} digits)"
+        raise WorkloadError(where, f"{name} {shown}", "a whole number from 0 within int64")
+    return value
 
 
 def parse_hostlist(text: str) -> list[str]:

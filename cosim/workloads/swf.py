@@ -26,7 +26,14 @@ rule name                   what happens
 ``req_time_missing``        requested time (field 9) <= 0: set to max(run, 1 s)
 ``run_exceeds_request``     run > requested time (a real estimate): kept, counted
 ``submit_out_of_order``     job submitted before its predecessor in the file: re-sorted
+                            (stably, equal submits keep file order), counted, warned
 ==========================  ==========================================================
+
+Refused, not cleaned (one line naming ``file:line``): a count or id field
+(job, processors, status, user, group, executable, queue, partition,
+preceding job) that is not a whole number within int64, a time beyond
+:data:`MAX_SECONDS`, and a header ``MaxProcs``/``MaxNodes`` that is not a
+whole number above 0.
 
 Status: the Parallel Workloads Archive codes field 11 as 1 completed, 0
 failed, 5 cancelled (-1 unknown; other values for checkpointed or swapped
@@ -138,8 +145,9 @@ class SwfHeader:
     """Header key/values of an SWF file.
 
     Attributes:
-        max_procs: ``MaxProcs`` as an int, or 0 when absent or not a number.
-        max_nodes: ``MaxNodes`` as an int, or 0 when absent or not a number.
+        max_procs: ``MaxProcs`` as an int, or 0 when absent (a stated value
+            that is not a whole number above 0 is refused).
+        max_nodes: ``MaxNodes`` as an int, or 0 when absent.
         fields: every ``; Key: value`` header line, key -> value (stripped).
             A key that appears several times (``Queue``) keeps all its values
             joined by newlines, in file order.
@@ -170,8 +178,12 @@ def _comment_lines(raw: bytes) -> list[bytes]:
     return out
 
 
-def _parse_header(raw: bytes) -> SwfHeader:
-    """Collect ``; Key: value`` lines; comment lines without a colon are ignored."""
+def _parse_header(raw: bytes, where: str) -> SwfHeader:
+    """Collect ``; Key: value`` lines; comment lines without a colon are ignored.
+
+    Raises:
+        WorkloadError: ``MaxProcs`` or ``MaxNodes`` stated but not a whole number above 0.
+    """
     header = SwfHeader()
     for body in _comment_lines(raw):
         text = body.decode("utf-8", errors="replace").strip()
@@ -181,19 +193,29 @@ def _parse_header(raw: bytes) -> SwfHeader:
             continue
         prev = header.fields.get(key)
         header.fields[key] = value if prev is None else f"{prev}\n{value}"
-    header.max_procs = _header_int(header.fields.get("MaxProcs"))
-    header.max_nodes = _header_int(header.fields.get("MaxNodes"))
+    header.max_procs = _header_int(header.fields.get("MaxProcs"), "MaxProcs", where)
+    header.max_nodes = _header_int(header.fields.get("MaxNodes"), "MaxNodes", where)
     return header
 
 
-def _header_int(value: str | None) -> int:
+def _header_int(value: str | None, key: str, where: str) -> int:
+    """A machine size the header states, 0 when it states none.
+
+    A stated size that is not a whole number above 0 (``0``, ``-8``,
+    ``lots``) is refused: replayed, it would silently become the largest
+    job's width, a different machine than the trace's.
+    """
     if value is None:
         return 0
+    first = value.split()[0] if value.split() else ""
     try:
-        number = int(float(value.split()[0]))
-    except (ValueError, IndexError):
-        return 0
-    return max(number, 0)
+        number = float(first)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number == int(number) and number > 0):
+        raise WorkloadError(f"{where}: header {key}", repr(value.split("\n")[0]),
+                            "a whole number of processors above 0 (or no such header line)")
+    return int(number)
 
 
 def read_swf_header(path: str | os.PathLike) -> SwfHeader:
@@ -208,7 +230,7 @@ def read_swf_header(path: str | os.PathLike) -> SwfHeader:
     Raises:
         InputError: the file does not exist or cannot be read.
     """
-    return _parse_header(_read_bytes(Path(path)))
+    return _parse_header(_read_bytes(Path(path)), str(path))
 
 
 def _locate_bad_line(raw: bytes, path: Path) -> WorkloadError | None:
@@ -261,6 +283,7 @@ def _parse_table(raw: bytes, path: Path) -> np.ndarray:
         if bad is not None:
             raise bad
     _check_times(table, raw, path)
+    _check_whole(table, raw, path)
     return table
 
 
@@ -278,13 +301,38 @@ def _check_times(table: np.ndarray, raw: bytes, path: Path) -> None:
         return
     row, k = np.argwhere(over)[0]
     col = _TIME_FIELDS[k]
-    job_lines = (i for i, line in enumerate(raw.splitlines(), start=1)
-                 if line.split(b";", 1)[0].split())
-    lineno = next(itertools.islice(job_lines, int(row), None))
     name = SWF_FIELDS[col - 1].replace("_", " ")
     name = "run time" if name == "run" else name
-    raise WorkloadError(f"{path}:{lineno}", f"{name} {table[row, col - 1]:g} s in field {col}",
+    raise WorkloadError(f"{path}:{_job_lineno(raw, int(row))}",
+                        f"{name} {table[row, col - 1]:g} s in field {col}",
                         f"times of at most {MAX_SECONDS:g} s (about 317 years)")
+
+
+def _job_lineno(raw: bytes, row: int) -> int:
+    """The file line number of job line ``row`` (0-based), for a message (slow path)."""
+    job_lines = (i for i, line in enumerate(raw.splitlines(), start=1)
+                 if line.split(b";", 1)[0].split())
+    return next(itertools.islice(job_lines, row, None))
+
+
+#: Fields that hold counts and ids (1-based): job, processors, status, user,
+#: group, executable, queue, partition, preceding job. Each must be a whole
+#: number within int64: 2.5 processors or a user id of 10**23 is no job.
+_WHOLE_FIELDS = (1, 5, 8, 11, 12, 13, 14, 15, 16, 17)
+
+
+def _check_whole(table: np.ndarray, raw: bytes, path: Path) -> None:
+    """Refuse a count or id field that is not a whole number within int64, naming the line."""
+    cols = table[:, [c - 1 for c in _WHOLE_FIELDS]]
+    bad = (cols != np.floor(cols)) | (np.abs(cols) >= 2.0**63)
+    if not bad.any():
+        return
+    row, k = np.argwhere(bad)[0]
+    col = _WHOLE_FIELDS[k]
+    value = table[row, col - 1]
+    raise WorkloadError(f"{path}:{_job_lineno(raw, int(row))}",
+                        f"{value:g} in field {col} ({SWF_FIELDS[col - 1]})",
+                        "a whole number within int64 (a count or an id)")
 
 
 def read_swf(
@@ -317,8 +365,9 @@ def read_swf(
     Raises:
         InputError: the file is missing or unreadable, ``max_procs`` is not
             a positive integer, or ``status`` is not a valid choice.
-        WorkloadError: a job line does not have 18 numeric fields (the message
-            names ``path:line``).
+        WorkloadError: a job line does not have 18 numeric fields, or a count
+            or id that is not a whole number within int64 (the message names
+            ``path:line``); a header machine size that is not a whole number above 0.
     """
     path = Path(path)
     if max_procs is not None and (
@@ -327,7 +376,7 @@ def read_swf(
         raise InputError("max_procs", repr(max_procs), "a positive integer number of processors")
     keep_status = status_codes(status)
     raw = _read_bytes(path)
-    header = _parse_header(raw)
+    header = _parse_header(raw, str(path))
     table = _parse_table(raw, path)
     del raw
 
