@@ -39,7 +39,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cosim.studies.printed import (
+    REDUCED,
+    page_vasp_table,
+    report_figures,
+    rows_and_notes,
+    run_printed_study,
+    without_speed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "scenarios" / "study-lublin.yaml"
@@ -49,50 +56,6 @@ README = ROOT / "README.md"
 VASP_PAGES = (README, ROOT / "docs" / "guide" / "run.md")
 #: The page that prints the study table.
 STUDY_PAGE = ROOT / "docs" / "guide" / "studies.md"
-
-#: The reduced study: the study file of the studies page, with fewer, shorter runs.
-REDUCED = {"seeds": [1, 2, 3], "set": {"workload.jobs": 300}, "bootstrap": 999, "plots": False}
-
-
-def study_file(folder: Path, reduced: bool) -> Path:
-    """The study file of the studies page, or its reduced variant, written into ``folder``.
-
-    The scenario path is made absolute so that the copy runs from anywhere.
-    """
-    doc = yaml.safe_load(STUDY.read_text())
-    doc["scenario"] = str((STUDY.parent / doc["scenario"]).resolve())
-    if reduced:
-        doc["seeds"] = REDUCED["seeds"]
-        doc["set"] = {**doc.get("set", {}), **REDUCED["set"]}
-        doc["bootstrap"] = REDUCED["bootstrap"]
-        doc["plots"] = REDUCED["plots"]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / STUDY.name
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def run(out: Path, *, reduced: bool, serial: bool = True, quiet: bool = True
-        ) -> tuple[str, list[dict[str, Any]]]:
-    """Run the (reduced) study into ``out``; return its printed table and report rows."""
-    from cosim.studies import run_study
-
-    lines: list[str] = []
-    path = study_file(out / "study", reduced)
-    rc = run_study(path, out=out / "results", serial=serial, quiet=quiet, echo=lines.append)
-    if rc != 0:
-        raise SystemExit(f"error: the study had failed runs (exit {rc}): see {out}/results")
-    # lines: the plan line, "N runs in T s", the table, "results: ..."; keep the table only
-    table = next(m for m in lines if m.startswith(("setting ", "policy ")))
-    rows = json.loads((out / "results" / "report.json").read_text())["rows"]
-    return table, rows
-
-
-def figures(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """``{"setting/policy/metric": {mean, low, high}}`` from the report's rows."""
-    return {f"{r['setting']}/{r['policy']}/{r['metric']}":
-            {k: round(float(r[k]), 9) for k in ("mean", "low", "high")} for r in rows}
-
 
 def vasp_table(results: Path | None, out: Path) -> str:
     """The comparison table of ``scenarios/vasp.yaml``: from ``results``' comparison.json
@@ -112,28 +75,6 @@ def vasp_table(results: Path | None, out: Path) -> str:
     return comparison_table({p["policy"]: doc["summaries"][p["policy"]] for p in doc["policies"]})
 
 
-def _rows_and_notes(table: str) -> tuple[list[str], list[str]]:
-    """The table's lines (header, dashes, one per policy) and the notes printed below them."""
-    lines = table.splitlines()
-    width = len(lines[1])
-    rows = [line for line in lines if len(line) == width]
-    return rows, lines[len(rows):]
-
-
-def without_speed(table: str) -> list[str]:
-    """The table's lines without the last column (speed, machine-dependent), notes kept."""
-    rows, notes = _rows_and_notes(table)
-    last = len(rows[1].split()[-1]) + 2           # the dashes under the last header, and the gap
-    return [line[:-last].rstrip() for line in rows] + notes
-
-
-def readme_vasp_table(text: str) -> str:
-    """The ``cosim run scenarios/vasp.yaml`` table as a page (the README, the guide) prints it."""
-    start = text.index("$ python -m cosim run scenarios/vasp.yaml\n")
-    first = text.index("\n", start) + 1
-    return text[first:text.index("\nresults: ", first)]
-
-
 def update_readme_vasp(table: str) -> None:
     """Write ``table`` into every page that prints it, keeping each page's own speed column."""
     for page in VASP_PAGES:
@@ -142,8 +83,8 @@ def update_readme_vasp(table: str) -> None:
 
 def _update_vasp_page(page: Path, table: str) -> None:
     text = page.read_text()
-    old = readme_vasp_table(text)
-    (old_lines, _), (new_lines, notes) = _rows_and_notes(old), _rows_and_notes(table)
+    old = page_vasp_table(text)
+    (old_lines, _), (new_lines, notes) = rows_and_notes(old), rows_and_notes(table)
     if [r.split()[0] for r in old_lines[2:]] != [r.split()[0] for r in new_lines[2:]]:
         raise SystemExit(f"error: {page.name}'s VASP table has other policies; paste it by hand")
     width = len(old_lines[1].split()[-1])
@@ -198,18 +139,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"written: {pages}, {FIGURES.relative_to(ROOT)}", file=sys.stderr)
         return 0
     if args.record_reduced:
-        table, rows = run(base, reduced=True)
+        table, rows = run_printed_study(STUDY, base, reduced=True)
         doc = _load()
         doc["reduced"] = {"study": STUDY.name, **{k: v for k, v in REDUCED.items()},
-                          "figures": figures(rows), "table": table}
+                          "figures": report_figures(rows), "table": table}
         _save(doc)
         print(table)
         return 0
-    table, rows = run(base, reduced=False, serial=args.serial, quiet=False)
+    table, rows = run_printed_study(STUDY, base, reduced=False, serial=args.serial, quiet=False)
     print(table)
     if args.update:
         doc = _load()
-        doc["full"] = {"study": STUDY.name, "figures": figures(rows), "table": table}
+        doc["full"] = {"study": STUDY.name, "figures": report_figures(rows), "table": table}
         _save(doc)
         update_readme(table)
         print(f"written: {STUDY_PAGE.relative_to(ROOT)}, {FIGURES.relative_to(ROOT)}",

@@ -1,6 +1,7 @@
 """The printed study and VASP tables are made by a script, and a reduced run reproduces.
 
-``benchmarks/readme_tables.py`` runs ``scenarios/study-lublin.yaml`` and writes
+``benchmarks/readme_tables.py`` runs ``scenarios/study-lublin.yaml`` (through
+:mod:`cosim.studies.printed`, as this test does) and writes
 its table into the studies page of the guide (``docs/guide/studies.md``) and
 ``tests/readme_tables.json``; the VASP table is printed by the README and by
 ``docs/guide/run.md``. The full study
@@ -16,24 +17,20 @@ of a float's printed form). A deliberate change of schedules re-records::
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from cosim.studies.printed import page_vasp_table, report_figures, run_printed_study, without_speed
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = json.loads((ROOT / "tests" / "readme_tables.json").read_text())
 REL = 1e-9
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("readme_tables",
-                                                  ROOT / "benchmarks" / "readme_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+#: The study the studies page prints, and that page.
+STUDY = ROOT / "scenarios" / "study-lublin.yaml"
+STUDY_PAGE = ROOT / "docs" / "guide" / "studies.md"
 
 
 def _close(got: float, want: float) -> bool:
@@ -44,12 +41,12 @@ def _close(got: float, want: float) -> bool:
 
 @pytest.fixture(scope="module")
 def reduced(tmp_path_factory):
-    return _script().run(tmp_path_factory.mktemp("readme-tables"), reduced=True)
+    return run_printed_study(STUDY, tmp_path_factory.mktemp("readme-tables"), reduced=True)
 
 
 def test_reduced_study_reproduces_its_recorded_figures(reduced):
     table, rows = reduced
-    got = _script().figures(rows)
+    got = report_figures(rows)
     want = RECORDED["reduced"]["figures"]
     assert set(got) == set(want)
     for key, cell in want.items():
@@ -67,7 +64,7 @@ def test_the_reduced_study_is_the_printed_study_made_smaller():
 
 
 def test_studies_page_prints_the_recorded_full_table():
-    page = _script().STUDY_PAGE
+    page = STUDY_PAGE
     table = RECORDED["full"]["table"]
     assert table in page.read_text(), f"{page.name}'s study table differs from " \
         "tests/readme_tables.json (python benchmarks/readme_tables.py --serial --update)"
@@ -80,7 +77,5 @@ def test_studies_page_prints_the_recorded_full_table():
 def test_pages_print_the_recorded_vasp_table(page):
     # every column but the speed, as benchmarks/readme_tables.py --vasp recorded it
     # (tests/test_vasp_figures.py checks that a reduced run still gives these rows)
-    script = _script()
-    assert ROOT / page in script.VASP_PAGES
-    table = script.readme_vasp_table((ROOT / page).read_text())
-    assert script.without_speed(table) == RECORDED["vasp"]["table_without_speed"]
+    table = page_vasp_table((ROOT / page).read_text())
+    assert without_speed(table) == RECORDED["vasp"]["table_without_speed"]
