@@ -62,6 +62,28 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="python -m agents", description="Train and evaluate RL scheduling agents.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
+    _add_train_parser(sub)
+    e = sub.add_parser("evaluate", help="run a trained agent greedily and print its metrics")
+    e.add_argument("scenario", help="scenario YAML file")
+    e.add_argument("--checkpoint", required=True, help="training output or checkpoint folder")
+    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--seed", type=nonnegative_int, default=1000, help="first episode seed")
+    e.add_argument("--episode-jobs", type=int, default=None)
+    e.add_argument("--window", type=nonnegative_int, nargs="+", default=None, metavar="N",
+                   help="another window (kernel networks only)")
+    e.add_argument("--baseline", action="append", default=None, metavar="NAME",
+                   help="heuristic policies run on the same episodes' jobs (repeatable; "
+                        f"default: {', '.join(DEFAULT_BASELINES)}; 'none' for none)")
+    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
+    e.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    from agents.tuning import cli as tune_cli
+    tune_cli.add_parser(sub)
+    return p
+
+
+# The train command has many flags; its parser is built in parts (the order of the
+# groups is the order of --help).
+def _add_train_parser(sub) -> None:
     t = sub.add_parser("train", help="train a PPO, A2C, PG or DQL agent in the scheduling env",
                        usage="python -m agents train SCENARIO [--algo NAME] [options by group "
                              "below] [--arg NAME=VALUE ...]")
@@ -93,6 +115,37 @@ def _parser() -> argparse.ArgumentParser:
     teach.add_argument("--bc-steps", type=nonnegative_int, default=0,
                        help="behaviour-cloning pretraining: teacher decisions to clone first")
     teach.add_argument("--bc-epochs", type=positive_int, default=10)
+    _add_environment_groups(t)
+    pair = t.add_argument_group("paired learning signal")
+    pair.add_argument("--paired", default=None, metavar="BASELINE",
+                      help="paired learning signal: the episode's return is its advantage over "
+                           "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
+                           "(cosim.env.wrappers.PairedReturn)")
+    pair.add_argument("--paired-mode", choices=tuple(PAIRED_MODES), default="replace",
+                      help="with --paired: replace the per-step rewards with the relative "
+                           "difference (default) or add it to them; log (log ratio) and clip "
+                           "(clipped difference) are bounded to [-1, 1]")
+    pair.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
+                      help="with --paired: the episode metric compared (mean bsld or mean wait)")
+    pair.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
+                      help="with --paired: skip training windows where FCFS, SJF and SAF with "
+                           "EASY are within relative spread X (nothing to learn there)")
+    net = t.add_argument_group("network and hyper-parameters")
+    net.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
+    net.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                     help="set any hyper-parameter of the learner (its group below), "
+                          "e.g. --arg ent_coef=0.02")
+    add_help_groups(t)
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                     help="override a scenario value, e.g. --set workload.jobs=2000")
+    run.add_argument("--checkpoint-every", type=positive_float, default=300.0, metavar="SECONDS")
+    run.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="SECONDS",
+                     help="stop after this much wall time")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_environment_groups(t: argparse.ArgumentParser) -> None:
+    """The flags that build the scheduling env (cosim.env.EnvSpec)."""
     act = t.add_argument_group("environment: actions and observations",
                                "what the agent decides and sees (cosim.env.SchedulingEnv)")
     act.add_argument("--actions", choices=("start", "select", "dras", "kill", "inspect", "backfill"),
@@ -172,49 +225,6 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", dest="env_set",
                      help="set any env setting (a field of cosim.env.EnvSpec), "
                           "e.g. --env max_time=200000")
-    pair = t.add_argument_group("paired learning signal")
-    pair.add_argument("--paired", default=None, metavar="BASELINE",
-                      help="paired learning signal: the episode's return is its advantage over "
-                           "heuristic BASELINE's schedule of the same jobs, e.g. saf+easy "
-                           "(cosim.env.wrappers.PairedReturn)")
-    pair.add_argument("--paired-mode", choices=tuple(PAIRED_MODES), default="replace",
-                      help="with --paired: replace the per-step rewards with the relative "
-                           "difference (default) or add it to them; log (log ratio) and clip "
-                           "(clipped difference) are bounded to [-1, 1]")
-    pair.add_argument("--paired-metric", choices=("bsld", "wait"), default="bsld",
-                      help="with --paired: the episode metric compared (mean bsld or mean wait)")
-    pair.add_argument("--contention-min", type=nonnegative_float, default=None, metavar="X",
-                      help="with --paired: skip training windows where FCFS, SJF and SAF with "
-                           "EASY are within relative spread X (nothing to learn there)")
-    net = t.add_argument_group("network and hyper-parameters")
-    net.add_argument("--network", choices=("mlp", "kernel", "cnn", "dras"), default=None)
-    net.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                     help="set any hyper-parameter of the learner (its group below), "
-                          "e.g. --arg ent_coef=0.02")
-    add_help_groups(t)
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                     help="override a scenario value, e.g. --set workload.jobs=2000")
-    run.add_argument("--checkpoint-every", type=positive_float, default=300.0, metavar="SECONDS")
-    run.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="SECONDS",
-                     help="stop after this much wall time")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    e = sub.add_parser("evaluate", help="run a trained agent greedily and print its metrics")
-    e.add_argument("scenario", help="scenario YAML file")
-    e.add_argument("--checkpoint", required=True, help="training output or checkpoint folder")
-    e.add_argument("--episodes", type=int, default=10)
-    e.add_argument("--seed", type=nonnegative_int, default=1000, help="first episode seed")
-    e.add_argument("--episode-jobs", type=int, default=None)
-    e.add_argument("--window", type=nonnegative_int, nargs="+", default=None, metavar="N",
-                   help="another window (kernel networks only)")
-    e.add_argument("--baseline", action="append", default=None, metavar="NAME",
-                   help="heuristic policies run on the same episodes' jobs (repeatable; "
-                        f"default: {', '.join(DEFAULT_BASELINES)}; 'none' for none)")
-    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
-    e.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    from agents.tuning import cli as tune_cli
-    tune_cli.add_parser(sub)
-    return p
 
 
 def _parse_value(text: str) -> Any:
