@@ -400,6 +400,54 @@ def headline(jobs: Mapping[str, Any], events: Mapping[str, Any] | None = None, *
             "queue_len_mean": queue}
 
 
+# summarize() builds its dict in parts; each helper returns its keys in the
+# order of METRICS.md so the flat dict keeps one key order.
+def _time_average_metrics(events: Mapping[str, Any] | None, useful: float, cores: int,
+                          t0: float, t1: float, span: float) -> dict[str, Any]:
+    """The keys read from the events table (None without one or an empty span)."""
+    out: dict[str, Any] = dict.fromkeys(("utilization_up", "queue_len_mean", "queued_load_mean",
+                                         "resource_holes_core_seconds", "resource_holes_frac"))
+    if events is not None and span > 0:
+        ev = _check_events(events)
+        t = ev["time"]
+        if "up_cores" in ev:
+            up = step_integral(t, ev["up_cores"], t0, t1)
+            out["utilization_up"] = _f(useful / up) if up > 0 else None
+        if "queue_len" in ev:
+            out["queue_len_mean"] = step_integral(t, ev["queue_len"], t0, t1) / span
+        if "queued_area" in ev:
+            out["queued_load_mean"] = step_integral(t, ev["queued_area"], t0, t1) / span
+        if "idle_fit_cores" in ev:
+            passes = ev["kind"] == "pass"
+            holes = step_integral(t[passes], ev["idle_fit_cores"][passes], t0, t1)
+            out["resource_holes_core_seconds"] = holes
+            out["resource_holes_frac"] = holes / (cores * span)
+    return out
+
+
+def _mode_and_class_metrics(per: Mapping[str, np.ndarray], c: Mapping[str, np.ndarray],
+                            mode: np.ndarray, area: np.ndarray) -> dict[str, Any]:
+    """Shares by execution mode and mean waits by size and run class.
+
+    ``area`` is the core-time of the finished jobs' final attempts.
+    """
+    fin = per["finished"]
+    out: dict[str, Any] = {}
+    nfin = int(fin.sum())
+    total_area = float(area.sum())
+    for m in EXEC_MODES:
+        sel = fin & (mode == m)
+        out[f"mode_jobs_{m}"] = float(sel.sum()) / nfin if nfin else None
+        out[f"mode_corehours_{m}"] = _f(area[sel].sum() / total_area) if total_area > 0 else None
+
+    sclass = size_class(c["procs"])
+    rclass = run_class(np.where(fin, c["run"], np.nan))
+    for classes, idx, key in ((SIZE_CLASSES, sclass, "size"), (RUN_CLASSES, rclass, "run")):
+        for k, (_, suffix, _, _) in enumerate(classes):
+            sel = fin & (idx == k)
+            out[f"jobs_{key}_{suffix}"] = int(sel.sum())
+            out[f"wait_mean_{key}_{suffix}"] = _mean(per["wait"][sel])
+    return out
 
 
 def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, cores: int,
@@ -527,40 +575,9 @@ def summarize(jobs: Mapping[str, Any], events: Mapping[str, Any] | None, *, core
         out.update(fairness_jain=None, fairness_users=0, bsld_worst_user_mean=None,
                    worst_user=-1)
 
-    keys_time = ("utilization_up", "queue_len_mean", "queued_load_mean",
-                 "resource_holes_core_seconds", "resource_holes_frac")
-    out.update(dict.fromkeys(keys_time))
-    if events is not None and span > 0:
-        ev = _check_events(events)
-        t = ev["time"]
-        if "up_cores" in ev:
-            up = step_integral(t, ev["up_cores"], t0, t1)
-            out["utilization_up"] = _f(useful / up) if up > 0 else None
-        if "queue_len" in ev:
-            out["queue_len_mean"] = step_integral(t, ev["queue_len"], t0, t1) / span
-        if "queued_area" in ev:
-            out["queued_load_mean"] = step_integral(t, ev["queued_area"], t0, t1) / span
-        if "idle_fit_cores" in ev:
-            passes = ev["kind"] == "pass"
-            holes = step_integral(t[passes], ev["idle_fit_cores"][passes], t0, t1)
-            out["resource_holes_core_seconds"] = holes
-            out["resource_holes_frac"] = holes / (cores * span)
+    out.update(_time_average_metrics(events, useful, cores, t0, t1, span))
 
-    nfin = int(fin.sum())
-    area = useful_area + timeout_area   # finished jobs' final attempts
-    total_area = float(area.sum())
-    for m in EXEC_MODES:
-        sel = fin & (mode == m)
-        out[f"mode_jobs_{m}"] = float(sel.sum()) / nfin if nfin else None
-        out[f"mode_corehours_{m}"] = _f(area[sel].sum() / total_area) if total_area > 0 else None
-
-    sclass = size_class(c["procs"])
-    rclass = run_class(np.where(fin, c["run"], np.nan))
-    for classes, idx, key in ((SIZE_CLASSES, sclass, "size"), (RUN_CLASSES, rclass, "run")):
-        for k, (_, suffix, _, _) in enumerate(classes):
-            sel = fin & (idx == k)
-            out[f"jobs_{key}_{suffix}"] = int(sel.sum())
-            out[f"wait_mean_{key}_{suffix}"] = _mean(per["wait"][sel])
+    out.update(_mode_and_class_metrics(per, c, mode, useful_area + timeout_area))
 
     out["cores"] = cores
     out["tau"] = float(tau)
