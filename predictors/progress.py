@@ -177,52 +177,12 @@ def expected_ionic_steps(physics: Mapping[str, np.ndarray], k: np.ndarray,
     return np.where(np.isfinite(out) & (out >= 1), np.maximum(out, k), np.nan)
 
 
-def progress_features(p: ProgressInputs) -> np.ndarray:
-    """The :data:`FEATURE_NAMES` columns for every sample: float32, ``(n, len(FEATURE_NAMES))``."""
+# progress_features() in parts by what they read: the SCF lines of the step under
+# way and the finished ionic steps; each returns its columns in FEATURE_NAMES order.
+def _scf_line_features(p: ProgressInputs, phys: Mapping[str, np.ndarray], has1: np.ndarray,
+                       d: np.ndarray) -> tuple[np.ndarray, ...]:
+    """log10 |dE| of the lines so far of the step under way, and the lines left."""
     n = len(p.now)
-    v = p.values if len(p.values) else np.zeros((1, 4))
-    k = np.asarray(p.k, dtype=np.int64)
-    now = np.asarray(p.now, dtype=np.float64)
-    starts = np.asarray(p.starts, dtype=np.int64)
-    phys = {c: np.asarray(p.physics.get(c, np.full(n, np.nan)), dtype=np.float64)
-            for c in PHYSICS_COLUMNS}
-    has1, has2 = k >= 1, k >= 2
-    first = np.where(has1, starts, 0)
-    last = np.where(has1, starts + k - 1, 0)
-    prev = np.where(has2, starts + k - 2, 0)
-    t1 = np.where(has1, v[first, 0], np.nan)
-    tk = np.where(has1, v[last, 0], 0.0)
-    tprev = np.where(has2, v[prev, 0], np.nan)
-    n1 = np.where(has1, v[first, 3], np.nan)
-    nk = np.where(has1, v[last, 3], np.nan)
-    # SCF steps of steps 2..k: a cumulative sum over all rows
-    scf_col = p.values[:, 3]
-    if np.isnan(scf_col).any():
-        scf_col = np.nan_to_num(scf_col)
-    cs = np.zeros(len(p.values) + 1)
-    np.cumsum(scf_col, out=cs[1:])
-    later_scf = np.where(has2, cs[np.where(has2, starts + k, 0)] - cs[np.where(has2, starts + 1, 0)],
-                         np.nan)
-    now_eff = np.maximum(now, tk)
-    startup = np.full(n, np.nan) if p.startup is None else np.asarray(p.startup, dtype=np.float64)
-    # the step under way started at the end of the last finished step, or after start-up
-    t0 = np.where(has1, tk, np.where(np.isfinite(startup), startup, 0.0))
-    in_step = np.maximum(now_eff - t0, 0.0)
-    prerun = np.maximum(np.asarray(p.prerun, dtype=np.float64), 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scf_later_mean = later_scf / (k - 1)
-        tau_later = (tk - np.where(has2, v[first, 0], np.nan)) / later_scf
-        tau_first = (t1 - np.where(np.isfinite(startup), startup, 0.0)) / n1
-        step_time = (tk - np.where(has2, v[first, 0], np.nan)) / (k - 1)
-        last_step = np.where(has2, tk - tprev, t1)
-        # mean SCF lines of a step to expect for the step under way
-        expected_scf = np.where(has2, scf_later_mean, np.where(has1, n1, np.nan))
-        d = np.asarray(p.scf, dtype=np.float64)
-        d = np.where(d >= 0, d, np.nan)
-        # d lines written and one under way: (d + 0.5) lines so far on average
-        tau_now = np.where(d > 0, in_step / (d + 0.5), np.nan)
-
-    # --- the step under way: log10 |dE| of its lines so far
     tl = np.asarray(p.trace_len, dtype=np.int64)
     rows = segment_rows(p.trace_starts, tl)
     seg = np.repeat(np.arange(n), tl)
@@ -282,8 +242,15 @@ def progress_features(p: ProgressInputs) -> np.ndarray:
         lines_left_mean = np.where(np.isfinite(nelm) & np.isfinite(d),
                                    np.minimum(lines_left_mean, np.maximum(nelm - d, 0)),
                                    lines_left_mean)
+    return (de_last, de_last2, de_min, has_t, rise_seen, sc_lines, de_slope, de_max, lines_since_max,
+            de_gap, lines_left_slope, lines_left_mean)
 
-    # --- trajectory of the finished ionic steps: decay of force and |d E|
+
+def _ionic_step_features(p: ProgressInputs, phys: Mapping[str, np.ndarray], k: np.ndarray,
+                         starts: np.ndarray, v: np.ndarray, first: np.ndarray, last: np.ndarray,
+                         has1: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Trajectory of the finished ionic steps: decay of force and |d E|, steps left."""
+    n = len(p.now)
     w = np.minimum(k, _W_IONIC)
     irows = segment_rows(starts + k - w, w)
     iseg = np.repeat(np.arange(n), w)
@@ -314,6 +281,61 @@ def progress_features(p: ProgressInputs) -> np.ndarray:
                                      np.clip((dE_last - log_g) / np.maximum(-de_i_slope, 0.01),
                                              0, 2000), np.nan)
     steps_left = np.where(by_force, steps_left_force, steps_left_energy)
+    return (force_last, force_first, force_slope, force_gap, steps_left_force, dE_last, de_i_slope,
+            steps_left_energy, steps_left)
+
+
+def progress_features(p: ProgressInputs) -> np.ndarray:
+    """The :data:`FEATURE_NAMES` columns for every sample: float32, ``(n, len(FEATURE_NAMES))``."""
+    n = len(p.now)
+    v = p.values if len(p.values) else np.zeros((1, 4))
+    k = np.asarray(p.k, dtype=np.int64)
+    now = np.asarray(p.now, dtype=np.float64)
+    starts = np.asarray(p.starts, dtype=np.int64)
+    phys = {c: np.asarray(p.physics.get(c, np.full(n, np.nan)), dtype=np.float64)
+            for c in PHYSICS_COLUMNS}
+    has1, has2 = k >= 1, k >= 2
+    first = np.where(has1, starts, 0)
+    last = np.where(has1, starts + k - 1, 0)
+    prev = np.where(has2, starts + k - 2, 0)
+    t1 = np.where(has1, v[first, 0], np.nan)
+    tk = np.where(has1, v[last, 0], 0.0)
+    tprev = np.where(has2, v[prev, 0], np.nan)
+    n1 = np.where(has1, v[first, 3], np.nan)
+    nk = np.where(has1, v[last, 3], np.nan)
+    # SCF steps of steps 2..k: a cumulative sum over all rows
+    scf_col = p.values[:, 3]
+    if np.isnan(scf_col).any():
+        scf_col = np.nan_to_num(scf_col)
+    cs = np.zeros(len(p.values) + 1)
+    np.cumsum(scf_col, out=cs[1:])
+    later_scf = np.where(has2, cs[np.where(has2, starts + k, 0)] - cs[np.where(has2, starts + 1, 0)],
+                         np.nan)
+    now_eff = np.maximum(now, tk)
+    startup = np.full(n, np.nan) if p.startup is None else np.asarray(p.startup, dtype=np.float64)
+    # the step under way started at the end of the last finished step, or after start-up
+    t0 = np.where(has1, tk, np.where(np.isfinite(startup), startup, 0.0))
+    in_step = np.maximum(now_eff - t0, 0.0)
+    prerun = np.maximum(np.asarray(p.prerun, dtype=np.float64), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scf_later_mean = later_scf / (k - 1)
+        tau_later = (tk - np.where(has2, v[first, 0], np.nan)) / later_scf
+        tau_first = (t1 - np.where(np.isfinite(startup), startup, 0.0)) / n1
+        step_time = (tk - np.where(has2, v[first, 0], np.nan)) / (k - 1)
+        last_step = np.where(has2, tk - tprev, t1)
+        # mean SCF lines of a step to expect for the step under way
+        expected_scf = np.where(has2, scf_later_mean, np.where(has1, n1, np.nan))
+        d = np.asarray(p.scf, dtype=np.float64)
+        d = np.where(d >= 0, d, np.nan)
+        # d lines written and one under way: (d + 0.5) lines so far on average
+        tau_now = np.where(d > 0, in_step / (d + 0.5), np.nan)
+
+    (de_last, de_last2, de_min, has_t, rise_seen, sc_lines, de_slope, de_max, lines_since_max,
+     de_gap, lines_left_slope, lines_left_mean) = _scf_line_features(p, phys, has1, d)
+
+    (force_last, force_first, force_slope, force_gap, steps_left_force, dE_last, de_i_slope,
+     steps_left_energy, steps_left) = _ionic_step_features(
+        p, phys, k, starts, v, first, last, has1)
     total_steps = expected_ionic_steps(phys, k, steps_left)
     nsw = phys["NSW"]
     with np.errstate(divide="ignore", invalid="ignore"):
