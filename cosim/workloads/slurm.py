@@ -224,34 +224,12 @@ class _Job:
             setattr(self, k, v)
 
 
-def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
-               unit: str = "cpus", status: str | list[str] = "all") -> Workload:
-    """Read ``sacct --parsable2`` output into a cleaned, submit-sorted workload.
-
-    Args:
-        path: the file (gzip is detected from the content).
-        max_procs: machine size in ``unit``s; larger jobs are dropped.
-            Default: the peak allocated at once in the file.
-        unit: ``"cpus"`` (``procs`` = NCPUS) or ``"nodes"`` (``procs`` = NNodes).
-        status: ``"all"`` jobs that ran, ``"completed"`` only, or a list of
-            Slurm state names (``["COMPLETED", "TIMEOUT"]``).
-
-    Returns:
-        The workload (see the module docstring for every rule).
-
-    Raises:
-        InputError: a missing file or column, a malformed line (``file:line``
-            and the column are named), or a bad argument.
-        WorkloadError: a corrupt gzip file.
-    """
-    path = Path(path)
-    if unit not in ("cpus", "nodes"):
-        raise InputError("workload.params.unit", repr(unit), "cpus or nodes")
-    if max_procs is not None and (isinstance(max_procs, bool) or not isinstance(
-            max_procs, int | np.integer) or max_procs <= 0):
-        raise InputError("max_procs", repr(max_procs), "a positive integer")
-    keep_states = _status_choice(status)
-    lines = _read_lines(path)
+# read_sacct() by job: the header, the lines (het components merged), the jobs
+# that can be replayed, and the machine size; each raises its own errors, in the
+# order the file is read.
+def _read_header(path: Path, lines: list[str], unit: str) -> tuple[int, list[str], dict[str, int],
+                                                                 str | None]:
+    """The header line: its index, the column names, name -> index, the CPU column."""
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is None:
         raise WorkloadError(str(path), "an empty file", "a header line of sacct column names "
@@ -271,8 +249,12 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
                          "a header line of sacct --parsable2 with JobID, Submit, Start, End, "
                          "Timelimit, NCPUS (or AllocCPUS) and State (User, Elapsed, NNodes, "
                          "ReqMem, Partition when available)")
+    return first, names, col, cpu_col
 
-    cleaning = dict.fromkeys(CLEANING_RULES, 0)
+
+def _read_jobs(path: Path, lines: list[str], first: int, names: list[str], col: dict[str, int],
+               cpu_col: str, cleaning: dict[str, int]) -> tuple[dict[str, _Job], dict[str, int]]:
+    """Every allocation after the header (steps skipped), and the count of each state."""
     status_counts: dict[str, int] = {}
     jobs: dict[str, _Job] = {}
     for lineno, raw in enumerate(lines[first + 1:], start=first + 2):
@@ -342,7 +324,12 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
             start=start, end=end, elapsed=elapsed, limit=limit, cpus=cpus, nodes=nodes, mem=mem,
             state=state, partition=get("Partition"), parts=1, hosts=get("NodeList"),
             account=get("Account"), qos=get("QOS"), job_name=get("JobName"))
+    return jobs, status_counts
 
+
+def _replayable(jobs: dict[str, _Job], keep_states: frozenset[str] | None, unit: str,
+                cleaning: dict[str, int]) -> list[_Job]:
+    """The jobs with a status asked for that started, ended and had processors."""
     kept: list[_Job] = []
     for j in jobs.values():
         if keep_states is not None and j.state not in keep_states:
@@ -367,6 +354,75 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
         if "_" in j.sid:
             cleaning["array_tasks"] += 1
         kept.append(j)
+    return kept
+
+
+def _machine_size(path: Path, kept: list[_Job], start: np.ndarray, run: np.ndarray,
+                  procs: np.ndarray, max_procs: int | None, unit: str) -> tuple[int, str, int]:
+    """The machine (``max_procs`` or as the file shows it), where that came from, its nodes."""
+    machine = max_procs
+    source = ""
+    max_nodes = 0
+    if machine is None:
+        machine = _peak(start, start + run, procs)
+        source = PEAK_SOURCE.format(unit=unit)
+        # The partition as the accounting shows it: every node that ran a job
+        # (NodeList), each with the most CPUs a job had per node. Still a lower
+        # bound (a node idle all period is missed), but far closer than the peak.
+        hosts: set[str] = set()
+        cpn = 0
+        for j in kept:
+            try:
+                names = parse_hostlist(j.hosts)
+            except ValueError:
+                raise WorkloadError(f"{path}:{j.line}", f"NodeList {j.hosts!r}",
+                                    "a Slurm host list like node[01-04,07],gpu1") from None
+            hosts.update(names)
+            if j.nodes > 0 and names:
+                cpn = max(cpn, -(-j.cpus // j.nodes))
+        if hosts and cpn:
+            size = len(hosts) if unit == "nodes" else len(hosts) * cpn
+            if size >= machine:
+                machine, max_nodes = size, len(hosts)
+                source = (f"nodes in NodeList ({len(hosts)} nodes x {cpn} cpus, "
+                          "the partition as the accounting shows it)")
+    return machine, source, max_nodes
+
+
+def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
+               unit: str = "cpus", status: str | list[str] = "all") -> Workload:
+    """Read ``sacct --parsable2`` output into a cleaned, submit-sorted workload.
+
+    Args:
+        path: the file (gzip is detected from the content).
+        max_procs: machine size in ``unit``s; larger jobs are dropped.
+            Default: the peak allocated at once in the file.
+        unit: ``"cpus"`` (``procs`` = NCPUS) or ``"nodes"`` (``procs`` = NNodes).
+        status: ``"all"`` jobs that ran, ``"completed"`` only, or a list of
+            Slurm state names (``["COMPLETED", "TIMEOUT"]``).
+
+    Returns:
+        The workload (see the module docstring for every rule).
+
+    Raises:
+        InputError: a missing file or column, a malformed line (``file:line``
+            and the column are named), or a bad argument.
+        WorkloadError: a corrupt gzip file.
+    """
+    path = Path(path)
+    if unit not in ("cpus", "nodes"):
+        raise InputError("workload.params.unit", repr(unit), "cpus or nodes")
+    if max_procs is not None and (isinstance(max_procs, bool) or not isinstance(
+            max_procs, int | np.integer) or max_procs <= 0):
+        raise InputError("max_procs", repr(max_procs), "a positive integer")
+    keep_states = _status_choice(status)
+    lines = _read_lines(path)
+    first, names, col, cpu_col = _read_header(path, lines, unit)
+
+    cleaning = dict.fromkeys(CLEANING_RULES, 0)
+    jobs, status_counts = _read_jobs(path, lines, first, names, col, cpu_col, cleaning)
+
+    kept = _replayable(jobs, keep_states, unit, cleaning)
 
     def seconds(a, b) -> float:
         """b - a in seconds for two datetimes or two epoch values."""
@@ -397,32 +453,8 @@ def read_sacct(path: str | os.PathLike, *, max_procs: int | None = None,
     exceeds = ~missing_req & (run > req)
     req = np.where(missing_req, np.maximum(run, 1.0), req)
 
-    machine = max_procs
-    source = ""
-    max_nodes = 0
-    if machine is None:
-        machine = _peak(submit + wait, submit + wait + run, procs)
-        source = PEAK_SOURCE.format(unit=unit)
-        # The partition as the accounting shows it: every node that ran a job
-        # (NodeList), each with the most CPUs a job had per node. Still a lower
-        # bound (a node idle all period is missed), but far closer than the peak.
-        hosts: set[str] = set()
-        cpn = 0
-        for j in kept:
-            try:
-                names = parse_hostlist(j.hosts)
-            except ValueError:
-                raise WorkloadError(f"{path}:{j.line}", f"NodeList {j.hosts!r}",
-                                    "a Slurm host list like node[01-04,07],gpu1") from None
-            hosts.update(names)
-            if j.nodes > 0 and names:
-                cpn = max(cpn, -(-j.cpus // j.nodes))
-        if hosts and cpn:
-            size = len(hosts) if unit == "nodes" else len(hosts) * cpn
-            if size >= machine:
-                machine, max_nodes = size, len(hosts)
-                source = (f"nodes in NodeList ({len(hosts)} nodes x {cpn} cpus, "
-                          "the partition as the accounting shows it)")
+    machine, source, max_nodes = _machine_size(path, kept, submit + wait, run, procs,
+                                               max_procs, unit)
     over = procs > machine
     cleaning["procs_over_machine_dropped"] = int(over.sum())
     keep = ~over
