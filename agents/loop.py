@@ -354,6 +354,62 @@ def _check_same_args(saved: dict[str, Any], args: TrainArgs, where: str) -> None
                          f"(differing: {', '.join(diff)})")
 
 
+# run() by job: what is resumed, the progress bar, one curve row; the loop
+# itself stays in run() (it owns the checkpoint closure and the clocks).
+def _checkpoint_to_resume(out: Path | None, resume: bool, algo: str,
+                          args: TrainArgs) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The latest checkpoint in ``out`` and its meta (None, None for a new run)."""
+    state = meta = None
+    if out is not None and latest_checkpoint(out) is not None:
+        if not resume:
+            raise InputError(str(out), "an existing training output",
+                             "a new directory, or resume=True (--resume) to continue it")
+        state, meta = load_checkpoint(out)
+        if meta.get("algo") != algo:
+            raise InputError(str(out), f"a {meta.get('algo')} checkpoint", f"a {algo} checkpoint")
+        _check_same_args(meta["args"], args, str(out))
+    return state, meta
+
+
+def _progress_bar(algo: str, args: TrainArgs, curve: list[dict[str, float]], global_step: int):
+    """A tqdm bar: wall time against the budget of a timed run, else steps."""
+    from cosim.cli import progress_bar as tqdm  # no \r frames in logs
+    if args.time_budget_s is not None:
+        # A time-limited run ends on its budget: show wall time against it.
+        done = min(curve[-1]["elapsed_s"], args.time_budget_s) if curve else 0.0
+        return tqdm(total=round(args.time_budget_s), initial=round(done), unit="s",
+                    desc=f"{algo} (time budget)")
+    return tqdm(total=args.num_updates * args.batch_size, initial=global_step,
+                unit="step", desc=algo)
+
+
+def _curve_row(update: int, global_step: int, rollout, stats: dict[str, float],
+               mimic_coef: float, lr: float, args: TrainArgs, t0: float, t_start: float,
+               episodes_started: int) -> dict[str, float]:
+    """One row of ``curve.csv`` (every :data:`CURVE_FIELDS`, NaN where unknown)."""
+    row = {"update": float(update), "global_step": float(global_step),
+           **_episode_means(rollout.episodes), **stats,
+           "explained_variance": _explained_variance(rollout.values.ravel(),
+                                                     rollout.returns.ravel()),
+           "mimic_coef": mimic_coef, "teacher_agreement": _teacher_agreement(rollout),
+           "lr": lr, "fps": args.batch_size / max(1e-9, time.monotonic() - t0),
+           "elapsed_s": time.monotonic() - t_start,
+           "episodes_started": episodes_started}
+    return {k: float(row.get(k, math.nan)) for k in CURVE_FIELDS}
+
+
+def _advance_bar(bar, row: dict[str, float], timed: bool, batch_size: int,
+                 global_step: int) -> None:
+    if timed:
+        bar.update(max(0, min(round(row["elapsed_s"]), bar.total) - bar.n))
+    else:
+        bar.update(batch_size)
+    post = {"steps": global_step} if timed else {}
+    if not math.isnan(row["mean_return"]):
+        post["ret"] = f"{row['mean_return']:.3g}"
+    bar.set_postfix(post)
+
+
 def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         Sequence[Callable[[], gym.Env]], args: TrainArgs, *, out_dir: str | Path | None = None,
         resume: bool = False, env_config: dict[str, Any] | None = None,
@@ -390,15 +446,7 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
     if len(env_fns) != args.num_envs:
         raise InputError("env_fn", f"{len(env_fns)} factories", f"args.num_envs={args.num_envs}")
     out = Path(out_dir) if out_dir is not None else None
-    state = meta = None
-    if out is not None and latest_checkpoint(out) is not None:
-        if not resume:
-            raise InputError(str(out), "an existing training output",
-                             "a new directory, or resume=True (--resume) to continue it")
-        state, meta = load_checkpoint(out)
-        if meta.get("algo") != algo:
-            raise InputError(str(out), f"a {meta.get('algo')} checkpoint", f"a {algo} checkpoint")
-        _check_same_args(meta["args"], args, str(out))
+    state, meta = _checkpoint_to_resume(out, resume, algo, args)
 
     seeds = np.random.SeedSequence(args.seed).spawn(2)
     rng = np.random.default_rng(seeds[0])                 # episode seeds, minibatches
@@ -446,18 +494,8 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
         return save_checkpoint(out, st, {**meta_out, "update": update,
                                          "global_step": global_step})
 
-    bar = None
     timed = args.time_budget_s is not None
-    if progress:
-        from cosim.cli import progress_bar as tqdm  # no \r frames in logs
-        if timed:
-            # A time-limited run ends on its budget: show wall time against it.
-            done = min(curve[-1]["elapsed_s"], args.time_budget_s) if curve else 0.0
-            bar = tqdm(total=round(args.time_budget_s), initial=round(done), unit="s",
-                       desc=f"{algo} (time budget)")
-        else:
-            bar = tqdm(total=args.num_updates * args.batch_size, initial=global_step,
-                       unit="step", desc=algo)
+    bar = _progress_bar(algo, args, curve, global_step) if progress else None
     # Wall time already spent before a resume counts toward the time budget.
     t_start = time.monotonic() - (curve[-1]["elapsed_s"] if curve else 0.0)
     last_ckpt_t = time.monotonic()
@@ -485,29 +523,15 @@ def run(algo: str, update_fn: UpdateFn, env_fn: Callable[[], gym.Env] |
             stats = learner.update(net, optimizer, rollout, args, mimic_coef, rng)
             update += 1
             global_step += args.batch_size
-            row = {"update": float(update), "global_step": float(global_step),
-                   **_episode_means(rollout.episodes), **stats,
-                   "explained_variance": _explained_variance(rollout.values.ravel(),
-                                                             rollout.returns.ravel()),
-                   "mimic_coef": mimic_coef, "teacher_agreement": _teacher_agreement(rollout),
-                   "lr": lr, "fps": args.batch_size / max(1e-9, time.monotonic() - t0),
-                   "elapsed_s": time.monotonic() - t_start,
-                   "episodes_started": runner.next_episode}
-            row = {k: float(row.get(k, math.nan)) for k in CURVE_FIELDS}
+            row = _curve_row(update, global_step, rollout, stats, mimic_coef, lr, args,
+                             t0, t_start, runner.next_episode)
             curve.append(row)
             if curve_path is not None:
                 _write_curve(curve_path, [row], append=True)
             if log is not None:
                 log(row)
             if bar is not None:
-                if timed:
-                    bar.update(max(0, min(round(row["elapsed_s"]), bar.total) - bar.n))
-                else:
-                    bar.update(args.batch_size)
-                post = {"steps": global_step} if timed else {}
-                if not math.isnan(row["mean_return"]):
-                    post["ret"] = f"{row['mean_return']:.3g}"
-                bar.set_postfix(post)
+                _advance_bar(bar, row, timed, args.batch_size, global_step)
             now = time.monotonic()
             due = now - last_ckpt_t >= args.checkpoint_every_s or (
                 args.checkpoint_every_updates is not None
