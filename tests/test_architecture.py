@@ -11,7 +11,8 @@
   ``agents`` and ``predictors``) or one of the named composition modules.
 - ``predictors`` imports from ``cosim`` only what an allow-list names, and
   the contract's deny-list is exactly the rest.
-- No source file grows past 700 lines without being split by job.
+- No source file grows past 700 lines, and no function or method of the
+  packages past 150, without being split by job.
 - One interval method (``cosim/paired.py``) and one evaluation protocol
   (``cosim.evaluation.Protocol``): no package module assembles its own.
 - bsld and wait are computed only by :mod:`cosim.metrics` (no copy of either
@@ -26,6 +27,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -235,6 +237,45 @@ def test_the_length_check_sees_a_long_file(tmp_path):
     (tmp_path / "agents" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (tmp_path / "cosim" / "fine.py").write_text("x = 1\n" * MAX_LINES)
     assert _long_files(tmp_path) == [f"agents/big.py ({MAX_LINES + 1} lines)"]
+
+
+#: A function past this many lines does several jobs: split it into helpers.
+MAX_FUNCTION_LINES = 150
+
+
+def _long_functions(root: Path) -> list[str]:
+    """``path:line qualified.name (N lines)`` for each function of the packages past the limit."""
+    found = []
+
+    def visit(node: ast.AST, path: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = prefix
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}."
+                n = child.end_lineno - child.lineno + 1
+                if not isinstance(child, ast.ClassDef) and n > MAX_FUNCTION_LINES:
+                    found.append(f"{path}:{child.lineno} {name[:-1]} ({n} lines)")
+            visit(child, path, name)
+
+    for folder in PACKAGES:
+        for p in sorted((root / folder).rglob("*.py")):
+            visit(ast.parse(p.read_text()), str(p.relative_to(root)), "")
+    return found
+
+
+def test_no_function_is_over_150_lines():
+    assert not _long_functions(ROOT), f"split these by job: {_long_functions(ROOT)}"
+
+
+def test_the_length_check_sees_a_long_function(tmp_path):
+    for folder in PACKAGES:
+        (tmp_path / folder).mkdir()
+    method = "        x = 1\n" * (MAX_FUNCTION_LINES - 1)
+    (tmp_path / "agents" / "big.py").write_text(
+        f"class A:\n    def ok(self):\n{method}    def big(self):\n{method}        x = 2\n")
+    (tmp_path / "cosim" / "fine.py").write_text("async def f():\n" + "    x = 1\n" * (MAX_FUNCTION_LINES - 1))
+    assert _long_functions(tmp_path) == [f"agents/big.py:{MAX_FUNCTION_LINES + 2} A.big "
+                                         f"({MAX_FUNCTION_LINES + 1} lines)"]
 
 
 #: The one module that computes confidence intervals (issue: three methods once
