@@ -18,6 +18,7 @@ from agents.tuning.options import (
 )
 from agents.tuning.run import tune
 from agents.tuning.select import FALLBACK, FALLBACKS, MINIMAX_MARGIN
+from agents.tuning.slurm import checked_baseline
 from agents.tuning.space import FITNESS, FOLDS
 from cosim.cli import nonnegative_int
 from cosim.errors import InputError
@@ -177,6 +178,16 @@ def add_parser(sub) -> None:
                    help="searched: also search three backlog products (B = log10(1 + the queued "
                         "jobs' estimated core-hours / N) times log estimate, log cores and log "
                         "wait), so the order may change with the queue (default off)")
+    t.add_argument("--space", choices=("priority", "slurm"), default="priority",
+                   help="priority (default): the weights of a priority over job features with "
+                        "EASY; slurm: Slurm's own knobs (the PriorityWeight* weights, "
+                        "PriorityMaxAge, PriorityDecayHalfLife, PriorityFavorSmall, bf_window, "
+                        "bf_max_job_test), the chosen lines written to slurm.conf beside the "
+                        "card")
+    t.add_argument("--baseline", default=None, metavar="'slurm:KEY=VALUE,...'",
+                   help="--space slurm: the site's current configuration, a slurm policy "
+                        "name; its row is shown on validation and test and it competes in "
+                        "selection")
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -218,6 +229,10 @@ def run(ns) -> int:
         raise InputError("--margin", repr(ns.margin), "a ratio in (0, 1]")
     if not 0 < ns.sigma <= 2 or not math.isfinite(ns.sigma):
         raise InputError("--sigma", repr(ns.sigma), "a step size in (0, 2]")
+    if ns.baseline is not None and ns.space != "slurm":
+        raise InputError("--baseline", repr(ns.baseline), "--space slurm (a baseline is a "
+                                                           "slurm configuration)")
+    baseline = checked_baseline(ns.baseline)
     tune(ns.scenario, ns.overrides, ns.minutes, ns.out, window_jobs=ns.window_jobs,
          train_windows=ns.train_windows, count=ns.windows, split=tuple(ns.split),
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
@@ -228,5 +243,5 @@ def run(ns) -> int:
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
          evaluation=ns.evaluation, max_wait=ns.max_wait, drain=ns.drain,
-         backlog=ns.backlog)
+         backlog=ns.backlog, space=ns.space, baseline=baseline)
     return 0

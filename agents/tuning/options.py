@@ -67,6 +67,8 @@ class Options:
     fallback: str = FALLBACK
     margin: float = MINIMAX_MARGIN
     backlog: str = "off"
+    space: str = "priority"
+    baseline: str | None = None
 
     @property
     def running(self) -> bool:

@@ -17,6 +17,7 @@ from agents.tuning.options import TRAIN_CHUNKS, TRAIN_WINDOWS, Options
 from agents.tuning.report import results_of
 from agents.tuning.search import filter_training, search
 from agents.tuning.select import candidates, choose
+from agents.tuning.slurm import tune_slurm
 from agents.tuning.space import user_features_choice
 from cosim.cli import put_in_place, staged_folder
 from cosim.config import Scenario, load_scenario
@@ -162,6 +163,8 @@ def _tune(scenario_path: str, overrides: list[str], minutes: float, stage: Path,
           echo) -> dict:
     """:func:`tune` with the folder written into ``stage``."""
     run = _prepare(scenario_path, overrides, minutes, o, echo)
+    if o.space == "slurm":
+        return tune_slurm(run, stage, o.baseline, scenario_path, overrides, cpu_seconds)
     with run.protocol.evaluator("validation") as val_eval:
         run.val = _reference(run, val_eval)
         found = search(run, val_eval)

@@ -75,7 +75,8 @@ A tuned policy folder (``python -m agents tune``) holds ``policy.json``:
 ``"slack": s`` when EASY is relaxed, ``"promote_after": t`` when the guard is on,
 ``"drain_factor": D, "drain_grace": G`` when EASY is drain-aware)
 or, when a classic heuristic won on validation, ``{"kind": "heuristic",
-"name": "saf+easy"}``. :func:`load_learned` reads it; ``learned:DIR`` in the
+"name": "saf+easy"}``, or, from ``--space slurm``, ``{"kind": "slurm", "name":
+"slurm:KEY=VALUE,..."}``. :func:`load_learned` reads it; ``learned:DIR`` in the
 policy-name grammar runs it.
 """
 
@@ -91,6 +92,7 @@ from cosim.errors import InputError
 from cosim.limits import read_json
 from cosim.policies.backfill import BACKFILLS, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
+from cosim.policies.slurm import make_slurm_policy
 
 __all__ = ["FEATURES", "PriorityWeights", "TwoOrderEasy", "heuristic_weights",
            "make_priority_policy", "load_learned", "POLICY_FILE", "USER_FEATURES", "BACKLOG_FEATURES",
@@ -597,8 +599,15 @@ def load_learned(folder: str | Path, *, where: str = "policy"):
         if base not in HEURISTICS or backfill not in BACKFILLS:
             raise InputError(f"{path}: name", repr(name), "HEURISTIC+BACKFILL such as saf+easy")
         return QueuePolicy(HEURISTICS[base], backfill)
+    if kind == "slurm":      # agents tune --space slurm: the slurm policy it names
+        name = data.get("name")
+        word, _, text = name.partition(":") if isinstance(name, str) else ("", "", "")
+        if word != "slurm":
+            raise InputError(f"{path}: name", repr(name), "a slurm policy name (slurm or "
+                                                          "slurm:KEY=VALUE,...)")
+        return make_slurm_policy(text, where=f"{path}: name")
     if kind != "priority":
-        raise InputError(f"{path}: kind", repr(kind), "priority or heuristic")
+        raise InputError(f"{path}: kind", repr(kind), "priority, heuristic or slurm")
     features = list(data.get("features") or [])
     if features != list(FEATURES) and all(features != list(old) for old in _OLD_FEATURES):
         raise InputError(f"{path}: features", repr(data.get("features")),

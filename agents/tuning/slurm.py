@@ -1,0 +1,192 @@
+"""``agents tune --space slurm``: Slurm's own knobs searched under the same protocol.
+
+The search draws points of :data:`cosim.policies.slurm_params.SLURM_SPACE` (the
+weights, ``PriorityMaxAge``, the half-life, ``PriorityFavorSmall``, ``bf_window``,
+``bf_max_job_test``; :func:`slurm_candidates`, Slurm's defaults first) in
+generations of :data:`GENERATION` points, scores each on the training chunks
+(mean bsld over the best heuristic's there, a point over the max-wait bound
+ranked after every point within it), and takes the ``--keep`` best to
+validation. There, Slurm's defaults, the site's ``--baseline`` and the kept
+points compete: the lowest mean bsld within the max-wait bound ships, and a
+searched point replaces the defaults only when it also does no worse over the
+validation span run whole. The reference it is compared with is the best of
+the classic heuristics and Slurm's defaults within the bound, chosen on
+validation; the test span is read once, after selection. What ships is always
+a ``slurm`` policy, so its ``slurm.conf`` lines can be deployed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cosim.errors import InputError
+from cosim.evaluation import CLASSIC
+from cosim.policies.names import parse_policy
+from cosim.policies.priority import POLICY_FILE
+from cosim.policies.slurm_params import SLURM_SPACE, slurm_candidates, slurm_conf
+
+__all__ = ["tune_slurm", "checked_baseline", "SLURM_DEFAULTS", "GENERATION", "SLURM_CONF"]
+
+#: Slurm's defaults, one of the reference's candidates and the first point searched.
+SLURM_DEFAULTS = "slurm"
+#: Points drawn per generation (``--generations`` counts these batches).
+GENERATION = 8
+#: The fragment written beside the card.
+SLURM_CONF = "slurm.conf"
+_BSLD, _MAXWAIT = 0, 2
+
+
+def checked_baseline(name: str | None) -> str | None:
+    """``--baseline``: a ``slurm`` policy name, canonical (None: none given).
+
+    Raises:
+        InputError: not a ``slurm`` policy name; ScenarioError: a bad knob.
+    """
+    if name is None:
+        return None
+    spec = parse_policy(name, where="--baseline")    # a bad knob: ScenarioError, one line
+    if spec.kind != "slurm" or spec.predictor is not None:
+        raise InputError("--baseline", repr(name), "a slurm policy name such as "
+                         "'slurm:PriorityWeightAge=1000' (the site's current configuration)")
+    return "slurm:" + spec.slurm if spec.slurm else SLURM_DEFAULTS
+
+
+def _search(run, baseline: str | None) -> tuple[list[dict], int]:
+    """Generations of random points on the training chunks: the scored points, best first,
+    and the generations run."""
+    o, t0 = run.options, time.perf_counter()
+    budget = run.minutes * 60 - (t0 - run.t_start)
+    limit = o.generations or 10_000
+    pool = [p.policy_name() for p in slurm_candidates(GENERATION * limit, seed=o.seed)]
+    scored, gen = [], 0
+    with run.protocol.evaluator("train") as ev:
+        ref = ev.evaluate(list(CLASSIC))
+        lead = int(np.argmin(ref[:, :, _BSLD].mean(axis=1)))
+        lead_bsld = float(ref[lead, :, _BSLD].mean())
+        bound = (None if o.max_wait is None
+                 else o.max_wait * float(ref[CLASSIC.index("fcfs+easy"), :, _MAXWAIT].max()))
+        while gen < limit and pool and (o.generations or time.perf_counter() - t0 < budget):
+            batch, pool = pool[:GENERATION], pool[GENERATION:]
+            res = ev.evaluate(batch)
+            for name, r in zip(batch, res):
+                mw = float(r[:, _MAXWAIT].max())
+                scored.append({"policy": name, "fitness": float(r[:, _BSLD].mean()) / lead_bsld,
+                               "max_wait": mw, "within_bound": bound is None or mw <= bound})
+            gen += 1
+            run.echo(f"generation {gen}: best fitness "
+                     f"{min(s['fitness'] for s in scored if s['within_bound'] or bound is None):.3f}"
+                     if any(s["within_bound"] for s in scored) else f"generation {gen}: "
+                     "no point within the max-wait bound yet")
+    scored.sort(key=lambda s: (not s["within_bound"], s["fitness"]))
+    return scored, gen
+
+
+def _validate(run, kept: list[str], baseline: str | None, val_eval) -> dict:
+    """The heuristics, Slurm's defaults, the baseline and the kept points on validation."""
+    o = run.options
+    slurms = list(dict.fromkeys([SLURM_DEFAULTS] + ([baseline] if baseline else []) + kept))
+    names = list(CLASSIC) + slurms
+    scores = run.protocol.score("validation", names, val_eval, whole=True)
+    _, best, bound = run.protocol.reference(scores, list(CLASSIC) + [SLURM_DEFAULTS], o.max_wait)
+    mean = {n: float(np.mean(scores.bsld(n))) for n in names}
+    whole = (dict(zip(names, map(float, scores.whole))) if scores.whole is not None
+             else dict(mean))
+    within = [n for n in slurms if bound is None or scores.max_wait(n) <= bound
+              or n == SLURM_DEFAULTS]
+    chosen = min(within, key=lambda n: mean[n])
+    if chosen != SLURM_DEFAULTS and whole[chosen] > whole[SLURM_DEFAULTS]:
+        chosen = SLURM_DEFAULTS      # a window gain the span run whole does not confirm
+    return {"names": names, "reference": best, "bound": bound, "chosen": chosen,
+            "bsld": mean, "whole": whole,
+            "max_wait": {n: scores.max_wait(n) for n in names}}
+
+
+def tune_slurm(run, stage: Path, baseline: str | None, scenario_path: str,
+               overrides: list[str], cpu_seconds) -> dict:
+    """Search, select on validation, test once; write the folder and its ``slurm.conf``."""
+    scored, generations = _search(run, baseline)
+    kept = [s["policy"] for s in scored[:run.options.keep]]
+    with run.protocol.evaluator("validation") as val_eval:
+        val = _validate(run, kept, baseline, val_eval)
+    chosen, ref = val["chosen"], val["reference"]
+    # -- the test span, read once ------------------------------------------------------------
+    sources = list(dict.fromkeys(list(CLASSIC) + [SLURM_DEFAULTS]
+                                 + ([baseline] if baseline else []) + [chosen]))
+    test = run.protocol.test(sources)
+    rows = test.rows or {}
+    results = {
+        "space": "slurm", "scenario": scenario_path, "overrides": list(overrides),
+        "chosen": chosen, "reference": ref, "baseline": baseline,
+        "workload": {"jobs": len(run.workload), "capacity": run.capacity},
+        "max_wait_bound": run.options.max_wait,
+        "budget": {"generations": generations, "points": len(scored),
+                   "cpu_seconds": cpu_seconds()},
+        "search_space": {k: list(v) for k, v in SLURM_SPACE.items()},
+        "search": scored[:20],
+        "validation": {n: {"bsld_mean": val["bsld"][n], "bsld_whole": val["whole"][n],
+                           "wait_max": val["max_wait"][n]} for n in val["names"]},
+        "test": {n: {"bsld_mean": float(np.mean(test.bsld(n))),
+                     "wait_max": test.max_wait(n), **rows.get(n, {})} for n in sources},
+    }
+    stage.mkdir(parents=True, exist_ok=True)
+    (stage / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (stage / "card.md").write_text(slurm_card(results))
+    (stage / SLURM_CONF).write_text(slurm_conf(chosen) + "\n")
+    (stage / POLICY_FILE).write_text(json.dumps({"kind": "slurm", "name": chosen}, indent=2)
+                                     + "\n")        # last: marks the folder complete
+    return results
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def slurm_card(r: dict) -> str:
+    """The model card of a tuned ``slurm`` policy (markdown)."""
+    chosen, ref, base = r["chosen"], r["reference"], r["baseline"]
+    t, v = r["test"], r["validation"]
+    fc = t["fcfs+easy"]["wait_max"] or 1.0
+    bound = r["max_wait_bound"]
+    lines = [f"# Tuned Slurm configuration: {chosen}", "",
+             f"- scenario `{r['scenario']}` {' '.join('--set ' + o for o in r['overrides'])}",
+             f"- {r['workload']['jobs']} jobs on {r['workload']['capacity']} units",
+             f"- search: {r['budget']['points']} points of Slurm's knobs in "
+             f"{r['budget']['generations']} generations on the training chunks, "
+             f"{r['budget']['cpu_seconds']:.0f} CPU s; selected on validation only; the test "
+             "span read once, after selection",
+             f"- reference: {ref}, the best on validation of the classic heuristics with EASY "
+             "and Slurm's defaults (`slurm`)"
+             + ("" if bound is None else f" within the bound (max wait at most {bound:g}x "
+                                         "FCFS+EASY's)"),
+             "- the site's current configuration (baseline): "
+             + (f"`{base}`" if base else "none given (--baseline 'slurm:...')"),
+             f"- the chosen lines: `{SLURM_CONF}` beside this card", "",
+             "## Validation", "",
+             "| policy | mean bsld | span whole | max wait (s) |", "|---|---|---|---|"]
+    for n, row in v.items():
+        lines.append(f"| {n} | {_fmt(row['bsld_mean'])} | {_fmt(row['bsld_whole'])} | "
+                     f"{_fmt(row['wait_max'])} |")
+    lines += ["", "## Test (read once)", "",
+              "| policy | role | mean bsld | max wait (s) | max wait / FCFS+EASY's | p99 wait "
+              "| waited > 1 day | > 1 week |", "|---|---|---|---|---|---|---|---|"]
+    for n, row in t.items():
+        role = ", ".join(w for w, x in (("chosen", chosen), ("reference", ref),
+                                        ("baseline", base), ("Slurm's defaults", "slurm"))
+                         if n == x)
+        lines.append(f"| {n} | {role} | {_fmt(row['bsld_mean'])} | {_fmt(row['wait_max'])} | "
+                     f"{row['wait_max'] / fc:.2f}x | {_fmt(row.get('wait_p99'))} | "
+                     f"{_fmt(row.get('starved_1d'))} | {_fmt(row.get('starved_1w'))} |")
+    c = t[chosen]
+    over = bound is not None and c["wait_max"] > bound * fc
+    lines += ["", "## Starvation", "",
+              f"- chosen: max wait {c['wait_max'] / fc:.2f}x FCFS+EASY's on the test span"
+              + (f", over the {bound:g}x bound" if over else "")
+              + (f"; {c['starved_1w']} job(s) waited more than a week"
+                 if c.get("starved_1w") else "; no job waited more than a week"),
+              f"- against the reference: mean bsld {c['bsld_mean']:.2f} vs "
+              f"{t[ref]['bsld_mean']:.2f} ({c['bsld_mean'] / t[ref]['bsld_mean']:.2f}x)", ""]
+    return "\n".join(lines)

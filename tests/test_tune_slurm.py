@@ -1,0 +1,84 @@
+"""``agents tune --space slurm``: Slurm's knobs searched, the chosen lines in slurm.conf."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.__main__ import main
+from cosim.errors import InputError
+from cosim.evaluation import CLASSIC, Protocol
+from cosim.policies import make_policy
+from cosim.policies.priority import load_learned
+from cosim.policies.slurm_params import parse_slurm_params
+
+BASELINE = "slurm:PriorityWeightAge=1000,bf_max_job_test=100"
+
+
+def test_slurm_space_writes_slurm_conf_and_the_baseline_row(tmp_path, monkeypatch):
+    # The test span is read once: record the protocol that the tuner builds.
+    protocols, test = [], Protocol.test
+
+    def recording_test(self, sources, **kw):
+        protocols.append(self)
+        return test(self, sources, **kw)
+
+    monkeypatch.setattr(Protocol, "test", recording_test)
+    out = tmp_path / "tuned"
+    code = main(["tune", "scenarios/lublin256.yaml", "--set", "workload.jobs=2000",
+                 "--minutes", "5", "--generations", "1", "--keep", "2", "--window-jobs", "80",
+                 "--windows", "6", "--processes", "1", "--space", "slurm",
+                 "--baseline", BASELINE, "--out", str(out)])
+    assert code == 0
+    assert len(protocols) == 1 and protocols[0].split.test.read_count == 1
+    r = json.loads((out / "results.json").read_text())
+    chosen = r["chosen"]
+    assert chosen.startswith("slurm") and r["baseline"] == BASELINE
+    # the reference is the best of the classic heuristics and Slurm's defaults
+    assert r["reference"] in CLASSIC + ("slurm",)
+    assert set(CLASSIC) | {"slurm", BASELINE, chosen} <= set(r["test"])
+    assert set(CLASSIC) | {"slurm", BASELINE} <= set(r["validation"])
+    # slurm.conf: the multifactor priority with the chosen weights
+    conf = (out / "slurm.conf").read_text().splitlines()
+    assert "PriorityType=priority/multifactor" in conf
+    params = parse_slurm_params(chosen.partition(":")[2], name=True)
+    for key in ("PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightFairshare"):
+        assert f"{key}={getattr(params, key)}" in conf
+    assert (f"SchedulerParameters=bf_window={params.bf_window},bf_max_job_test="
+            f"{params.bf_max_job_test},bf_resolution={params.bf_resolution}") in conf
+    # the card names the baseline row, the reference and the max waits
+    card = (out / "card.md").read_text()
+    assert f"| {BASELINE} | baseline |" in card and "reference" in card
+    assert "max wait / FCFS+EASY's" in card and all(h in card for h in CLASSIC)
+    # the folder runs as the slurm policy it names
+    policy = make_policy(f"learned:{out}")
+    assert policy.params == params and policy.name == params.policy_name()
+
+
+@pytest.mark.parametrize("baseline, expected", [
+    ("slurm:Foo=1", "error: --baseline: 'slurm:Foo=1': Foo: expected one of PriorityWeightAge"),
+    ("fcfs+easy", "error: --baseline: expected a slurm policy name such as "
+                  "'slurm:PriorityWeightAge=1000' (the site's current configuration), got "
+                  "'fcfs+easy'"),
+])
+def test_a_bad_baseline_is_one_line_exit_2(baseline, expected, tmp_path, capsys):
+    code = main(["tune", "scenarios/lublin256.yaml", "--minutes", "1", "--space", "slurm",
+                 "--baseline", baseline, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(expected)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_baseline_needs_the_slurm_space(tmp_path, capsys):
+    code = main(["tune", "scenarios/lublin256.yaml", "--minutes", "1", "--baseline", "slurm",
+                 "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["error: --baseline: expected --space slurm (a baseline is a "
+                                 "slurm configuration), got 'slurm'"]
+
+
+def test_a_folder_naming_a_bad_slurm_policy_is_refused(tmp_path):
+    (tmp_path / "policy.json").write_text(json.dumps({"kind": "slurm", "name": "sjf+easy"}))
+    with pytest.raises(InputError, match=r"policy.json: name: expected a slurm policy name"):
+        load_learned(tmp_path)
