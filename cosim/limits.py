@@ -35,6 +35,7 @@ from cosim.errors import InputError
 
 __all__ = ["Limit", "LimitError", "LIMITS", "NODES", "CORES_PER_NODE", "SCENARIO_BYTES",
            "JSON_BYTES", "TRACE_BYTES", "DEPTH", "STUDY_RUNS", "BOOTSTRAP", "NODE_FAILURES", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
+           "MAX_RELAXED_SLACK", "MAX_PRIORITY_WEIGHT",
            "MIN_UPDATE_INTERVAL", "check_int64", "out_of_int64", "read_bytes",
            "gunzip", "parse_json", "read_json", "load_yaml", "deeper_than"]
 
@@ -55,6 +56,18 @@ MAX_START_LIMIT = 7 * 86400.0
 #: Smallest ``predictor.update_interval`` (s): progress checks of every
 #: running job more often than this cost wall time, not accuracy.
 MIN_UPDATE_INTERVAL = 1.0
+
+#: Largest relaxed EASY slack (``+relaxed=SLACK``, a policy file's ``slack``):
+#: the head may wait SLACK more of its own estimates. Past this the promise
+#: is no promise (1e308 x an estimate overflows to infinity): greedy
+#: backfilling, which has its own name.
+MAX_RELAXED_SLACK = 1000.0
+
+#: Largest absolute priority weight (a ``learned:DIR`` policy file). Keys
+#: only order jobs, so a weight vector means the same scaled down; past this
+#: a key overflows (1e308 x a feature is infinite) and the order is arbitrary.
+MAX_PRIORITY_WEIGHT = 1e6
+
 
 class LimitError(InputError):
     """An input asked for more than a :class:`Limit` allows."""

@@ -92,6 +92,24 @@ def test_bad_learned_folders_are_clear(tmp_path):
         make_policy(f"learned:{tmp_path}")
 
 
+@pytest.mark.parametrize(("field", "values"), [
+    ("weights", [1e308] + [0.0] * (len(FEATURES) - 1)),
+    ("weights", [-1e7] + [0.0] * (len(FEATURES) - 1)),
+    ("backfill_weights", [0.0] * (len(FEATURES) - 1) + [1e308]),
+    ("slack", 1e308),
+])
+def test_a_learned_folder_past_the_weight_or_slack_bound_is_refused(tmp_path, field, values):
+    # 1e308 x a feature is infinite: every key ties and the order is arbitrary
+    spec = PriorityWeights(heuristic_weights("saf", 256), 256, "easy")
+    (tmp_path / "policy.json").write_text(json.dumps({**spec.as_dict(), field: values}))
+    with pytest.raises(InputError) as err:
+        make_policy(f"learned:{tmp_path}")
+    bound = "+-1e+06" if "weights" in field else "from 0 to 1000"
+    assert str(err.value).startswith(f"{tmp_path / 'policy.json'}: expected ")
+    assert f"{field}: " in str(err.value) and bound in str(err.value)
+    assert PriorityWeights((1e6,) + (0.0,) * (len(FEATURES) - 1), 256).weights[0] == 1e6
+
+
 @pytest.mark.parametrize("capacity", ["0", "-5", "true", "256.7", "Infinity", "NaN", '"256"', "null"])
 def test_a_learned_folder_with_a_bad_capacity_is_one_clear_error(capacity, tmp_path):
     # 0 used to divide by zero in the F1 term; -5, true and 256.7 ran as some other machine

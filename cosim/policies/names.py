@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from cosim import limits
 from cosim.errors import ScenarioError
 from cosim.policies.backfill import BACKFILLS, QueuePolicy
 from cosim.policies.heuristics import HEURISTICS
@@ -202,9 +203,10 @@ def _parse_order(order: str, name: str, where: str) -> dict:
             slack = float(value) if eq else RELAXED_SLACK
         except ValueError:
             slack = math.nan
-        if word != _RELAXED or not (slack >= 0.0 and math.isfinite(slack)):
-            raise _fail(where, name, "+relaxed or +relaxed=SLACK with SLACK a number >= 0 "
-                                     "(the head may wait SLACK times its estimate more)")
+        if word != _RELAXED or not 0.0 <= slack <= limits.MAX_RELAXED_SLACK:
+            raise _fail(where, name, "+relaxed or +relaxed=SLACK with SLACK a number from 0 "
+                                     f"to {limits.MAX_RELAXED_SLACK:g} (the head may wait "
+                                     "SLACK times its estimate more)")
         return {"kind": "queue", "heuristic": base, "backfill": f"{_RELAXED}={slack:g}",
                 "slack": slack}
     if backfill.startswith(_DRAIN):

@@ -89,7 +89,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.errors import InputError
-from cosim.limits import read_json
+from cosim.limits import MAX_PRIORITY_WEIGHT, MAX_RELAXED_SLACK, read_json
 from cosim.policies.backfill import BACKFILLS, QueuePolicy, easy_admits
 from cosim.policies.heuristics import HEURISTICS, Heuristic
 from cosim.policies.slurm import make_slurm_policy
@@ -153,14 +153,16 @@ class PriorityWeights:
         if len(self.weights) != len(FEATURES):
             raise ValueError(f"weights: {len(self.weights)} values, expected {len(FEATURES)} "
                              f"({', '.join(FEATURES)})")
-        if not all(math.isfinite(w) for w in self.weights):
-            raise ValueError(f"weights: {list(self.weights)} has a non-finite value")
+        if not all(abs(w) <= MAX_PRIORITY_WEIGHT for w in self.weights):
+            raise ValueError(f"weights: {list(self.weights)} has a value that is not finite "
+                             f"or past +-{MAX_PRIORITY_WEIGHT:g} (keys only order jobs: "
+                             "scale the weights down)")
         if self.backfill not in BACKFILLS:
             raise ValueError(f"backfill: {self.backfill!r}, expected one of {', '.join(BACKFILLS)}")
-        if not (self.slack >= 0.0 and math.isfinite(self.slack)) or (
+        if not (0.0 <= self.slack <= MAX_RELAXED_SLACK) or (
                 self.slack and self.backfill != "easy"):
-            raise ValueError(f"slack: {self.slack!r}; expected a finite number >= 0, and only "
-                             "with easy backfilling")
+            raise ValueError(f"slack: {self.slack!r}; expected a number from 0 to "
+                             f"{MAX_RELAXED_SLACK:g}, and only with easy backfilling")
         if not (self.promote_after >= 0.0 and math.isfinite(self.promote_after)):
             raise ValueError(f"promote_after: {self.promote_after!r}; expected a finite number "
                              "of seconds >= 0 (0: off)")
@@ -174,9 +176,9 @@ class PriorityWeights:
             if self.backfill != "easy":
                 raise ValueError(f"backfill_weights: only with easy backfilling, not "
                                  f"{self.backfill!r}")
-            if len(bw) != len(FEATURES) or not all(math.isfinite(w) for w in bw):
+            if len(bw) != len(FEATURES) or not all(abs(w) <= MAX_PRIORITY_WEIGHT for w in bw):
                 raise ValueError(f"backfill_weights: {list(bw)}; expected {len(FEATURES)} "
-                                 "finite values")
+                                 f"values within +-{MAX_PRIORITY_WEIGHT:g}")
 
     @property
     def dynamic(self) -> bool:
