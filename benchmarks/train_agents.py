@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +63,7 @@ import numpy as np
 from agents import ppo, recipe
 from agents.reproductions import HELDOUT_SEED, heldout, validation
 from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
+from cosim.compose.training import CONFIGS, train_from_clone
 from cosim.config import load_scenario
 from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import lublin
@@ -75,43 +75,6 @@ HEURISTICS = ("sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
 REFERENCE = "fcfs+easy"
 
 
-@dataclass
-class Config:
-    """One agent configuration: action model, env options, learning options."""
-
-    name: str
-    env: dict
-    args: dict = field(default_factory=dict)
-    bc_steps: int = 20_000
-    share: float = 1.0
-
-
-#: The configurations the benchmark can train (``--configs``).
-CONFIGS = {
-    # select (RLScheduler / thesis style) with EASY semantics for the agent's
-    # choice, a per-job scoring network over the first 128 queued jobs.
-    "select": Config("select", dict(actions="select", observation="kernel", window=128,
-                                    reward="slowdown", episode_jobs=256)),
-    # the same, fine-tuned gently (a sixth of the learning rate, twice the
-    # demonstrations). Tried for issue 10: its clone validated worse (24.7
-    # against 20.2) and PPO did not close the gap in 8 minutes (best 24.1).
-    "select-fine": Config("select-fine", dict(actions="select", observation="kernel", window=128,
-                                              reward="slowdown", episode_jobs=256),
-                          args=dict(lr=5e-5, target_kl=0.01), bc_steps=40_000),
-    # the same with the starvation guard at 3 days (bounds the max wait).
-    "select-guard": Config("select-guard", dict(actions="select", observation="kernel",
-                                                window=128, reward="slowdown", episode_jobs=256,
-                                                guard_wait=3 * 86400.0)),
-    # DRAS's two levels with DRAS's network.
-    "dras": Config("dras", dict(actions="dras", observation="dras", window=50,
-                                reward="slowdown", episode_jobs=256)),
-    # DBF's split window (start model).
-    "start": Config("start", dict(actions="start", observation="kernel", window=[24, 8],
-                                  reward="slowdown", episode_jobs=256,
-                                  guard_wait=3 * 86400.0)),
-}
-
-
 def estimate_sets(model: str) -> list[str]:
     """``--set`` overrides that give the training scenario this estimate model."""
     return [f"workload.estimates.model={model}"]
@@ -121,37 +84,6 @@ def score_heuristics(scenario, windows, names) -> dict[str, list[dict]]:
     """Each heuristic's summary per window."""
     return {name: [run_policy(scenario, name, None, workload=w) for w in windows]
             for name in names}
-
-
-def train(config: Config, env_config: dict, budget_s: float, out: Path, seed: int,
-          teacher: str, log, wrap_score=None) -> Path:
-    """Behaviour cloning, then PPO with model selection; returns the saved checkpoint folder.
-
-    ``wrap_score(score)``, when given, replaces the validation score (e.g. a
-    ``agents.reproductions.CloneKeeper`` that also keeps the warm-start clone)."""
-    env_config = dict(env_config, teacher=teacher)
-    pin_scales(env_config).close()
-    args = ppo.Args(seed=seed, num_envs=2, async_envs=True, num_steps=256, lr=3e-4,
-                    ent_coef=0.003, mimic_coef=1.0, mimic_decay=0.6, gamma=0.995,
-                    checkpoint_every_s=1e9, time_budget_s=None)
-    for key, value in config.args.items():
-        setattr(args, key, value)
-    eval_env = make_env({**env_config, "teacher": None}, episode_jobs=1024)
-    val = validation(eval_env)
-
-    def score(policy):
-        bsld = float(np.mean([policy.play(eval_env, w)["bsld_mean"] for w in val]))
-        return bsld, f"validation bsld {bsld:8.2f}"
-
-    kept = recipe.train(EnvFactory(env_config), "ppo", args, budget_s=budget_s,
-                        warm_start=recipe.WarmStartSpec(config.bc_steps, epochs=6,
-                                                        batch_size=256),
-                        selection=recipe.Selection(score if wrap_score is None
-                                                   else wrap_score(score),
-                                                   every_s=None, every_updates=8),
-                        out=out / config.name, env_config=env_config, say=log,
-                        name=config.name, teacher=teacher)
-    return kept.path
 
 
 def _agent_bsld(scenario, agents: dict[str, Path], runs: dict):
@@ -216,7 +148,7 @@ def main() -> None:
             if env_config.get("actions") == "select":
                 env_config["backfill_order"] = teacher.split("+")[0]
             budget = total * cfg.share / shares
-            agents[name] = train(cfg, env_config, budget, out / est, args.seed, teacher, log)
+            agents[name] = train_from_clone(cfg, env_config, budget, out / est, args.seed, teacher, log)
         # The shipped configuration is chosen on the validation windows of the
         # training workload; the held-out windows are read once, after the choice.
         runs: dict[tuple[str, int], dict] = {}

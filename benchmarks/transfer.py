@@ -39,8 +39,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from train_agents import CONFIGS, SCENARIO
-from train_agents import train as train_agent
 
 from agents.reproductions import (
     HELDOUT_SEED,
@@ -54,10 +52,12 @@ from agents.reproductions import (
     write_row,
 )
 from cosim.compose import run_policy
+from cosim.compose.training import CONFIGS, train_from_clone
 from cosim.config import load_scenario
 from cosim.workloads.lublin import lublin
 from cosim.workloads.windows import window
 
+SCENARIO = "scenarios/lublin256.yaml"
 SIZES = (128, 256, 1024)
 HEURISTICS = ("fcfs+easy", "sjf+easy", "f1+easy")
 TEACHER = "sjf+easy"
@@ -99,9 +99,9 @@ def main() -> int:
         env_config = {"scenario": SCENARIO, "scenario_set": [], **config.env,
                       "backfill_order": TEACHER.split("+")[0]}
         keeper: list[CloneKeeper] = []
-        folder = train_agent(config, env_config, share, out / f"seed-{seed}", seed, TEACHER,
-                             lambda m: print(m, flush=True),
-                             wrap_score=lambda s, k=keeper: k.append(CloneKeeper(s)) or k[0])
+        folder = train_from_clone(config, env_config, share, out / f"seed-{seed}", seed,
+                                  TEACHER, lambda m: print(m, flush=True),
+                                  wrap_score=lambda s, k=keeper: k.append(CloneKeeper(s)) or k[0])
         clone = keeper[0].save(out / f"seed-{seed}-clone")
         # The selection is over: the agent and the clone it started from, on test.
         windows = {who: {c: [run_policy(scenarios[c], f"rl:{path}", None,

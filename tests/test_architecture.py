@@ -22,7 +22,9 @@
 - Benchmarks are experiment definitions on the public API: none edits
   ``sys.path``, uses a private name of the packages (or of any module it
   imports), assigns into an imported module (monkeypatching), or imports
-  another benchmark (shared code lives in the packages).
+  another benchmark (shared code lives in the packages); no test loads a
+  benchmark file as a module (tests call the packages, or run a script as a
+  command).
 """
 
 from __future__ import annotations
@@ -480,10 +482,6 @@ def test_the_registry_check_sees_a_choice_by_name(tmp_path):
         "a computed name", "cosim/study.py:3: a learner imported under a branch"]
 
 
-#: Benchmarks other benchmarks still import (their shared parts not yet in a package).
-STILL_SHARED = {"train_agents"}
-
-
 def _benchmark_faults(root: Path) -> list[str]:
     import ast
 
@@ -509,7 +507,7 @@ def _benchmark_faults(root: Path) -> list[str]:
                 if any(part.startswith("_") and part != "__future__" for part in mod.split(".")):
                     found.append(f"{rel}:{node.lineno} imports the private module {mod}")
                 top = mod.split(".")[0]
-                if (top in scripts or top == "benchmarks") and top not in STILL_SHARED:
+                if top in scripts or top == "benchmarks":
                     found.append(f"{rel}:{node.lineno} imports the benchmark {mod}")
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
@@ -550,3 +548,41 @@ def test_the_benchmark_check_sees_each_fault(tmp_path):
                    "benchmarks/bad.py:6 assigns evaluation._simulate (monkeypatching)",
                    "benchmarks/bad.py:6 uses the private evaluation._simulate",
                    "benchmarks/bad.py:7 uses the private evaluation._summary"], got
+
+
+#: How a test would load a benchmark file as a module instead of running it.
+_LOADS = re.compile(r"spec_from_file_location|module_from_spec|SourceFileLoader|run_path"
+                    r"|sys\.path\.(insert|append)|import_module")
+
+
+def _tests_loading_benchmarks(root: Path) -> list[str]:
+    """Test lines that load a script of benchmarks/ as a module (or put it on sys.path);
+    the loader call and the benchmarks/ path it is given may be up to two lines apart."""
+    own = Path(__file__).name          # this file holds the checks' own fixtures
+    return [f"{path.relative_to(root)}:{i + 1}"
+            for path in sorted((root / "tests").glob("*.py")) if path.name != own
+            for lines in [path.read_text().splitlines()]
+            for i, line in enumerate(lines)
+            if _LOADS.search(line) and "benchmarks" in " ".join(lines[i:i + 3])]
+
+
+def test_no_test_loads_a_benchmark_file():
+    loading = _tests_loading_benchmarks(ROOT)
+    assert loading == [], f"call the package the benchmark calls, or run the script: {loading}"
+
+
+def test_the_test_check_sees_each_way_of_loading_a_benchmark(tmp_path):
+    files = {
+        "test_bad.py": "import importlib.util, sys\n"
+                       "spec = importlib.util.spec_from_file_location(\n"
+                       "    'x', ROOT / 'benchmarks' / 'x.py')\n"
+                       "sys.path.insert(0, str(ROOT / 'benchmarks'))\n",
+        # running a script is how a test exercises it; other folders on sys.path are not ours
+        "test_good.py": "import subprocess, sys\n"
+                        "subprocess.run([sys.executable, 'benchmarks/x.py', '--help'])\n"
+                        "sys.path.insert(0, str(ROOT / 'tests'))\n",
+    }
+    (tmp_path / "tests").mkdir()
+    for name, text in files.items():
+        (tmp_path / "tests" / name).write_text(text)
+    assert _tests_loading_benchmarks(tmp_path) == ["tests/test_bad.py:2", "tests/test_bad.py:4"]
