@@ -31,7 +31,9 @@ def workloads(draw, exact=True):
             st.lists(st.integers(-20, 30), min_size=n, max_size=n)))]
     with_mem = draw(st.booleans())
     mem = draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)) if with_mem else None
-    w = Workload.from_columns(submit=submit, run=run, procs=procs, req_time=req, mem=mem)
+    # wait -1 (unknown) for every job: the recorded policy needs a trace's wait column
+    w = Workload.from_columns(submit=submit, run=run, procs=procs, req_time=req, mem=mem,
+                              features={"wait": [-1.0] * n})
     return cores, (8 if with_mem else 0), w
 
 

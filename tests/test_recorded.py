@@ -101,3 +101,15 @@ def test_unbound_recorded_policy_starts_jobs_in_queue_order():
         sched.submit(j)
     env.run(until=sched.finished)
     assert [(j.start, j.end) for j in jobs] == [(0.0, 10.0), (10.0, 15.0)]
+
+
+def test_recorded_on_a_generated_workload_is_one_line_before_anything_runs(capsys, tmp_path):
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "lublin256.yaml"
+    out = tmp_path / "res"
+    assert main(["run", str(scenario), "--policy", "fcfs+easy", "--policy", "recorded",
+                 "--set", "workload.jobs=20", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: policy recorded: expected a trace replay (workload.kind swf "
+                          "or slurm): recorded starts are the trace's submit + wait, got a "
+                          "workload with no recorded starts (lublin")
+    assert len(err.splitlines()) == 1 and not out.exists()

@@ -248,7 +248,9 @@ def test_every_fault_setting_ends_with_every_job_accounted(nodes, cpn, granulari
     submit = sorted(data.draw(st.lists(st.floats(0, 5000), min_size=n, max_size=n)))
     run = data.draw(st.lists(st.floats(1, 5000), min_size=n, max_size=n))
     procs = data.draw(st.lists(st.integers(1, capacity), min_size=n, max_size=n))
-    w = Workload.from_columns(submit=submit, run=run, procs=procs)
+    # wait -1 (unknown): the recorded policy starts each job when it fits, from its submit
+    w = Workload.from_columns(submit=submit, run=run, procs=procs,
+                              features={"wait": [-1.0] * n})
     faults = {"mtbf": mtbf, "mttr": mttr, "on_failure": on_failure,
               "max_attempts": max_attempts}
     if start_limit is not None:

@@ -51,6 +51,7 @@ from cosim.config import Scenario
 from cosim.kernel import run as run_env
 from cosim.model import build
 from cosim.policies import KillRulePolicy, PolicySpec
+from cosim.policies.recorded import check_recorded_starts
 from cosim.workloads.base import TRACE_FEATURES, Workload
 from cosim.workloads.loading import load_workload, resolve_machine, streams, workload_warnings
 
@@ -262,6 +263,8 @@ def run_scenario(scenario: Scenario, policies: list[str], out_dir: str | Path, *
     scenario = resolve_machine(scenario, workload)
     for spec in specs:
         check_history_inputs(spec.predictor, scenario, workload)
+        if spec.selector == "recorded":
+            check_recorded_starts(workload)
     lines = workload_warnings(workload, scenario)
     if notify is not None:
         if lines:

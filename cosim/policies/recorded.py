@@ -27,6 +27,7 @@ import numpy as np
 import simpy
 
 from cosim.decisions import Decision, SchedulerView, start
+from cosim.errors import ScenarioError
 from cosim.job import Job, Mode
 
 __all__ = ["RecordedPolicy", "recorded_starts"]
@@ -41,6 +42,22 @@ def recorded_starts(workload) -> np.ndarray:
     wait = np.asarray(wait, dtype=np.float64)
     known = np.isfinite(wait) & (wait >= 0)
     return np.where(known, submit + np.where(known, wait, 0.0), submit)
+
+
+def check_recorded_starts(workload) -> None:
+    """Refuse a workload with no recorded starts (a generated one) for ``recorded``.
+
+    Without the trace's wait field every job would be "due" at its submit:
+    greedy first-fit under the name of the production schedule.
+
+    Raises:
+        ScenarioError: the workload has no ``wait`` feature.
+    """
+    if "wait" not in workload.features:
+        raise ScenarioError("policy recorded", "a workload with no recorded starts ("
+                            f"{workload.source or 'a generated one'})",
+                            "a trace replay (workload.kind swf or slurm): recorded starts are "
+                            "the trace's submit + wait")
 
 
 class RecordedPolicy:
@@ -67,6 +84,7 @@ class RecordedPolicy:
 
     def attach_model(self, scheduler, workload) -> None:
         """Bind to ``scheduler`` (to wake it at recorded starts) and read ``workload``'s times."""
+        check_recorded_starts(workload)
         self._scheduler = scheduler
         starts = recorded_starts(workload)
         wait = workload.features.get("wait")
