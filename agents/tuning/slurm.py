@@ -29,12 +29,16 @@ from cosim.policies.names import parse_policy
 from cosim.policies.priority import POLICY_FILE
 from cosim.policies.slurm_params import SLURM_SPACE, slurm_candidates, slurm_conf
 
-__all__ = ["tune_slurm", "checked_baseline", "SLURM_DEFAULTS", "GENERATION", "SLURM_CONF"]
+__all__ = ["tune_slurm", "checked_baseline", "SLURM_DEFAULTS", "GENERATION", "MAX_GENERATIONS",
+           "SLURM_CONF"]
 
 #: Slurm's defaults, one of the reference's candidates and the first point searched.
 SLURM_DEFAULTS = "slurm"
 #: Points drawn per generation (``--generations`` counts these batches).
 GENERATION = 8
+#: Generations drawn when only ``--minutes`` bounds the search (4,000 of the space's
+#: 46,080 points; drawing nearly all of them at random would take minutes itself).
+MAX_GENERATIONS = 500
 #: The fragment written beside the card.
 SLURM_CONF = "slurm.conf"
 _BSLD, _MAXWAIT = 0, 2
@@ -60,7 +64,7 @@ def _search(run, baseline: str | None) -> tuple[list[dict], int]:
     and the generations run."""
     o, t0 = run.options, time.perf_counter()
     budget = run.minutes * 60 - (t0 - run.t_start)
-    limit = o.generations or 10_000
+    limit = o.generations or MAX_GENERATIONS
     pool = [p.policy_name() for p in slurm_candidates(GENERATION * limit, seed=o.seed)]
     scored, gen = [], 0
     with run.protocol.evaluator("train") as ev:
