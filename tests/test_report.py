@@ -164,6 +164,28 @@ def test_bad_folders(tmp_path):
         write_report(tmp_path)
 
 
+@pytest.mark.parametrize(("text", "found"), [
+    ("a: [1, 2\n  b: {{{\n", ":2: expected the scenario.yaml a run saves (a YAML mapping of "
+                              "scenario keys), got invalid YAML"),
+    ("- a list\n", ": expected the scenario.yaml a run saves (a YAML mapping of scenario keys), "
+                   "got a YAML list"),
+    ("", ": expected the scenario.yaml a run saves (a YAML mapping of scenario keys), "
+         "got an empty file"),
+    (b"\xff\xfe garbage", ": expected the scenario.yaml a run saves (a YAML mapping of "
+                           "scenario keys), got a byte that is not UTF-8 at offset 0"),
+])
+def test_a_garbage_saved_scenario_is_one_line_naming_it_before_any_figure(tmp_path, text, found):
+    root = make_comparison(tmp_path / "res", ["fcfs", "sjf"])
+    path = root / "scenario.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(InputError) as err:
+        write_report(root)
+    assert str(err.value).startswith(f"{path}{found}")
+    assert not list(root.glob("*.png")) and not (root / "report.html").exists()
+    path.write_text("name: fine\ndescription: a saved scenario\n")
+    assert "a saved scenario" in write_report(root).read_text()
+
+
 def test_report_on_wrong_file(tmp_path):
     (tmp_path / "jobs.parquet").write_text("not parquet")
     with pytest.raises(InputError, match="got a file that is not Parquet"):

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from cosim import metrics, records
+from cosim import limits, metrics, records
 from cosim.errors import InputError
 from cosim.report.figures import (
     _plot_by_size,
@@ -206,17 +206,34 @@ def _heading(root: Path, runs: list[Run]) -> tuple[str, str]:
 
 def _scenario_file(root: Path) -> dict[str, Any]:
     """The resolved ``scenario.yaml`` a run saved beside its results, or {} when
-    there is none or it does not read as a mapping (it is only shown)."""
+    there is none (a folder written before runs saved it).
+
+    Raises:
+        InputError: the file is there but is not a YAML mapping (garbage, a
+            list, not UTF-8, too large or too deep): a report would describe
+            the run from it, so it is refused, naming the file.
+    """
     import yaml
 
     path = root / "scenario.yaml"
-    try:
-        if not path.is_file() or path.stat().st_size > 1_000_000:
-            return {}
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    if not os.path.lexists(path):
         return {}
-    return doc if isinstance(doc, dict) else {}
+    expected = "the scenario.yaml a run saves (a YAML mapping of scenario keys)"
+    data = limits.read_bytes(path, expected, limits.SCENARIO_BYTES)
+    try:
+        doc = limits.load_yaml(data.decode("utf-8"), str(path))
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"a byte that is not UTF-8 at offset {exc.start}",
+                         expected) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise InputError(where, f"invalid YAML ({getattr(exc, 'problem', None) or exc})",
+                         expected) from None
+    if not isinstance(doc, dict):
+        found = "an empty file" if doc is None else f"a YAML {type(doc).__name__}"
+        raise InputError(str(path), found, expected)
+    return doc
 
 
 def _scenario_description(root: Path) -> str:
@@ -400,6 +417,8 @@ def write_report(results_dir: str | os.PathLike, *,
     """
     root = Path(results_dir)
     runs = load_runs(root)
+    # Read (and check) the saved scenario before any figure is written.
+    heading = _heading(root, runs)
     warnings = _kept_warnings(root, warnings) + _never_started(runs)
     per = []
     for r in runs:
@@ -467,7 +486,7 @@ def write_report(results_dir: str | os.PathLike, *,
         if stale.name not in drawn and stale.is_file():
             stale.unlink(missing_ok=True)
     out = root / "report.html"
-    text = _html(runs, images, notes, warnings, heading=_heading(root, runs), gantts=gantts)
+    text = _html(runs, images, notes, warnings, heading=heading, gantts=gantts)
     with _writing(out):  # removes its temporary file when it fails
         records.write_bytes_atomic(out, text)
     return out
