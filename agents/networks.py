@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from cosim import limits
 from cosim.errors import InputError
 
 __all__ = ["MLPPolicy", "KernelPolicy", "CNNPolicy", "DrasPolicy", "make_network",
@@ -240,6 +241,25 @@ def make_network(observation_space, action_space, kind: str | None = None,
     return network_from_spec(spec)
 
 
+def _check_size(kind: str, shape: tuple, n_actions: int, hidden) -> None:
+    """Refuse a spec whose network passes :data:`cosim.limits.NETWORK_PARAMS`, before building it.
+
+    Counted as the fully connected layers of the network's trunks (the
+    actor and the critic each have one for ``mlp``; the CNN's dense layer
+    reads 32 channels of the grid), an upper estimate of its parameters.
+    """
+    defaults = {"mlp": (64, 64), "kernel": (32, 16), "dras": (128, 64), "cnn": (64,)}
+    widths = [int(h) for h in hidden] if hidden else list(defaults[kind])
+    if kind == "cnn":
+        widths = widths[:1]
+    first = {"mlp": math.prod(shape), "kernel": shape[-1] if shape else 1,
+             "dras": (shape[0] if shape else 1) * 4,
+             "cnn": 32 * math.prod(shape[1:]) if len(shape) == 3 else 1}[kind]
+    sizes = [int(first), *widths, max(int(n_actions), 1)]
+    trunk = list(zip(sizes[:-1], sizes[1:], strict=True))
+    limits.check_network(trunk * (2 if kind == "mlp" else 1), "network")
+
+
 def network_from_spec(spec: dict[str, Any]) -> nn.Module:
     """Rebuild a network from the ``spec`` dict :func:`make_network` recorded.
 
@@ -252,6 +272,7 @@ def network_from_spec(spec: dict[str, Any]) -> nn.Module:
     hidden = spec.get("hidden")
     if kind not in NETWORK_KINDS:
         raise InputError("network", repr(kind), f"one of {', '.join(NETWORK_KINDS)}")
+    _check_size(kind, shape, n_actions, hidden)
     if kind == "mlp":
         net: nn.Module = MLPPolicy(math.prod(shape), n_actions,
                                    tuple(hidden) if hidden else (64, 64))

@@ -34,7 +34,7 @@ from typing import Any
 from cosim.errors import InputError
 
 __all__ = ["Limit", "LimitError", "LIMITS", "NODES", "CORES_PER_NODE", "SCENARIO_BYTES",
-           "JSON_BYTES", "TRACE_BYTES", "DEPTH", "STUDY_RUNS", "BOOTSTRAP", "NODE_FAILURES", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
+           "JSON_BYTES", "TRACE_BYTES", "DEPTH", "STUDY_RUNS", "BOOTSTRAP", "NODE_FAILURES", "NETWORK_PARAMS", "check_network", "INT64_MIN", "INT64_MAX", "MIN_MTBF", "MAX_START_LIMIT",
            "MAX_RELAXED_SLACK", "MAX_PRIORITY_WEIGHT",
            "MIN_UPDATE_INTERVAL", "check_int64", "out_of_int64", "read_bytes",
            "gunzip", "parse_json", "read_json", "load_yaml", "deeper_than"]
@@ -148,6 +148,32 @@ BOOTSTRAP = _limit("bootstrap", 1_000_000, "bootstrap resamples of a study", "st
 NODE_FAILURES = _limit("node_failures", 100_000, "node failures in one run",
                        "a run with faults: at the bound, failures stop and queued jobs are "
                        "given up (with one warning)")
+
+NETWORK_PARAMS = _limit("network_params", 50_000_000,
+                        "parameters of a network a checkpoint or model folder describes",
+                        "an agent's network spec (checkpoint meta.json, --hidden) and a run-time "
+                        "RNN's meta.json, counted before the network is built")
+
+
+def check_network(layers: list[tuple[int, int]], where: str) -> int:
+    """The parameter count of fully connected ``(inputs, outputs)`` layers, within :data:`NETWORK_PARAMS`.
+
+    Counted from the shapes alone (weights and a bias per output), so a
+    description asking for a 40 GB network or 10**6 layers is refused
+    before torch allocates anything. Recurrent and convolutional layers are
+    passed as the fully connected layers with the same weights.
+
+    Raises:
+        LimitError: more parameters than the limit; InputError: a width below 1.
+    """
+    total = 0
+    for inputs, outputs in layers:
+        if inputs < 1 or outputs < 1:
+            raise InputError(where, f"a layer of {inputs} x {outputs}", "layer widths of at least 1")
+        total += (inputs + 1) * outputs
+        if total > NETWORK_PARAMS.value:   # stop counting a 10**6-layer description early
+            raise NETWORK_PARAMS.error(f"more than {NETWORK_PARAMS.value:,} parameters", where)
+    return total
 
 
 def out_of_int64(value: Any) -> bool:

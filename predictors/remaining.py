@@ -49,6 +49,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from cosim import limits
 from cosim.errors import InputError
 from predictors.observation import (
     FRACTIONS,
@@ -652,6 +653,24 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
                              "an XGBoost UBJ model") from None
         self.booster_ = booster
 
+    def _check_net_size(self, enc: _StaticEncoder, n_progress: int, where: Path) -> None:
+        """Refuse a saved architecture past :data:`cosim.limits.NETWORK_PARAMS` before building it.
+
+        An RNN layer has ``gates`` fully connected maps of its input and its
+        state (3 for a GRU, 4 for an LSTM); the static MLP and the head are
+        ``mlp_hidden`` wide.
+        """
+        h, m, n = int(self.hidden_size), int(self.mlp_hidden), int(self.num_layers)
+        gates = 3 if self.rnn == "gru" else 4
+        if n < 1:
+            raise InputError(f"{where}: num_layers", str(n), "at least 1 RNN layer")
+        first = [(n_progress + h, h)] * gates
+        # Layers past the first are all alike: counted once, times their number, so
+        # 10**6 layers cost one multiplication, not a list of 10**6 entries.
+        rest = [((2 * h + 1) * (n - 1) - 1, h)] * gates if n > 1 else []
+        mlp = [(max(enc.n_out, 1), m), (m + h, m), (m, 1)]
+        limits.check_network(first + rest + mlp, f"{where}: the network it describes")
+
     def _read_net(self, f: Path, arch: Mapping[str, Any]) -> None:
         import pickle
 
@@ -667,6 +686,7 @@ class RemainingTimeRegressor(Persistable, BaseEstimator):
             raise InputError(str(f), type(state).__name__, "a state_dict of tensors")
         cat = {int(k): int(v) for k, v in arch["categorical_columns"].items()}
         enc = _StaticEncoder(int(arch["n_features"]), cat)
+        self._check_net_size(enc, int(arch["n_progress_features"]), f.parent / "meta.json")
         net = _build_net(enc.n_out, len(enc.num), int(arch["n_progress_features"]), self.rnn,
                          self.hidden_size, self.mlp_hidden, self.num_layers)
         try:

@@ -311,3 +311,24 @@ def test_policy_names_are_one_spelling_each_once(capsys, tmp_path, names, fragme
         argv += ["--policy", name]
     one_line(capsys, cosim_main, argv, *fragments)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_network_description_past_the_parameter_limit_is_refused_before_it_is_built():
+    from agents.networks import network_from_spec
+    from predictors.remaining import RemainingTimeRegressor, _StaticEncoder
+
+    huge = {"kind": "mlp", "obs_shape": [10], "n_actions": 4, "hidden": [100_000, 100_000]}
+    with pytest.raises(limits.LimitError) as err:
+        network_from_spec(huge)      # 40 GB of float32 weights
+    assert str(err.value) == ("network: expected at most 50,000,000 (the limit on parameters of "
+                              "a network a checkpoint or model folder describes; raise it with "
+                              "COSIM_MAX_NETWORK_PARAMS=N), got more than 50,000,000 parameters")
+    assert sum(p.numel() for p in network_from_spec(
+        {"kind": "mlp", "obs_shape": [10], "n_actions": 4, "hidden": [64, 64]}).parameters()) \
+        <= limits.check_network([(10, 64), (64, 64), (64, 4)] * 2, "x")
+    model = RemainingTimeRegressor(model="gru", num_layers=10**6)
+    with pytest.raises(limits.LimitError, match=r"meta.json: the network it describes: expected "
+                                                r"at most 50,000,000 \(the limit on parameters"):
+        model._check_net_size(_StaticEncoder(5, {}), 8, Path("m/meta.json"))
+    RemainingTimeRegressor(model="gru", num_layers=2)._check_net_size(
+        _StaticEncoder(5, {}), 8, Path("m/meta.json"))
