@@ -316,7 +316,19 @@ def test_an_unknown_metric_is_named_with_the_nearest(tmp_path):
     with pytest.raises(InputError, match=r"metrics\[1\]: expected a numeric summary metric.*"
                                          r"got 'wait_mena'; did you mean 'wait_mean'\?"):
         run_study(path, out=tmp_path / "out", serial=True, quiet=True, echo=None)
-    assert not (tmp_path / "out" / "study.parquet").exists()
+    # refused while planning: no run ran, no folder was written
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_number_of_a_run_summary_is_a_metric_a_study_may_name(tmp_path):
+    from cosim.compose.run import summary_metric_names
+    path = study_file(tmp_path, "policies: [fcfs+easy]\nset: {workload.jobs: 30, "
+                                "faults.mtbf: 100000, faults.mttr: 600}\n")
+    assert run_study(path, out=tmp_path / "out", serial=True, quiet=True, echo=None) == 0
+    summary = json.loads(next((tmp_path / "out").rglob("summary.json")).read_text())["metrics"]
+    numbers = {k for k, v in summary.items() if isinstance(v, int | float)
+               and not isinstance(v, bool)}
+    assert numbers <= summary_metric_names()
 
 
 # -- training studies --------------------------------------------------------------------------

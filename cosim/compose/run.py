@@ -55,7 +55,33 @@ from cosim.policies.recorded import check_recorded_starts
 from cosim.workloads.base import TRACE_FEATURES, Workload
 from cosim.workloads.loading import load_workload, resolve_machine, streams, workload_warnings
 
-__all__ = ["run_policy", "run_scenario"]
+__all__ = ["run_policy", "run_scenario", "summary_metric_names"]
+
+#: The numbers :func:`_finish` adds to :func:`cosim.metrics.summarize`'s in
+#: ``summary.json`` (a test keeps this list and a run's summary equal).
+RUN_COUNTER_KEYS = (
+    "wasted_core_hours", "jobs_in_workload", "jobs_not_submitted", "scheduler_passes",
+    "decisions_refused", "reservations_broken", "reservations_withdrawn", "kills", "requeues",
+    "node_failures", "jobs_lost_to_failures", "overruns", "rule_kills", "wall_seconds",
+    "jobs_per_second")
+
+
+def summary_metric_names() -> frozenset[str]:
+    """Every number a run's ``summary.json`` can hold under ``metrics``, known before any run.
+
+    :data:`cosim.metrics.METRIC_DEFINITIONS` (its ``<mode>`` and ``<class>``
+    keys expanded), :data:`RUN_COUNTER_KEYS` and the prediction hub's counters.
+    """
+    from cosim import metrics
+    from cosim.prediction_hub import PredictionStats
+
+    fill = {"<mode>": metrics.EXEC_MODES,
+            "<class>": [c[1] for c in metrics.SIZE_CLASSES + metrics.RUN_CLASSES]}
+    names: set[str] = set(RUN_COUNTER_KEYS) | set(PredictionStats().as_dict())
+    for key in metrics.METRIC_DEFINITIONS:
+        hole = next((h for h in fill if h in key), None)
+        names |= {key} if hole is None else {key.replace(hole, v) for v in fill[hole]}
+    return frozenset(names)
 
 
 def _build(env: simpy.Environment, spec: PolicySpec, scenario: Scenario, workload: Workload,

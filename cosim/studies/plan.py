@@ -73,6 +73,19 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _check_metrics(names: tuple[str, ...], where) -> None:
+    """Refuse a report metric no run's summary can hold, before any run."""
+    from cosim.compose.run import summary_metric_names
+
+    known = summary_metric_names()
+    for i, metric in enumerate(names):
+        if metric not in known:
+            raise ScenarioError(where("metrics", f"[{i}]"), repr(metric),
+                                "a numeric summary metric such as bsld_mean, wait_mean, "
+                                "utilization (see the metrics reference)",
+                                did_you_mean(metric, sorted(known)))
+
+
 def plan_study(path: str | os.PathLike, out: str | os.PathLike | None = None) -> StudyPlan:
     """Validate a study file and everything it names, and list its runs.
 
@@ -108,6 +121,8 @@ def plan_study(path: str | os.PathLike, out: str | os.PathLike | None = None) ->
     for values in study.grid.values():
         runs *= len(values)
     limits.STUDY_RUNS.check(runs, f"{path}: the study's runs (grid x seeds x policies)")
+    if study.metrics and study.train is None:
+        _check_metrics(study.metrics, where)
     settings = _setting_names(study.grid)
     plan = StudyPlan(study=study, path=path, name=name, out=out_dir, scenario=scenario,
                      keys=list(study.set) + list(study.grid), settings=settings, seeds=seeds)
