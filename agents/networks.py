@@ -267,9 +267,15 @@ def network_from_spec(spec: dict[str, Any]) -> nn.Module:
         InputError: the spec names an unknown kind or a shape the kind cannot take.
     """
     kind = spec.get("kind")
-    shape = tuple(spec["obs_shape"])
-    n_actions = int(spec["n_actions"])
-    hidden = spec.get("hidden")
+    try:  # a hand-edited meta.json: sizes that are not whole numbers are one line
+        shape = tuple(int(s) for s in spec["obs_shape"])
+        n_actions = int(spec["n_actions"])
+        hidden = spec.get("hidden")
+        hidden = None if hidden is None else [int(h) for h in hidden]
+    except (KeyError, TypeError, ValueError):
+        raise InputError("network", f"obs_shape {spec.get('obs_shape')!r}, n_actions "
+                         f"{spec.get('n_actions')!r}, hidden {spec.get('hidden')!r}",
+                         "whole-number sizes") from None
     if kind not in NETWORK_KINDS:
         raise InputError("network", repr(kind), f"one of {', '.join(NETWORK_KINDS)}")
     _check_size(kind, shape, n_actions, hidden)

@@ -332,3 +332,11 @@ def test_a_network_description_past_the_parameter_limit_is_refused_before_it_is_
         model._check_net_size(_StaticEncoder(5, {}), 8, Path("m/meta.json"))
     RemainingTimeRegressor(model="gru", num_layers=2)._check_net_size(
         _StaticEncoder(5, {}), 8, Path("m/meta.json"))
+
+
+def test_a_network_description_with_sizes_that_are_not_numbers_is_one_line():
+    from agents.networks import network_from_spec
+
+    with pytest.raises(InputError, match=r"^network: expected whole-number sizes, got obs_shape "
+                                         r"\[10\], n_actions 4, hidden \['wide'\]$"):
+        network_from_spec({"kind": "mlp", "obs_shape": [10], "n_actions": 4, "hidden": ["wide"]})
