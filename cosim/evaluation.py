@@ -99,7 +99,7 @@ __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "window
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
            "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED",
            "EVALUATIONS", "running_block", "running_slices", "run_slices", "Protocol", "Scores",
-           "source_name", "ROW_METRICS", "span_row", "span_rows", "job_rows"]
+           "source_name", "ROW_METRICS", "COL_BSLD", "COL_WAIT", "COL_MAX_WAIT", "span_row", "span_rows", "job_rows"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -264,6 +264,9 @@ def _work(task):
 
 
 #: A span's row (:func:`span_rows`): starvation beside the mean, by the names of summary.json.
+#: The last axis of :meth:`Evaluator.evaluate`'s array: mean bsld, mean wait, max wait.
+COL_BSLD, COL_WAIT, COL_MAX_WAIT = 0, 1, 2
+
 ROW_METRICS = ("bsld_mean", "wait_mean", "wait_max", "wait_p99", "starved_1d", "starved_1w")
 
 

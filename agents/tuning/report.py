@@ -9,12 +9,13 @@ import numpy as np
 
 from agents.tuning.space import SLACK_SCALE, WAIT_PENALTY, user_history_note
 from cosim.evaluation import CLASSIC, Scores
+from cosim.evaluation import COL_BSLD as _BSLD
+from cosim.evaluation import COL_MAX_WAIT as _MAXWAIT
 from cosim.metrics import STARVATION_THRESHOLDS
 from cosim.policies.priority import FEATURES
 
 __all__ = ["span_figures", "results_of", "starvation_of"]
 
-_BSLD, _MAXWAIT = 0, 2
 
 
 def span_figures(run, choice, scores: Scores) -> dict:

@@ -36,8 +36,6 @@ from cosim.workloads.loading import load_workload
 
 __all__ = ["tune", "Run", "Reference"]
 
-_BSLD, _MAXWAIT = 0, 2
-
 
 def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
          echo=print, **options) -> dict:

@@ -38,11 +38,12 @@ from cosim.evaluation import (
     window_at,
     window_starts,
 )
+from cosim.evaluation import COL_BSLD as _BSLD
+from cosim.evaluation import COL_MAX_WAIT as _MAXWAIT
 from cosim.policies.priority import FEATURES, PriorityWeights, heuristic_weights
 
 __all__ = ["filter_training", "Found", "search"]
 
-_BSLD, _MAXWAIT = 0, 2
 
 
 def filter_training(run) -> dict | None:

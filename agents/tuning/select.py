@@ -18,6 +18,7 @@ import numpy as np
 
 from agents.tuning.space import fold_index, same_policy
 from cosim.evaluation import CLASSIC, Evaluator, source_name
+from cosim.evaluation import COL_BSLD as _BSLD
 from cosim.policies.priority import PriorityWeights
 
 __all__ = ["FALLBACK", "FALLBACKS", "MINIMAX_MARGIN", "SHRINK", "fallback_heuristic",
@@ -50,7 +51,6 @@ MINIMAX_MARGIN = 0.95
 #: mean test ratio 1.018 against 1.042 for the point itself, 1 loss against 3 (the same 3
 #: rows shipped; two losses, 1.108 and 1.176, became 0.956 and 0.947).
 SHRINK = (0.25, 0.5, 0.75)
-_BSLD = 0
 
 
 def shrunk_points(spec_of, x0, x_best, fractions=SHRINK) -> list[PriorityWeights]:

@@ -25,6 +25,8 @@ import numpy as np
 
 from cosim.errors import InputError
 from cosim.evaluation import CLASSIC
+from cosim.evaluation import COL_BSLD as _BSLD
+from cosim.evaluation import COL_MAX_WAIT as _MAXWAIT
 from cosim.policies.names import parse_policy
 from cosim.policies.priority import POLICY_FILE
 from cosim.policies.slurm_params import SLURM_SPACE, slurm_candidates, slurm_conf
@@ -41,7 +43,6 @@ GENERATION = 8
 MAX_GENERATIONS = 500
 #: The fragment written beside the card.
 SLURM_CONF = "slurm.conf"
-_BSLD, _MAXWAIT = 0, 2
 
 
 def checked_baseline(name: str | None) -> str | None:
