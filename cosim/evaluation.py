@@ -39,19 +39,16 @@ One place for how a policy is compared with the heuristics it must beat:
    :class:`SealedWindows` hands its windows out a single time and refuses a
    second read (:class:`ProtocolError`), so a selection loop cannot peek.
 
-:class:`Evaluator` runs (policy, window) pairs, in worker processes when
-asked; a policy is a name of the grammar (``saf+easy``, ``learned:DIR``) or a
+:class:`Evaluator` runs (policy, window) pairs on the one engine
+(:class:`cosim.engine.Engine`), in worker processes when asked; a policy is a
+name of the grammar (``saf+easy``, ``learned:DIR``) or a
 :class:`cosim.policies.priority.PriorityWeights`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import threading
-import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +56,7 @@ import simpy
 
 from cosim import metrics, records
 from cosim.config import Scenario
+from cosim.engine import Engine, default_processes  # default_processes re-exported
 from cosim.errors import ScenarioError
 from cosim.model import build, capacity_of  # capacity_of re-exported for the protocol's users
 from cosim.paired import (  # the comparisons, re-exported: one place for the protocol
@@ -99,7 +97,7 @@ __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "window
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
            "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED",
            "EVALUATIONS", "running_block", "running_slices", "run_slices", "Protocol", "Scores",
-           "source_name", "ROW_METRICS", "COL_BSLD", "COL_WAIT", "COL_MAX_WAIT", "span_row", "span_rows", "job_rows"]
+           "source_name", "default_processes", "ROW_METRICS", "COL_BSLD", "COL_WAIT", "COL_MAX_WAIT", "span_row", "span_rows", "job_rows"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -216,51 +214,18 @@ def run_slices(scenario: Scenario, source, window: Workload,
     return [_summary(*(values[a:b] for values in per_row)) for a, b in slices]
 
 
-_WORKER: dict = {}
-
-
-#: Seconds between a worker's checks that the process that started it is alive.
-PARENT_POLL_S = 0.5
-
-
-def _parent_alive(parent: int, first_ppid: int) -> bool:
-    if os.getppid() != first_ppid:   # orphaned: adopted by init or a subreaper
-        return False
-    try:
-        os.kill(parent, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def _watch_parent(parent: int, first_ppid: int) -> None:
-    while _parent_alive(parent, first_ppid):
-        time.sleep(PARENT_POLL_S)
-    os._exit(1)   # the parent is gone (kill -9 runs no cleanup): end, as it cannot
-
-
-def _init_worker(parent, scenario, windows_, slices):
-    # Workers end with the process that started them, even one killed by SIGKILL: a
-    # worker blocked on the pool's queue would otherwise wait for work forever (an
-    # interrupted tune left four 130 MB workers running for minutes).
-    threading.Thread(target=_watch_parent, args=(parent, os.getppid()), daemon=True,
-                     name="watch-parent").start()
-    _WORKER["scenario"], _WORKER["windows"], _WORKER["slices"] = scenario, windows_, slices
-
-
 def _run(scenario, source, window, slices) -> list[WindowResult]:
     if slices is None:
         return [run_window(scenario, source, window)]
     return run_slices(scenario, source, window, slices)
 
 
-def _work(task):
+def _window_task(state, task) -> list[WindowResult]:
+    """One (source, window index) of an :class:`Evaluator`, on the engine (``state``: the
+    scenario, the windows and their slices, shipped to each worker once)."""
+    scenario, windows_, slices = state
     source, k = task
-    slices = _WORKER["slices"]
-    return _run(_WORKER["scenario"], source, _WORKER["windows"][k],
-                None if slices is None else slices[k])
+    return _run(scenario, source, windows_[k], None if slices is None else slices[k])
 
 
 #: A span's row (:func:`span_rows`): starvation beside the mean, by the names of summary.json.
@@ -286,8 +251,9 @@ def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | 
     return {k: row[k] for k in ROW_METRICS}
 
 
-def _row_work(source):
-    return span_row(_WORKER["scenario"], source, _WORKER["windows"][0])
+def _row_task(state, source):
+    scenario, window = state
+    return span_row(scenario, source, window)
 
 
 def span_rows(scenario: Scenario, sources: Sequence, window: Workload,
@@ -297,9 +263,8 @@ def span_rows(scenario: Scenario, sources: Sequence, window: Workload,
     n = min(max(1, int(processes)), len(sources))
     if n <= 1:
         return {source_name(s): span_row(scenario, s, window) for s in sources}
-    with ProcessPoolExecutor(n, initializer=_init_worker,
-                             initargs=(os.getpid(), scenario, [window], None)) as pool:
-        return dict(zip((source_name(s) for s in sources), pool.map(_row_work, sources)))
+    with Engine((scenario, window), n) as engine:
+        return dict(zip((source_name(s) for s in sources), engine.map(_row_task, sources)))
 
 
 class Evaluator:
@@ -327,11 +292,7 @@ class Evaluator:
                                 f"{len(self.windows)} windows")
         self.slices = None if slices is None else [list(x) for x in slices]
         self.processes = max(1, int(processes))
-        self._pool = None
-        if self.processes > 1:
-            self._pool = ProcessPoolExecutor(self.processes, initializer=_init_worker,
-                                             initargs=(os.getpid(), scenario, self.windows,
-                                                       self.slices))
+        self._engine = Engine((scenario, self.windows, self.slices), self.processes)
 
     def evaluate(self, sources: Sequence, only: Sequence[int] | None = None) -> np.ndarray:
         """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``.
@@ -346,13 +307,7 @@ class Evaluator:
         for s in sources:
             checked_source(s, self.scenario)
         ks = range(len(self.windows)) if only is None else [int(k) for k in only]
-        tasks = [(s, k) for s in sources for k in ks]
-        if self._pool is None:
-            results = [_run(self.scenario, s, self.windows[k],
-                            None if self.slices is None else self.slices[k]) for s, k in tasks]
-        else:
-            chunk = max(1, len(tasks) // (4 * self.processes))
-            results = list(self._pool.map(_work, tasks, chunksize=chunk))
+        results = self._engine.map(_window_task, [(s, k) for s in sources for k in ks])
         out = np.array([[r.bsld_mean, r.wait_mean, r.wait_max] for rs in results for r in rs],
                        dtype=float)
         per_source = (len(ks) if self.slices is None
@@ -361,23 +316,13 @@ class Evaluator:
 
     def close(self) -> None:
         """End the worker processes."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self._engine.close()
 
     def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def default_processes() -> int:
-    """Worker processes to use: the CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux
-        return os.cpu_count() or 1
 
 
 def best_heuristic(validation_bsld: dict[str, np.ndarray]) -> str:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 from agents.tuning.options import (
     DEFAULT_MAX_WAIT,
@@ -21,20 +20,11 @@ from agents.tuning.select import FALLBACK, FALLBACKS, MINIMAX_MARGIN
 from agents.tuning.slurm import checked_baseline
 from agents.tuning.space import FITNESS, FOLDS
 from cosim.cli import nonnegative_int
+from cosim.engine import PROCESSES_PER_CPU, check_processes, max_processes  # re-exported
 from cosim.errors import InputError
 from cosim.evaluation import CONTENTION, EVALUATIONS
 
 __all__ = ["add_parser", "run", "max_processes", "PROCESSES_PER_CPU"]
-
-#: ``--processes`` at most this many per CPU: more only share the CPUs (and each worker
-#: holds its copy of the windows), while 100,000 would exhaust memory before any work.
-PROCESSES_PER_CPU = 4
-
-
-def max_processes() -> int:
-    """The largest ``--processes``: :data:`PROCESSES_PER_CPU` per CPU of the machine."""
-    return PROCESSES_PER_CPU * (os.cpu_count() or 1)
-
 
 def _max_wait(text: str) -> float | None:
     """``--max-wait``: a ratio, or ``none`` for no bound (checked in :func:`run`)."""
@@ -211,13 +201,7 @@ def run(ns) -> int:
             pass
         if not isinstance(warmup, int) or warmup < 0:
             raise InputError("--warmup", repr(warmup), "0 or more jobs, or all")
-    if ns.processes is not None and ns.processes < 1:
-        raise InputError("--processes", repr(ns.processes), "at least 1 (or leave it out: "
-                                                            "every CPU available)")
-    if ns.processes is not None and ns.processes > max_processes():
-        raise InputError("--processes", repr(ns.processes),
-                         f"at most {max_processes()} ({PROCESSES_PER_CPU} per CPU; each worker "
-                         "holds the windows and a simulation)")
+    check_processes(ns.processes)
     if ns.train_batch < 0:
         raise InputError("--train-batch", repr(ns.train_batch), "0 (all) or more windows")
     if ns.generations is not None and ns.generations < 1:

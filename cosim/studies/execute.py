@@ -1,4 +1,5 @@
-"""Running a study: one run, and every pending run serially or on Ray, resumable.
+"""Running a study: one run, and every pending run serially or on Ray (through the one
+engine, :mod:`cosim.engine`), resumable.
 
 Each run writes ``run.json`` (``pending``, then ``ok`` or ``error``) beside
 its results, with the digest of what it ran; running the study again skips
@@ -28,6 +29,7 @@ import yaml
 from agents.registry import learner
 from cosim import records
 from cosim.config import scenario_from_dict
+from cosim.engine import Engine, Lost, one_line
 from cosim.errors import CosimError, InputError
 from cosim.studies.plan import _resolved_study, _scenario_set, _shape, plan_study
 from cosim.studies.report import _stats_table, study_rows, write_study_report, write_study_table
@@ -75,9 +77,7 @@ def execute_run(spec: RunSpec, driver_node: str | None = None) -> dict[str, Any]
     except CosimError as exc:
         record.update(status="error", error=str(exc))
     except Exception as exc:   # a bug or a broken input: keep the traceback for run.json
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        record.update(status="error", error=f"{type(exc).__name__}: {first}".rstrip(": "),
-                      traceback=traceback.format_exc())
+        record.update(status="error", error=one_line(exc), traceback=traceback.format_exc())
     record["seconds"] = time.perf_counter() - t0
     return record
 
@@ -220,45 +220,23 @@ class _Progress:
             self.bar.close()
 
 
-def _serial(specs: Sequence[RunSpec], progress: _Progress
-            ) -> Iterator[tuple[RunSpec, dict[str, Any]]]:
-    for spec in specs:
-        _prepare(spec)
-        progress.set_running(1)
-        yield spec, execute_run(spec)
-    progress.set_running(0)
+def _execute(driver_node: str | None, spec: RunSpec) -> dict[str, Any]:
+    """:func:`execute_run` as the engine's task (``driver_node``: the state every run shares)."""
+    return execute_run(spec, driver_node)
 
 
-def _on_ray(specs: Sequence[RunSpec], session, workers: int, progress: _Progress
-            ) -> Iterator[tuple[RunSpec, dict[str, Any]]]:
-    """Each run one Ray task; ``workers`` run at once and as many wait in Ray's queue, so
-    that a worker finds its next run there while this process records the last one."""
-    ray = session.ray
-    task = ray.remote(num_cpus=1, max_retries=1)(execute_run)
-    driver = ray.get_runtime_context().get_node_id()
-    todo = list(reversed(specs))
-    inflight: dict[Any, RunSpec] = {}
-    try:
-        while todo or inflight:
-            while todo and len(inflight) < 2 * workers:
-                spec = todo.pop()
-                _prepare(spec)
-                inflight[task.remote(spec, driver)] = spec
-            progress.set_running(min(workers, len(inflight)))
-            ready, _ = ray.wait(list(inflight), num_returns=1)
-            for ref in ready:
-                spec = inflight.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayError as exc:   # the worker died (memory, a signal)
-                    text = str(exc).strip().splitlines()
-                    result = {"status": "error", "seconds": None, "host": None,
-                              "error": f"{type(exc).__name__}: {text[0] if text else ''}"}
-                progress.set_running(min(workers, len(inflight)))
-                yield spec, result
-    finally:
-        for ref in inflight:
-            ray.cancel(ref, force=True)
+def _results(specs: Sequence[RunSpec], session, workers: int | None, progress: _Progress
+             ) -> Iterator[tuple[RunSpec, dict[str, Any]]]:
+    """Each pending run on the engine (:mod:`cosim.engine`), in this process or, with a
+    Ray ``session``, one Ray task each; a run whose worker died is an error record."""
+    driver = None if session is None else session.ray.get_runtime_context().get_node_id()
+    with Engine(driver, ray=session, workers=workers) as engine:
+        for spec, result in engine.stream(_execute, specs, before=_prepare,
+                                          running=progress.set_running):
+            if isinstance(result, Lost):
+                result = {"status": "error", "seconds": None, "host": None,
+                          "error": result.error}
+            yield spec, result
 
 
 def _prepare_models(plan: StudyPlan, pending: Sequence[RunSpec]) -> None:
@@ -363,9 +341,7 @@ def run_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     progress = _Progress(len(pending), quiet)
     t0 = time.perf_counter()
     try:
-        results = (_serial(pending, progress) if session is None
-                   else _on_ray(pending, session, workers, progress))
-        for spec, result in results:
+        for spec, result in _results(pending, session, workers, progress):
             done[spec.out_dir] = _store(spec, result)
             progress.finished(result["status"] == "ok")
     except KeyboardInterrupt:
