@@ -217,7 +217,7 @@ API_SECTIONS = [
     ("Scenarios and the model", ["cosim.config", "cosim.model", "cosim.actors.scheduler"]),
     ("Policies", ["cosim.policies"]),
     ("Metrics", ["cosim.metrics"]),
-    ("Evaluation protocol", ["cosim.evaluation"]),
+    ("Evaluation protocol", ["cosim.evaluation", "cosim.engine"]),
     ("The Gymnasium environment", ["cosim.env", "cosim.vector"]),
     ("Agents", ["agents"]),
     ("Predictors", ["predictors"]),
