@@ -82,3 +82,44 @@ def test_a_folder_naming_a_bad_slurm_policy_is_refused(tmp_path):
     (tmp_path / "policy.json").write_text(json.dumps({"kind": "slurm", "name": "sjf+easy"}))
     with pytest.raises(InputError, match=r"policy.json: name: expected a slurm policy name"):
         load_learned(tmp_path)
+
+
+def test_the_points_nearest_the_heuristics_are_searched_and_bound_the_choice():
+    from collections import Counter
+
+    from agents.tuning import prepare, select_slurm
+    from agents.tuning.slurm import GENERATION, RUNGS
+    from cosim.policies.slurm_params import classic_points
+
+    run = prepare("scenarios/lublin256.yaml", ["workload.jobs=1600"], 5, echo=lambda m: None,
+                  space="slurm", generations=1, keep=2, window_jobs=80, count=6, processes=1,
+                  max_wait=2.0, user_features=False)
+    sel = select_slurm(run)
+    near = classic_points()
+    assert near["fcfs+easy"] == "slurm:bf_max_job_test=1"        # FCFS+EASY exactly
+    assert set(near) == set(CLASSIC)
+    search = {p["policy"]: p for p in sel["search"]}
+    chunks = len(run.protocol.split.train)
+    for h, name in near.items():                    # scored on every chunk, then validated
+        assert search[name]["near"] == h and search[name]["chunks"] == chunks
+        assert name in sel["validation"]["names"]
+    # one generation of random points by successive halving: 8 on the first rung, 4, 2, 1
+    random_points = [p for p in sel["search"] if p["near"] is None and p["policy"] != "slurm"]
+    assert len(random_points) == GENERATION and RUNGS == chunks == 4
+    assert sorted(Counter(p["chunks"] for p in random_points).items()) == \
+        [(1, 4), (2, 2), (3, 1), (4, 1)]
+    # the shipped point is the best on validation of those eligible (Slurm's defaults always
+    # are); a point nearest a heuristic left out is over the bound or loses to the defaults
+    # over the validation span run whole
+    val = sel["validation"]
+    assert sel["chosen"] in val["eligible"] and "slurm" in val["eligible"]
+    assert val["bsld"][sel["chosen"]] == min(val["bsld"][n] for n in val["eligible"])
+    for name in near.values():
+        if name not in val["eligible"]:
+            assert (val["max_wait"][name] > val["bound"] or not search[name]["within_bound"]
+                    or val["whole"][name] > val["whole"]["slurm"])
+    assert val["bsld"][sel["chosen"]] <= min(val["bsld"][n] for n in near.values())
+    # and is within the max-wait bound on validation and on the training chunks
+    if sel["chosen"] != "slurm":
+        assert val["max_wait"][sel["chosen"]] <= val["bound"]
+        assert search[sel["chosen"]]["within_bound"]

@@ -100,8 +100,9 @@ from agents.tuning.options import (
     TRAIN_WINDOWS,
     Options,
 )
-from agents.tuning.run import tune
+from agents.tuning.run import prepare, tune
+from agents.tuning.slurm import select_slurm
 from agents.tuning.space import FITNESS, FOLDS
 
-__all__ = ["tune", "Options", "EVALUATION", "FITNESS", "FOLDS", "TRAIN_CHUNKS", "TRAIN_FILTER",
+__all__ = ["tune", "prepare", "select_slurm", "Options", "EVALUATION", "FITNESS", "FOLDS", "TRAIN_CHUNKS", "TRAIN_FILTER",
            "TRAIN_POOL", "TRAIN_WINDOWS", "SELECTION", "SELECTIONS"]

@@ -34,7 +34,7 @@ from cosim.policies.priority import POLICY_FILE, PriorityWeights, user_history
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import load_workload
 
-__all__ = ["tune", "Run", "Reference"]
+__all__ = ["tune", "prepare", "Run", "Reference"]
 
 
 def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Path, *,
@@ -57,6 +57,15 @@ def tune(scenario_path: str, overrides: list[str], minutes: float, out: str | Pa
         raise
     echo(f"wrote {out} (run it with --policy learned:{out})")
     return results
+
+
+def prepare(scenario_path: str, overrides: list[str], minutes: float, *, echo=print,
+            **options) -> Run:
+    """The :class:`Run` a tune works on (the scenario and workload loaded, the protocol's
+    split built), for a caller that runs a search and selection itself: the experiment
+    definitions of ``benchmarks/`` call :func:`agents.tuning.slurm.select_slurm` on it.
+    ``options``: the fields of :class:`agents.tuning.options.Options`."""
+    return _prepare(scenario_path, overrides, minutes, Options(**options), echo)
 
 
 @dataclass

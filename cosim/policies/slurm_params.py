@@ -64,7 +64,7 @@ from cosim.errors import ScenarioError
 
 __all__ = ["SlurmParams", "parse_slurm_params", "parse_slurm_time", "format_slurm_time",
            "RESET_PERIODS", "SLURM_KEYS", "SLURM_PREFIX", "SLURM_SPACE", "slurm_space",
-           "slurm_candidates", "slurm_conf"]
+           "slurm_candidates", "slurm_conf", "CLASSIC_POINTS", "classic_points"]
 
 SLURM_PREFIX = "slurm"
 #: PriorityUsageResetPeriod values and their length in seconds (0: never).
@@ -354,6 +354,41 @@ def slurm_candidates(count: int, seed: int = 0,
             seen.add(params)
             out.append(params)
     return out[:count]
+
+
+#: The points of :data:`SLURM_SPACE` nearest each classic heuristic with EASY, all with
+#: ``bf_max_job_test=1`` (EASY: one reservation). Only FCFS is in Slurm's space exactly
+#: (every weight 0: submit order); the others are the nearest orders Slurm's factors can
+#: express: SJF's short jobs first by ``SMALL_RELATIVE_TO_TIME`` (size over time limit:
+#: of two jobs of one width the shorter first), SAF's small jobs first by
+#: ``PriorityFavorSmall``, F1's small and early by size over a slow age, WFP3's long
+#: relative waits and wide jobs by age over size, UNICEF's wait and small jobs by age over
+#: small size. The search scores them before its random draws, so what it keeps is never
+#: worse on its training chunks than the best of them.
+CLASSIC_POINTS: dict[str, str] = {
+    "fcfs+easy": "bf_max_job_test=1",
+    "sjf+easy": "PriorityWeightJobSize=10000,PriorityFlags=SMALL_RELATIVE_TO_TIME,"
+                "bf_max_job_test=1",
+    "saf+easy": "PriorityWeightJobSize=10000,PriorityFavorSmall=YES,bf_max_job_test=1",
+    "f1+easy": "PriorityWeightAge=1000,PriorityWeightJobSize=10000,PriorityFavorSmall=YES,"
+               "bf_max_job_test=1",
+    "wfp3+easy": "PriorityWeightAge=10000,PriorityWeightJobSize=1000,PriorityMaxAge=1-0,"
+                 "bf_max_job_test=1",
+    "unicef+easy": "PriorityWeightAge=10000,PriorityWeightJobSize=1000,PriorityFavorSmall=YES,"
+                   "PriorityMaxAge=1-0,bf_max_job_test=1",
+}
+
+
+def classic_points() -> dict[str, str]:
+    """The canonical ``slurm`` policy name nearest each classic heuristic
+    (:data:`CLASSIC_POINTS`).
+
+    Examples:
+        >>> classic_points()["fcfs+easy"]
+        'slurm:bf_max_job_test=1'
+    """
+    return {h: parse_slurm_params(text, where=f"CLASSIC_POINTS[{h}]", name=True).policy_name()
+            for h, text in CLASSIC_POINTS.items()}
 
 
 def slurm_conf(policy: str | SlurmParams) -> str:
