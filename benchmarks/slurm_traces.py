@@ -55,7 +55,7 @@ from cosim.evaluation import CLASSIC, job_rows
 from cosim.metrics import starvation
 from cosim.model import build
 from cosim.policies import make_policy
-from cosim.policies.slurm_params import slurm_conf
+from cosim.policies.slurm_params import anchor_points, slurm_conf
 from cosim.workloads.swf import read_swf
 
 TRACES = {"SDSC-SP2": "SDSC-SP2-1998-4.2-cln.swf.gz", "CTC-SP2": "CTC-SP2-1996-3.1-cln.swf.gz",
@@ -148,9 +148,11 @@ def search_lines(sel: dict) -> list[str]:
     """What the search scored: the points nearest the heuristics and the best found."""
     s, val = sel["search"], sel["validation"]
     near = [p for p in s if p.get("near")]
-    lines = [f"Search: {len(s)} points ({len(near)} nearest the classic heuristics, Slurm's "
-             f"defaults, {sel['generations']} generations of random points by successive "
-             "halving over the training chunks); on validation (the past's last 20 %):", "",
+    anchors = len(anchor_points())
+    lines = [f"Search: {len(s)} points (Slurm's defaults, {len(near)} nearest the classic "
+             f"heuristics, {anchors - len(near)} of them with a slow age, "
+             f"{sel['generations']} generations of 8 random points by successive halving over "
+             "the training chunks); on validation (the past's last 20 %):", "",
              "| slurm point | nearest | training fitness | validation bsld | span whole "
              "| validation max wait (s) | eligible |", "|---|---|---|---|---|---|---|"]
     fit = {p["policy"]: p for p in s}

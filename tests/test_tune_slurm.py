@@ -89,7 +89,7 @@ def test_the_points_nearest_the_heuristics_are_searched_and_bound_the_choice():
 
     from agents.tuning import prepare, select_slurm
     from agents.tuning.slurm import GENERATION, RUNGS
-    from cosim.policies.slurm_params import classic_points
+    from cosim.policies.slurm_params import anchor_points, classic_points
 
     run = prepare("scenarios/lublin256.yaml", ["workload.jobs=1600"], 5, echo=lambda m: None,
                   space="slurm", generations=1, keep=2, window_jobs=80, count=6, processes=1,
@@ -104,7 +104,11 @@ def test_the_points_nearest_the_heuristics_are_searched_and_bound_the_choice():
         assert search[name]["near"] == h and search[name]["chunks"] == chunks
         assert name in sel["validation"]["names"]
     # one generation of random points by successive halving: 8 on the first rung, 4, 2, 1
-    random_points = [p for p in sel["search"] if p["near"] is None and p["policy"] != "slurm"]
+    anchors = anchor_points()
+    assert set(near.values()) <= set(anchors)
+    for name in anchors:
+        assert search[name]["chunks"] == chunks and name in sel["validation"]["names"]
+    random_points = [p for p in sel["search"] if p["policy"] not in anchors + ["slurm"]]
     assert len(random_points) == GENERATION and RUNGS == chunks == 4
     assert sorted(Counter(p["chunks"] for p in random_points).items()) == \
         [(1, 4), (2, 2), (3, 1), (4, 1)]

@@ -2,14 +2,15 @@
 
 The search scores Slurm's defaults and the points of Slurm's space nearest each
 classic heuristic (:data:`cosim.policies.slurm_params.CLASSIC_POINTS`; FCFS+EASY
-exactly) on every training chunk, then draws points of
+exactly) and their variants with an age that bounds starvation (``AGED_POINTS``)
+on every training chunk, then draws points of
 :data:`cosim.policies.slurm_params.SLURM_SPACE` (the weights, ``PriorityMaxAge``,
 the half-life, ``PriorityFavorSmall``, ``PriorityFlags``, ``bf_window``,
 ``bf_max_job_test``; :func:`slurm_candidates`) in generations of
 :data:`GENERATION` points, each generation by successive halving over the chunks
 in time order. Fitness: mean bsld over the best heuristic's on the same chunks;
 a point over the max-wait bound is ranked after every point within it. The
-``--keep`` best random points, the points nearest the heuristics, Slurm's
+``--keep`` best random points, those scored first, Slurm's
 defaults and the site's ``--baseline`` compete on validation: the lowest mean
 bsld within the max-wait bound ships, among those no worse than Slurm's
 defaults over the validation span run whole. The reference it is compared with is the best of
@@ -32,7 +33,13 @@ from cosim.evaluation import COL_BSLD as _BSLD
 from cosim.evaluation import COL_MAX_WAIT as _MAXWAIT
 from cosim.policies.names import parse_policy
 from cosim.policies.priority import POLICY_FILE
-from cosim.policies.slurm_params import SLURM_SPACE, classic_points, slurm_candidates, slurm_conf
+from cosim.policies.slurm_params import (
+    SLURM_SPACE,
+    anchor_points,
+    classic_points,
+    slurm_candidates,
+    slurm_conf,
+)
 
 __all__ = ["tune_slurm", "select_slurm", "checked_baseline", "SLURM_DEFAULTS", "GENERATION", "MAX_GENERATIONS",
            "SLURM_CONF"]
@@ -104,13 +111,13 @@ def _point(name: str, r: np.ndarray, ref_bsld: np.ndarray, bound: float | None) 
 
 
 def _search(run, baseline: str | None) -> tuple[list[dict], int]:
-    """The points nearest the classic heuristics (:func:`classic_points`, scored on every
-    training chunk), then generations of random points (successive halving over the
+    """The points nearest the classic heuristics and their aged variants
+    (:func:`anchor_points`, scored on every training chunk), then generations of random points (successive halving over the
     chunks): the scored points, best first, and the generations run."""
     o, t0 = run.options, time.perf_counter()
     budget = run.minutes * 60 - (t0 - run.t_start)
     limit = o.generations or MAX_GENERATIONS
-    near = list(dict.fromkeys(classic_points().values()))
+    near = anchor_points()
     pool = [n for n in (p.policy_name() for p in slurm_candidates(GENERATION * limit + 1,
                                                                   seed=o.seed)[1:])
             if n not in near]
@@ -138,8 +145,8 @@ def _search(run, baseline: str | None) -> tuple[list[dict], int]:
 
 def _validate(run, kept: list[str], near: list[str], baseline: str | None, val_eval,
               train_ok: dict[str, bool]) -> dict:
-    """The heuristics, Slurm's defaults, the baseline, the points nearest the heuristics
-    and the kept points on validation."""
+    """The heuristics, Slurm's defaults, the baseline, the anchor points and the kept
+    points on validation."""
     o = run.options
     slurms = list(dict.fromkeys([SLURM_DEFAULTS] + ([baseline] if baseline else []) + near
                                 + kept))
@@ -169,7 +176,7 @@ def select_slurm(run, baseline: str | None = None) -> dict:
     best first), ``generations`` and ``validation`` (each candidate's mean bsld, its span
     run whole and its max wait there). The test span is not read."""
     scored, generations = _search(run, baseline)
-    near = list(dict.fromkeys(classic_points().values()))
+    near = anchor_points()
     kept = [s["policy"] for s in scored if s["policy"] not in near][:run.options.keep]
     with run.protocol.evaluator("validation") as val_eval:
         val = _validate(run, kept, near, baseline, val_eval,

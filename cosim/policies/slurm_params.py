@@ -64,7 +64,8 @@ from cosim.errors import ScenarioError
 
 __all__ = ["SlurmParams", "parse_slurm_params", "parse_slurm_time", "format_slurm_time",
            "RESET_PERIODS", "SLURM_KEYS", "SLURM_PREFIX", "SLURM_SPACE", "slurm_space",
-           "slurm_candidates", "slurm_conf", "CLASSIC_POINTS", "classic_points"]
+           "slurm_candidates", "slurm_conf", "CLASSIC_POINTS", "AGED_POINTS", "classic_points",
+           "anchor_points"]
 
 SLURM_PREFIX = "slurm"
 #: PriorityUsageResetPeriod values and their length in seconds (0: never).
@@ -362,21 +363,35 @@ def slurm_candidates(count: int, seed: int = 0,
 #: express: SJF's short jobs first by ``SMALL_RELATIVE_TO_TIME`` (size over time limit:
 #: of two jobs of one width the shorter first), SAF's small jobs first by
 #: ``PriorityFavorSmall``, F1's small and early by size over a slow age, WFP3's long
-#: relative waits and wide jobs by age over size, UNICEF's wait and small jobs by age over
-#: small size. The search scores them before its random draws, so what it keeps is never
-#: worse on its training chunks than the best of them.
+#: waits and wide jobs and UNICEF's long waits and small jobs by age over size. WFP3's
+#: and UNICEF's wait terms grow without limit, so their ages saturate late (14 days):
+#: an age that saturates leaves the order to size alone past it, which starves.
 CLASSIC_POINTS: dict[str, str] = {
     "fcfs+easy": "bf_max_job_test=1",
     "sjf+easy": "PriorityWeightJobSize=10000,PriorityFlags=SMALL_RELATIVE_TO_TIME,"
                 "bf_max_job_test=1",
     "saf+easy": "PriorityWeightJobSize=10000,PriorityFavorSmall=YES,bf_max_job_test=1",
     "f1+easy": "PriorityWeightAge=1000,PriorityWeightJobSize=10000,PriorityFavorSmall=YES,"
-               "bf_max_job_test=1",
-    "wfp3+easy": "PriorityWeightAge=10000,PriorityWeightJobSize=1000,PriorityMaxAge=1-0,"
+               "PriorityMaxAge=14-0,bf_max_job_test=1",
+    "wfp3+easy": "PriorityWeightAge=10000,PriorityWeightJobSize=1000,PriorityMaxAge=14-0,"
                  "bf_max_job_test=1",
     "unicef+easy": "PriorityWeightAge=10000,PriorityWeightJobSize=1000,PriorityFavorSmall=YES,"
-                   "PriorityMaxAge=1-0,bf_max_job_test=1",
+                   "PriorityMaxAge=14-0,bf_max_job_test=1",
 }
+#: SJF's and SAF's orders of :data:`CLASSIC_POINTS` with an age beside them that has not
+#: saturated: while the age grows, a job can be passed only by jobs whose size factor
+#: outweighs its extra wait, at most ``PriorityWeightJobSize / PriorityWeightAge x
+#: PriorityMaxAge`` of waiting (7-14 days here for the shortest widest jobs only, 0.7
+#: days for SAF's order), which bounds how long the size order can starve a job where
+#: SJF and SAF alone starved jobs for months on real traces.
+AGED_POINTS: tuple[str, ...] = (
+    "PriorityWeightAge=10000,PriorityWeightJobSize=10000,"
+    "PriorityFlags=SMALL_RELATIVE_TO_TIME,PriorityMaxAge=14-0,bf_max_job_test=1",
+    "PriorityWeightAge=10000,PriorityWeightJobSize=10000,"
+    "PriorityFlags=SMALL_RELATIVE_TO_TIME,PriorityMaxAge=7-0,bf_max_job_test=1",
+    "PriorityWeightAge=10000,PriorityWeightJobSize=1000,PriorityFavorSmall=YES,"
+    "PriorityMaxAge=7-0,bf_max_job_test=1",
+)
 
 
 def classic_points() -> dict[str, str]:
@@ -389,6 +404,19 @@ def classic_points() -> dict[str, str]:
     """
     return {h: parse_slurm_params(text, where=f"CLASSIC_POINTS[{h}]", name=True).policy_name()
             for h, text in CLASSIC_POINTS.items()}
+
+
+def anchor_points() -> list[str]:
+    """The points a search scores first, before any random draw: those nearest the
+    classic heuristics, then their aged variants (:data:`AGED_POINTS`), canonical names.
+
+    Examples:
+        >>> len(anchor_points()) == len(CLASSIC_POINTS) + len(AGED_POINTS)
+        True
+    """
+    aged = [parse_slurm_params(t, where="AGED_POINTS", name=True).policy_name()
+            for t in AGED_POINTS]
+    return list(dict.fromkeys(list(classic_points().values()) + aged))
 
 
 def slurm_conf(policy: str | SlurmParams) -> str:
