@@ -176,15 +176,19 @@ def tables(rows: list[dict]) -> str:
                          f"{f['wait_mean'] / 3600:.2f} | {f['wait_max'] / 3600:.1f} | "
                          f"{f['bsld_mean'] / base:.3f} |")
     lines += ["", "### Speed", "",
-              "| trace | replays on requests: CPU s (mean) | on the trace model, refitting: "
-              "CPU s (mean) | refits per replay | speed ratio |", "|---|---:|---:|---:|---:|"]
+              "| trace | on requests: CPU s (mean) | on history: CPU s (mean) | on the trace "
+              "model, refitting: CPU s (mean) | refits per replay | speed ratio (vs requests) | "
+              "vs history |", "|---|---:|---:|---:|---:|---:|---:|"]
     for trace in traces:
-        req = [r["cpu_s"] for r in rows if r["trace"] == trace and r["predictor"] == "estimate"]
+        cpu = {pred: [r["cpu_s"] for r in rows if r["trace"] == trace and r["predictor"] == pred]
+               for pred in ("estimate", "history", "xgboost")}
         xgb = [r for r in rows if r["trace"] == trace and r["predictor"] == "xgboost"]
-        if req and xgb:
-            a, b = float(np.mean(req)), float(np.mean([r["cpu_s"] for r in xgb]))
+        if cpu["estimate"] and xgb:
+            a, b = float(np.mean(cpu["estimate"])), float(np.mean(cpu["xgboost"]))
+            h = float(np.mean(cpu["history"])) if cpu["history"] else np.nan
             refits = float(np.mean([r.get("model_refits", 0) for r in xgb]))
-            lines.append(f"| {trace} | {a:.1f} | {b:.1f} | {refits:.0f} | {a / b:.2f}x |")
+            lines.append(f"| {trace} | {a:.1f} | {h:.1f} | {b:.1f} | {refits:.0f} | "
+                         f"{a / b:.2f}x | {h / b:.2f}x |")
     return "\n".join(lines) + "\n"
 
 

@@ -204,11 +204,13 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
             raise ValueError(f"base must be 'last_two' or 'none'; got {self.base!r}")
         names = list(self.feature_names)
         req = X[:, names.index("req_time")]
-        last1, last2 = (X[:, names.index(n)] if n in names else np.full(len(X), np.nan)
-                        for n in ("last_run_1", "last_run_2"))
-        both = np.isfinite(last1) & np.isfinite(last2)
-        base = np.where(both, np.minimum((last1 + last2) / 2, req), req)
-        return log1p_target(np.maximum(np.nan_to_num(base, nan=1.0), 0.0))
+        if "last_run_1" not in names or "last_run_2" not in names:
+            base = req
+        else:   # the mean of the last two is finite exactly when both are
+            mean = (X[:, names.index("last_run_1")] + X[:, names.index("last_run_2")]) / 2
+            base = np.where(np.isfinite(mean), np.minimum(mean, req), req)
+        # an unknown base (no request) starts from 1 s (np.nan_to_num is slow on tiny arrays)
+        return log1p_target(np.maximum(np.where(np.isnan(base), 1.0, base), 0.0))
 
     def fit(self, X: Any, y: Any) -> TraceRuntimeRegressor:
         """Fit on ``X`` (columns ``feature_names``) and run times ``y`` (s, >= 0).
@@ -231,6 +233,7 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
         model.fit(self._encode(X), log1p_target(y), sample_weight=weight / weight.mean(),
                   base_margin=self._margin(X))
         self.model_ = model
+        self.forest_ = None
         self.n_features_in_ = X.shape[1]
         self.feature_names_in_ = np.asarray(list(self.feature_names), dtype=object)
         self.training_hash_ = data_hash(X, y)
@@ -238,14 +241,37 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted run times (s), in ``[0, req_time]``, float32-rounded like the others."""
-        from predictors.progress import quantize
-
         check_is_fitted(self, "model_")
         X = self._check(X)
-        raw = expm1_nonneg(self.model_.predict(self._encode(X), base_margin=self._margin(X)))
-        req = X[:, list(self.feature_names).index("req_time")]
+        return self.predict_encoded(self._encode(X), X)
+
+    def encode(self, X: Any) -> np.ndarray:
+        """``X`` with its categorical ids as this model's codes (what the trees read)."""
+        check_is_fitted(self, "model_")
+        return self._encode(self._check(X))
+
+    def predict_encoded(self, encoded: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """:meth:`predict` of rows already :meth:`encode`-d (``X``: the same rows as ids).
+
+        The trees are evaluated by :class:`predictors.forest.CompiledForest`
+        (built once per fit), not by a call into XGBoost: a simulation asks
+        about a job or two at a time, where XGBoost's per-call cost dominates.
+        """
+        from predictors.progress import quantize
+
+        forest = getattr(self, "forest_", None)
+        if forest is None:
+            from predictors.forest import CompiledForest
+
+            forest = self.forest_ = CompiledForest(self.model_.get_booster())
+        raw = expm1_nonneg(forest.margin(encoded, self._margin(X)))
+        req = X[:, self._req_column]
         capped = np.where(np.isfinite(req) & (req > 0), np.minimum(raw, req), raw)
         return quantize(capped)
+
+    @property
+    def _req_column(self) -> int:
+        return list(self.feature_names).index("req_time")
 
     def predict_columns(self, columns: Mapping[str, Any]) -> np.ndarray:
         """:meth:`predict` on named columns (:meth:`matrix`)."""
@@ -273,6 +299,7 @@ class TraceRuntimeRegressor(Persistable, RegressorMixin, BaseEstimator):
             raise InputError(str(f), f"a file XGBoost cannot read ({first_line(exc)})",
                              "an XGBoost UBJ model") from None
         self.model_ = model
+        self.forest_ = None
         self.vocabularies_ = {str(k): np.asarray(v, dtype=np.float64)
                               for k, v in meta["vocabularies"].items()}
         self.n_features_in_ = int(meta["n_features"])

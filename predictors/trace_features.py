@@ -89,17 +89,20 @@ class TraceHistory:
 
     def features(self, user: int) -> np.ndarray:
         """:data:`HISTORY_FEATURES` of a job of ``user`` submitted now (float64, NaN: none)."""
-        out = np.full(len(HISTORY_FEATURES), math.nan)
+        return np.asarray(self.feature_list(user), dtype=np.float64)
+
+    def feature_list(self, user: int) -> list[float]:
+        """:meth:`features` as a list (what a simulation asks for, a job at a time)."""
         user = int(user)
         runs = self._runs.get(user)
-        out[4] = float(self._count.get(user, 0))
-        if runs:
-            last = list(runs)[::-1]
-            out[: len(last)] = last
-            ratios = [r for r in self._ratios[user] if math.isfinite(r)]
-            out[3] = sum(ratios) / len(ratios) if ratios else math.nan
-            out[5] = self._total[user] / out[4]
-        return out
+        if not runs:
+            return [math.nan, math.nan, math.nan, math.nan, float(self._count.get(user, 0)),
+                    math.nan]
+        last = list(runs)[::-1] + [math.nan] * (_N_LAST - len(runs))
+        ratios = [r for r in self._ratios[user] if math.isfinite(r)]
+        count = float(self._count[user])
+        return [*last, sum(ratios) / len(ratios) if ratios else math.nan, count,
+                self._total[user] / count]
 
     def last_runs(self, user: int) -> list[float]:
         """The user's last (up to three) finished run times, oldest first."""
