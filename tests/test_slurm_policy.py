@@ -64,7 +64,7 @@ def test_slurm_alone_is_slurms_documented_defaults():
     assert p == SlurmParams()
     assert p.weights == (0, 0, 0, 0, 0)
     assert (p.PriorityMaxAge, p.PriorityDecayHalfLife) == (7 * 86400.0, 7 * 86400.0)
-    assert (p.bf_window, p.bf_max_job_test, p.bf_resolution) == (1440, 500, 60)
+    assert (p.bf_window, p.bf_max_job_test, p.bf_resolution, p.bf_interval) == (1440, 500, 60, 30)
     assert not p.PriorityFavorSmall and p.PriorityUsageResetPeriod == "NONE"
 
 
@@ -96,6 +96,7 @@ def test_scenario_knobs_sit_under_the_name_knobs():
     ("slurm:bf_window=0", "bf_window: expected whole minutes 1..43200, got '0'"),
     ("slurm:bf_max_job_test=0", "bf_max_job_test: expected an integer 1..1000000"),
     ("slurm:bf_resolution=4000", "bf_resolution: expected whole seconds 1..3600"),
+    ("slurm:bf_interval=-1", "bf_interval: expected whole seconds 0..10800"),
     ("slurm:PriorityMaxAge=0", "PriorityMaxAge: expected a slurm.conf time above 0"),
     ("slurm:PriorityDecayHalfLife=soon", "PriorityDecayHalfLife: expected a slurm.conf time"),
     ("slurm:PriorityFavorSmall=maybe", "PriorityFavorSmall: expected YES or NO"),
@@ -257,7 +258,7 @@ def test_partition_and_qos_factors_come_from_the_workload_features():
 
 
 # 10 cores. J1 (6 cores) runs until 7200; J2 (8 cores) must wait for it; J3 (4 cores,
-# 10000 s) fits now. With a 60-minute window J2's earliest start (7200 - 1 s
+# 10000 s) fits now. A backfill cycle at every event (bf_interval=0). With a 60-minute window J2's earliest start (7200 - 1 s
 # away) is beyond it: J2 gets no plan, J3 starts at 2 and J2 waits for it (10002).
 # With a 180-minute window J2 is planned at 7200 and J3 may not delay it: J3 goes
 # after J2 (7300).
@@ -267,8 +268,23 @@ def test_partition_and_qos_factors_come_from_the_workload_features():
 ])
 def test_a_job_beyond_bf_window_gets_no_plan(window, starts):
     rows = [(0, 6, 7200), (1, 8, 100), (2, 4, 10000)]
-    got, _ = simulate(rows, 10, f"slurm:bf_window={window},bf_resolution=1")
+    got, _ = simulate(rows, 10, f"slurm:bf_window={window},bf_resolution=1,bf_interval=0")
     assert got == starts
+
+
+# 10 cores. J1 (6 cores) runs until 7200; J2 (8 cores, submitted at 10) waits for it and
+# is planned at 7200; J3 (4 cores, 100 s, submitted at 35) fits now and ends long before
+# 7200. A cycle ran at 0 (J1's arrival). bf_interval=0: J3 starts at its arrival. 30: the
+# change at 10 had a cycle at 30 (nothing to start), so J3 waits for the next, at 60.
+# 20: the cycle for the change at 10 ran at 20; J3 waits for the one at 40.
+# 1: a cycle at every event second.
+@pytest.mark.parametrize("interval, j3", [(0, 35), (30, 60), (20, 40), (1, 35)])
+def test_backfill_cycles_come_every_bf_interval(interval, j3):
+    rows = [(0, 6, 7200), (10, 8, 100), (35, 4, 100)]
+    got, sim = simulate(rows, 10, f"slurm:bf_interval={interval},bf_resolution=1")
+    assert got == {1: 0, 2: 7200, 3: j3}
+    # the default is Slurm's 30 s
+    assert simulate(rows, 10, "slurm:bf_resolution=1")[0] == {1: 0, 2: 7200, 3: 60}
 
 
 def test_depth_limits_the_plans():
@@ -278,8 +294,8 @@ def test_depth_limits_the_plans():
     # Depth 2: J3 is planned too (at 200, 9 cores) and J4 would delay it: J4 goes
     # after J3 (300).
     rows = [(0, 8, 100), (1, 8, 100), (2, 9, 100), (3, 2, 1000)]
-    got1, _ = simulate(rows, 10, "slurm:bf_max_job_test=1,bf_resolution=1")
-    got2, _ = simulate(rows, 10, "slurm:bf_max_job_test=2,bf_resolution=1")
+    got1, _ = simulate(rows, 10, "slurm:bf_max_job_test=1,bf_resolution=1,bf_interval=0")
+    got2, _ = simulate(rows, 10, "slurm:bf_max_job_test=2,bf_resolution=1,bf_interval=0")
     assert got1 == {1: 0, 2: 100, 3: 1003, 4: 3}
     assert got2 == {1: 0, 2: 100, 3: 200, 4: 300}
 
@@ -294,8 +310,9 @@ def _lublin(shared, n=400):
 
 
 @pytest.mark.parametrize("slurm_name, classic", [
-    ("slurm:bf_max_job_test=1,bf_resolution=1", "fcfs+easy"),
-    ("slurm:bf_max_job_test=1000000,bf_window=43200,bf_resolution=1", "fcfs+conservative"),
+    ("slurm:bf_max_job_test=1,bf_resolution=1,bf_interval=0", "fcfs+easy"),
+    ("slurm:bf_max_job_test=1000000,bf_window=43200,bf_resolution=1,bf_interval=0",
+     "fcfs+conservative"),
 ])
 def test_depth_one_is_easy_and_unlimited_depth_is_conservative(shared, slurm_name, classic):
     w = _lublin(shared)
@@ -309,15 +326,21 @@ def test_depth_one_is_easy_and_unlimited_depth_is_conservative(shared, slurm_nam
 
 
 class _Checked(SlurmPolicy):
-    """Checks at every pass that the starts are exactly the full plan's starts now."""
+    """Checks at every pass that the starts are exactly the full plan's starts now
+    (a backfill cycle) or its leading starts in priority order (the main scheduler
+    alone, between cycles)."""
 
-    def _decide(self, view):
+    def _decide(self, view, cycle):
         order = self.order(view)
         jobs = [view.queue.jobs[s] for s in order]
         plan = slurm_plan(view.now, view.cluster.free, list(view.ends()), jobs, self.params)
-        expected = {j.id for j, t in zip(jobs, plan) if t == view.now}
+        if cycle:
+            expected = {j.id for j, t in zip(jobs, plan) if t == view.now}
+        else:
+            lead = next((k for k, t in enumerate(plan) if t != view.now), len(plan))
+            expected = {j.id for j in jobs[:lead]}
         started = set()
-        for d in super()._decide(view):
+        for d in super()._decide(view, cycle):
             started.add(d.job.id)
             yield d
         assert started == expected
@@ -335,6 +358,7 @@ knobs = st.fixed_dictionaries({
     "bf_max_job_test": st.integers(1, 6),
     "bf_window": st.sampled_from([1, 2, 1440]),
     "bf_resolution": st.sampled_from([1, 7, 60]),
+    "bf_interval": st.sampled_from([0, 1, 30]),
 })
 
 
@@ -413,6 +437,9 @@ def test_slurm_conf_lines_say_the_policy_in_slurms_own_terms():
         "PriorityFavorSmall=YES", "PriorityDecayHalfLife=7-0", "PriorityUsageResetPeriod=NONE",
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_window=720,bf_max_job_test=100,bf_resolution=60"]
+    # bf_interval: written where it is not Slurm's default; 0 (every event) as a comment
+    assert slurm_conf("slurm:bf_interval=60").splitlines()[-1].endswith(",bf_interval=60")
+    assert "# bf_interval=0: a backfill cycle at every event" in slurm_conf("slurm:bf_interval=0")
     # the lines read back (KEY=VALUE) give the same knobs
     knobs = dict(line.split("=", 1) for line in lines[3:11])
     sched = dict(kv.split("=") for kv in lines[-1].split("=", 1)[1].split(","))

@@ -56,6 +56,7 @@ import numpy as np
 
 from cosim.decisions import START, Decision, SchedulerView
 from cosim.job import Mode
+from cosim.kernel import timer
 from cosim.policies.fairshare import FairShare
 from cosim.policies.profile import Profile
 from cosim.policies.slurm_params import RESET_PERIODS, SlurmParams, parse_slurm_params
@@ -135,7 +136,7 @@ class _Base:
     """The running jobs' profile in time relative to now, ends rounded up to ``res``:
     free units (and memory) only grow in it, so the first segment with enough
     free is a lower bound on any job's start once plans are added (the scans
-    start there). Built in plain Python: one pass over the sorted ends."""
+    start there). Built with numpy from the sorted ends."""
 
     __slots__ = ("times", "units", "mem", "profile")
 
@@ -143,20 +144,27 @@ class _Base:
         now = view.now
         cl = view.cluster
         with_mem = cl.free_mem != math.inf and not cl.node_granular
-        ceil = math.ceil
+        ends = view.ends()
         times, units, mem = [0.0], [cl.free], [cl.free_mem]
-        last = 0.0
-        for t, _, job in view.ends():
-            t = ceil((t - now) / res) * res if t > now else 0.0
-            if t == last:
-                units[-1] += job.procs
-                if with_mem:
-                    mem[-1] += job.mem
+        if ends:
+            # The ends' offsets from now, rounded up (0 for those due already),
+            # and the free units after each group of equal offsets.
+            rel = np.ceil((np.array([e[0] for e in ends]) - now) / res) * res
+            np.maximum(rel, 0.0, out=rel)
+            last = np.flatnonzero(np.append(rel[1:] != rel[:-1], True))
+            cum = np.cumsum([e[2].procs for e in ends])[last] + cl.free
+            first = 1 if rel[0] == 0.0 else 0      # jobs due now free units at once
+            if first:
+                units[0] = int(cum[0])
+            times += rel[last[first:]].tolist()
+            units += cum[first:].tolist()
+            if with_mem:
+                cm = np.cumsum([e[2].mem for e in ends])[last] + cl.free_mem
+                if first:
+                    mem[0] = float(cm[0])
+                mem += cm[first:].tolist()
             else:
-                times.append(t)
-                units.append(units[-1] + job.procs)
-                mem.append(mem[-1] + job.mem if with_mem else mem[-1])
-                last = t
+                mem *= len(times)
         self.times, self.units = times, units
         self.mem = mem if with_mem else None
         profile = Profile.__new__(Profile)
@@ -171,15 +179,54 @@ class _Base:
         return self.times[k] if k < len(self.times) else math.inf
 
 
-def _earliest(base: _Base, profile: Profile, procs: int, mem: float, d: float) -> float:
+def _earliest(base: _Base, profile: Profile, procs: int, mem: float, d: float,
+              seen: dict | None = None) -> float:
+    """The earliest start of a job in ``profile`` (the running jobs' lower bound first).
+
+    ``seen``: the last start found in this pass per job shape (units, memory,
+    duration): the profile only loses room as the pass goes, so a job of a
+    shape met before starts no earlier (job arrays: runs of equal jobs)."""
     after = base.lower_bound(procs, mem)
     if after == math.inf:
         return math.inf
+    if seen is not None:
+        key = (procs, mem, d)
+        before = seen.get(key, 0.0)
+        if before > after:
+            after = before
+        t = profile.earliest(procs, mem, d, after=after if after > 0.0 else None)
+        seen[key] = t
+        return t
     return profile.earliest(procs, mem, d, after=after if after > 0.0 else None)
 
 
+def _fits(profile: Profile, procs: int, mem: float, d: float) -> bool:
+    """Whether ``procs`` (and ``mem``) stay free in ``profile`` over ``[0, d)``."""
+    k = bisect_left(profile.times, d)
+    return min(profile.units[:k]) >= procs and (mem <= 0 or min(profile.mem[:k]) >= mem)
+
+
 def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator[Decision]:
-    """Backfill over ``rest`` (slots in priority order, the first does not fit now)."""
+    """Backfill over ``rest`` (slots in priority order, the first does not fit now).
+
+    Plans are made lazily, always in priority order (so each is the plan the
+    order gives), and only as far as a start now depends on them. A job that
+    cannot start now waits, unplanned, in ``pending``. For the next job that
+    fits now around the plans made (a candidate):
+
+    - it is blocked as soon as the plans made block it (plans only take room,
+      so the rest cannot unblock it); it joins the pending jobs;
+    - it starts without any plan made (without memory) when the room it
+      leaves over its duration holds every pending job whose lower bound (when
+      the running jobs alone leave it room: no plan starts earlier) comes
+      before its end: only those can overlap it, and each then finds the same
+      room with it started as without, so their plans do not change;
+    - else the pending jobs are planned one by one until it is blocked or
+      they all are (then it starts).
+
+    The pass ends when no job fits now around the plans made; the plans left
+    pending could change no start now.
+    """
     q, cl = view.queue, view.cluster
     res = float(p.bf_resolution)
     window = p.bf_window * 60.0
@@ -192,6 +239,12 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
     dur = np.ceil(q.estimate[rest] / res) * res
     jobs = q.jobs
     n = len(rest)
+    if mem is None:
+        ends = np.append(base.times, math.inf)
+        lower = ends[np.searchsorted(np.asarray(base.units), procs, "left")]
+    pending: list[int] = []           # positions in rest within the depth, in order
+    done = 0                          # pending[:done] are planned
+    seen: dict = {}                   # the last start found per job shape
     pos = 0
     while pos < n and profile.units[0] > 0:
         ok = _fits_now(profile, procs[pos:], None if mem is None else mem[pos:], dur[pos:])
@@ -200,22 +253,36 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
             return
         c = pos + int(hits[0])
         stop = min(c, depth)
-        if stop > pos:                      # they cannot start now: plan them
-            for s, d in zip(rest[pos:stop].tolist(), dur[pos:stop].tolist()):
-                job = jobs[s]
-                t = _earliest(base, profile, job.procs, job.mem, d)
-                if t <= window:
-                    profile.take(t, d, job.procs, job.mem)
+        if stop > pos:                      # they cannot start now: to be planned
+            pending.extend(range(pos, stop))
         job = jobs[rest[c]]
         d = float(dur[c])
-        t = _earliest(base, profile, job.procs, job.mem, d)
-        if t == 0.0:
-            profile.take(0.0, d, job.procs, job.mem)
-            yield _new(Decision, (START, job, _BACKFILLED, "backfill: delays no plan",
-                                  _NAN, True))
-        elif c < depth and t <= window:
-            profile.take(t, d, job.procs, job.mem)
         pos = c + 1
+        if done < len(pending):
+            safe = False
+            if mem is None:
+                room = min(profile.units[:bisect_left(profile.times, d)]) - job.procs
+                waiting = np.array(pending[done:])
+                safe = int(procs[waiting][lower[waiting] < d].sum()) <= room
+            if not safe:
+                blocked = False
+                while done < len(pending):
+                    k = pending[done]
+                    done += 1
+                    other = jobs[rest[k]]
+                    dk = float(dur[k])
+                    t = _earliest(base, profile, other.procs, other.mem, dk, seen)
+                    if t <= window:
+                        profile.take(t, dk, other.procs, other.mem)
+                        if t < d and not _fits(profile, job.procs, job.mem, d):
+                            blocked = True
+                            break
+                if blocked:
+                    if c < depth:
+                        pending.append(c)
+                    continue
+        profile.take(0.0, d, job.procs, job.mem)
+        yield _new(Decision, (START, job, _BACKFILLED, "backfill: delays no plan", _NAN, True))
 
 
 def slurm_plan(now: float, free: int, ends: list, jobs: list, params: SlurmParams,
@@ -271,6 +338,16 @@ class SlurmPolicy:
         self._fairshare: FairShare | None = None
         self._partition = self._qos = None
         self._started: list = []
+        self._reset_cycles(None)
+
+    def _reset_cycles(self, scheduler) -> None:
+        """Backfill cycles (``bf_interval``): none yet. Without a scheduler to
+        wake (a policy used outside a model) every pass is a cycle."""
+        self._scheduler = scheduler
+        self._interval = float(self.params.bf_interval) if scheduler is not None else 0.0
+        self._last_cycle = -math.inf
+        self._pending = False        # something changed since the last cycle
+        self._armed = math.nan       # the time of the wake-up asked for the next cycle
 
     def attach_model(self, scheduler, workload) -> None:
         """Bind to the workload a model runs: fair-share associations, partition
@@ -278,6 +355,7 @@ class SlurmPolicy:
         p = self.params
         self._rows = _RowsBySlot()
         self._started = []
+        self._reset_cycles(scheduler)
         self._fairshare = None
         if p.PriorityWeightFairshare:
             self._fairshare = FairShare(workload.user, workload.features.get("account"),
@@ -329,14 +407,47 @@ class SlurmPolicy:
             return slots[np.lexsort((slots, q.submit[slots]))]
         return slots[np.lexsort((slots, q.submit[slots], -self.priority(view, slots)))]
 
+    def _is_cycle(self, now: float) -> bool:
+        """Whether the backfill scheduler runs a cycle at this pass (an event).
+
+        sched/backfill's agent sleeps ``bf_interval`` between cycles and skips
+        one when nothing changed since the last: a cycle runs at an event once
+        ``bf_interval`` has passed since the last cycle; an event sooner waits
+        for the cycle due then (a wake-up is asked for where it could start a
+        job, see :meth:`_decide`; where it could not, the cycle that ran for it
+        is only counted, here, at the next event).
+        """
+        interval = self._interval
+        if not interval:
+            return True
+        due = self._last_cycle + interval
+        if self._pending and now > due + 1e-9:
+            self._last_cycle = due       # the cycle the changes waited for ran then
+            due += interval
+        if now + 1e-9 >= due:
+            self._last_cycle = now
+            self._pending = False
+            return True
+        self._pending = True
+        return False
+
+    def _wake_for_cycle(self) -> None:
+        """Ask the scheduler for a pass when the next backfill cycle is due."""
+        due = self._last_cycle + self._interval
+        if self._armed != due:
+            self._armed = due
+            scheduler = self._scheduler
+            timer(scheduler.env, max(due - scheduler.env.now, 0.0), lambda _c: scheduler.wake())
+
     def decide(self, view: SchedulerView) -> Iterator[Decision]:
         """Decisions for this pass (a generator: each is applied before the next)."""
         q, cl = view.queue, view.cluster
+        cycle = self._is_cycle(view.now)
         if not q.count or cl.free <= 0 or (cl.free_mem == math.inf and q.smallest > cl.free):
             return ()       # no queued job fits in what is free: nothing can start
-        return self._decide(view)
+        return self._decide(view, cycle)
 
-    def _decide(self, view: SchedulerView) -> Iterator[Decision]:
+    def _decide(self, view: SchedulerView, cycle: bool) -> Iterator[Decision]:
         q, cl = view.queue, view.cluster
         order = self.order(view)
         jobs = q.jobs
@@ -350,7 +461,10 @@ class SlurmPolicy:
             if track:
                 self._started.append(job)
             i += 1
-        if i == n or cl.free <= 0:
+        if i == n or cl.free <= 0 or (cl.free_mem == math.inf and q.smallest > cl.free):
+            return
+        if not cycle:
+            self._wake_for_cycle()
             return
         for d in _backfill(view, order[i:], self.params):
             yield d

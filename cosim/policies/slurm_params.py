@@ -44,6 +44,14 @@ https://slurm.schedmd.com/sched_config.html):
   order; default 500 (Slurm before 20.11: 100); at most 1,000,000.
 - ``bf_resolution``: seconds; planned times are whole multiples of it from
   the pass's start; default 60.
+- ``bf_interval``: seconds between backfill cycles; default 30. The main
+  scheduler (jobs in priority order while the first fits) runs at every
+  event; a backfill cycle runs at an event when ``bf_interval`` has passed
+  since the last cycle, else once that much time has passed, provided
+  something changed since the last cycle (sched/backfill's agent: it sleeps
+  ``bf_interval`` and skips a cycle when no job, node or partition changed).
+  ``0`` (hpc-cosim's own; Slurm takes 1..10800) runs a cycle at every event,
+  as textbook EASY and conservative backfilling do.
 
 Scenario-only (mappings have no policy-name form): ``partitions``, a mapping
 from a partition (or queue) label to its ``PriorityJobFactor``, and ``qos``, a
@@ -138,6 +146,7 @@ class SlurmParams:
     bf_window: int = 1440
     bf_max_job_test: int = 500
     bf_resolution: int = 60
+    bf_interval: int = 30
     partitions: tuple[tuple[str, float], ...] = ()
     qos: tuple[tuple[str, float], ...] = ()
 
@@ -153,7 +162,7 @@ class SlurmParams:
         default = SlurmParams()
         out = []
         for f in fields(self):
-            if f.name in ("partitions", "qos"):
+            if f.name in MAPPINGS:
                 continue
             value = getattr(self, f.name)
             if value != getattr(default, f.name):
@@ -167,8 +176,12 @@ class SlurmParams:
 
 
 _FIELDS = {f.name.lower(): f.name for f in fields(SlurmParams)}
+#: The knobs that are mappings (scenario-only: no policy-name form).
+MAPPINGS = ("partitions", "qos")
 #: The knob names, in slurm.conf spelling.
 SLURM_KEYS = tuple(f.name for f in fields(SlurmParams))
+#: The knobs a policy name may set.
+NAME_KEYS = tuple(k for k in SLURM_KEYS if k not in MAPPINGS)
 _EXPECTED = {
     "PriorityWeightAge": f"an integer 0..{_WEIGHT_MAX}",
     "PriorityMaxAge": "a slurm.conf time above 0 (minutes, D-HH, D-HH:MM[:SS], HH:MM:SS)",
@@ -179,6 +192,7 @@ _EXPECTED = {
     "bf_window": "whole minutes 1..43200",
     "bf_max_job_test": f"an integer 1..{_DEPTH_MAX}",
     "bf_resolution": "whole seconds 1..3600",
+    "bf_interval": "whole seconds 0..10800 (0: a backfill cycle at every event)",
     "partitions": "a mapping of partition label to PriorityJobFactor (a number >= 0)",
     "qos": "a mapping of QOS label to Priority (a number >= 0)",
 }
@@ -255,6 +269,8 @@ def _convert(key: str, value):
         return _integer(value, 1, _DEPTH_MAX)
     if key == "bf_resolution":
         return _integer(value, 1, 3600)
+    if key == "bf_interval":
+        return _integer(value, 0, 10800)
     return _mapping(value)
 
 
@@ -281,7 +297,7 @@ def parse_slurm_params(items: Mapping | str | None, *, base: SlurmParams | None 
             key, eq, value = part.partition("=")
             if not eq or not key.strip():
                 raise ScenarioError(where, repr(part), "KEY=VALUE with KEY a slurm.conf name "
-                                    f"({', '.join(SLURM_KEYS[:-2])})")
+                                    f"({', '.join(NAME_KEYS)})")
             pairs.append((key.strip(), value.strip()))
     elif isinstance(items, Mapping):
         pairs = [(str(k), v) for k, v in items.items()]
@@ -290,8 +306,8 @@ def parse_slurm_params(items: Mapping | str | None, *, base: SlurmParams | None 
     changes: dict[str, object] = {}
     for key, value in pairs:
         canonical = _FIELDS.get(key.lower())
-        if canonical is None or (name and canonical in ("partitions", "qos")):
-            known = SLURM_KEYS if not name else SLURM_KEYS[:-2]
+        if canonical is None or (name and canonical in MAPPINGS):
+            known = SLURM_KEYS if not name else NAME_KEYS
             raise ScenarioError(f"{where}: {key}", "an unknown key",
                                 f"one of {', '.join(known)}")
         if canonical in changes:
@@ -463,7 +479,12 @@ def slurm_conf(policy: str | SlurmParams) -> str:
         lines.append(f"# PartitionName={label} ... PriorityJobFactor={factor:g}")
     for label, factor in p.qos:
         lines.append(f"# sacctmgr modify qos {label} set Priority={factor:g}")
-    lines += ["SchedulerType=sched/backfill",
-              f"SchedulerParameters=bf_window={p.bf_window},bf_max_job_test={p.bf_max_job_test},"
-              f"bf_resolution={p.bf_resolution}"]
+    sched = (f"SchedulerParameters=bf_window={p.bf_window},bf_max_job_test={p.bf_max_job_test},"
+             f"bf_resolution={p.bf_resolution}")
+    if p.bf_interval == 0:        # not a Slurm value: said in a comment
+        lines.append("# bf_interval=0: a backfill cycle at every event (hpc-cosim only; "
+                     "Slurm takes 1..10800)")
+    elif p.bf_interval != SlurmParams.bf_interval:
+        sched += f",bf_interval={p.bf_interval}"
+    lines += ["SchedulerType=sched/backfill", sched]
     return "\n".join(lines)
