@@ -200,10 +200,12 @@ def _earliest(base: _Base, profile: Profile, procs: int, mem: float, d: float,
     return profile.earliest(procs, mem, d, after=after if after > 0.0 else None)
 
 
-def _fits(profile: Profile, procs: int, mem: float, d: float) -> bool:
-    """Whether ``procs`` (and ``mem``) stay free in ``profile`` over ``[0, d)``."""
-    k = bisect_left(profile.times, d)
-    return min(profile.units[:k]) >= procs and (mem <= 0 or min(profile.mem[:k]) >= mem)
+def _still_fits(profile: Profile, procs: int, mem: float, a: float, b: float) -> bool:
+    """Whether ``procs`` (and ``mem``) stay free in ``profile`` over ``[a, b)``
+    (a job that fitted over a longer span before a plan took ``[a, b)`` of it)."""
+    times = profile.times
+    i, k = bisect_left(times, a), bisect_left(times, b)
+    return min(profile.units[i:k]) >= procs and (mem <= 0 or min(profile.mem[i:k]) >= mem)
 
 
 def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator[Decision]:
@@ -274,7 +276,8 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
                     t = _earliest(base, profile, other.procs, other.mem, dk, seen)
                     if t <= window:
                         profile.take(t, dk, other.procs, other.mem)
-                        if t < d and not _fits(profile, job.procs, job.mem, d):
+                        if t < d and not _still_fits(profile, job.procs, job.mem, t,
+                                                     min(t + dk, d)):
                             blocked = True
                             break
                 if blocked:
