@@ -330,8 +330,9 @@ def policy_names() -> list[tuple[str, str]]:
               "Slurm's multifactor priority (PriorityWeightAge, ...JobSize, ...Fairshare, "
               "...Partition, ...QOS; PriorityMaxAge, PriorityFavorSmall, PriorityDecayHalfLife, "
               "PriorityUsageResetPeriod) with Slurm-style backfill (bf_window, bf_max_job_test, "
-              "bf_resolution); slurm alone is Slurm's defaults (every weight 0: first in, "
-              "first out, bf_window=1440, bf_max_job_test=500, bf_resolution=60)")]
+              "bf_resolution, bf_interval); slurm alone is Slurm's defaults (every weight 0: "
+              "first in, first out, bf_window=1440, bf_max_job_test=500, bf_resolution=60, "
+              "bf_interval=30)")]
     rows += [(f"+{b}", doc) for b, doc in BACKFILLS.items()]
     rows += [(f"+{_RELAXED}[=SLACK]",
               "relaxed EASY (Ward, Mahood and West 2002): the head is promised its shadow time "
