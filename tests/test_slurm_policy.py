@@ -243,6 +243,56 @@ def test_accounts_give_users_their_account_share():
     assert fs.factor(10.0) == pytest.approx([2 ** -4, 2 ** -2, 1.0])
 
 
+# FAIR_ROWS without decay: at 200 both users used 1000 core-seconds, UA = 1/2 each.
+# Equal shares tie (F = 2^-1 each): J3 (user 1, submitted first) runs first. Fairshare
+# 3 for user 0 and 1 for user 1: S = 3/4, 1/4, F_0 = 2^(-2/3) > F_1 = 2^-2: J4 (user 0)
+# first. The other way round: J3 first again.
+@pytest.mark.parametrize("shares, starts", [
+    (None, {1: 0, 2: 100, 3: 200, 4: 210}),
+    ({0: 3, 1: 1}, {1: 0, 2: 100, 3: 210, 4: 200}),
+    ({"user:0": 3}, {1: 0, 2: 100, 3: 210, 4: 200}),
+    ({"1": 3}, {1: 0, 2: 100, 3: 200, 4: 210}),
+])
+def test_a_bigger_share_changes_the_start_order(shares, starts):
+    name = "slurm:PriorityWeightFairshare=1000,PriorityDecayHalfLife=0"
+    slurm = {"shares": shares} if shares else None
+    got, _ = simulate(FAIR_ROWS, 10, name, users=FAIR_USERS, slurm=slurm)
+    assert got == starts
+
+
+def test_account_shares_weigh_the_accounts():
+    # accounts x (Fairshare 3: users 0 and 1, user 1 with Fairshare 2) and y (1: user 2)
+    fs = FairShare([0, 1, 2], ["x", "x", "y"], half_life=0.0, reset_period=0.0,
+                   shares={"x": 3, "user:1": 2})
+    assert fs.share.tolist() == pytest.approx([0.75 / 3, 0.75 * 2 / 3, 0.25])
+    assert fs.sibling_share.tolist() == pytest.approx([1 / 3, 2 / 3, 1.0])
+
+
+@pytest.mark.parametrize("shares, fragment", [
+    ({"nobody": 1}, "scheduler.slurm: shares: nobody: expected an account (the workload's "
+                    "account column) or a user id, such as 0, 1, got a name no account"),
+    ({"0": -1}, "scheduler.slurm: shares: 0: expected a Fairshare: a whole number >= 1, got -1"),
+    ({"0": 1.5}, "shares: 0: expected a Fairshare: a whole number >= 1, got 1.5"),
+    ("all", "scheduler.slurm: shares: expected a mapping of account or user to its Fairshare"),
+])
+def test_bad_shares_say_which_name_and_what_is_expected(shares, fragment):
+    with pytest.raises(ScenarioError) as err:
+        simulate(FAIR_ROWS, 10, "slurm:PriorityWeightFairshare=1000", users=FAIR_USERS,
+                 slurm={"shares": shares})
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_bad_shares_in_a_scenario_are_one_line_and_exit_2(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("workload: {kind: lublin, jobs: 20}\n"
+                    "scheduler: {policies: [slurm], slurm: {shares: {'7': -2}}}\n")
+    proc = subprocess.run([sys.executable, "-m", "cosim", "validate", str(path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "scheduler.slurm: shares: 7: expected a Fairshare: a whole number >= 1, got -2" \
+        in proc.stderr
+
+
 def test_partition_and_qos_factors_come_from_the_workload_features():
     rows = [(0, 10, 100), (5, 10, 50), (6, 10, 50)]
     feats = {"partition": np.array(["batch", "batch", "debug"]), "qos": np.array(["n", "n", "n"])}

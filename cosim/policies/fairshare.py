@@ -6,8 +6,10 @@ Slurm selects it with ``PriorityFlags=NO_FAIR_TREE``)::
     F = 2 ** (-UE / S)
 
 ``S`` is the association's normalised share: its share among its siblings
-times its account's share among the accounts (equal shares here, every
-user of the workload and every account it names counted from the start).
+times its account's share among the accounts, from the raw shares
+(sacctmgr's ``Fairshare=``; ``shares`` in a scenario's ``scheduler.slurm``)
+and 1 for every association they do not name (equal shares), every user of
+the workload and every account it names counted from the start.
 ``UE`` is its effective usage: an account's is its normalised usage (its
 decayed usage over the cluster's), a user's in an account ``UA + (UE_account
 - UA) * S_user / S_siblings``. Without an ``account`` feature column every
@@ -29,10 +31,37 @@ not keep, at the moment it is seen).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
+from cosim.errors import ScenarioError
+
 __all__ = ["FairShare"]
+
+
+def _set_share(name: str, share: float, user_of: np.ndarray, acct_labels: np.ndarray,
+               user_raw: np.ndarray, acct_raw: np.ndarray) -> None:
+    """Give the account or user ``name`` (``account:X``, ``user:X`` or a bare X)
+    its raw share; a name the workload lacks, or a bare one that is both, is refused."""
+    kind, sep, label = name.partition(":")
+    if not sep or kind not in ("account", "user"):
+        kind, label = "", name
+    is_acct = acct_labels == label if kind in ("", "account") else np.zeros(0, bool)
+    is_user = user_of == label if kind in ("", "user") else np.zeros(0, bool)
+    where = f"scheduler.slurm: shares: {name}"
+    if is_acct.any() and is_user.any():
+        raise ScenarioError(where, "a name that is both an account and a user",
+                            f"account:{label} or user:{label}")
+    if is_acct.any():
+        acct_raw[is_acct] = share
+    elif is_user.any():
+        user_raw[is_user] = share
+    else:
+        known = sorted(set(acct_labels.tolist()))[:5] + sorted(set(user_of.tolist()))[:5]
+        raise ScenarioError(where, "a name no account or user of the workload has",
+                            "an account (the workload's account column) or a user id, "
+                            f"such as {', '.join(known)}")
 
 
 class FairShare:
@@ -45,27 +74,35 @@ class FairShare:
         reset_period: seconds between usage resets (0: never).
     """
 
-    def __init__(self, users, accounts, half_life: float, reset_period: float):
+    def __init__(self, users, accounts, half_life: float, reset_period: float,
+                 shares: Mapping[str, float] | None = None):
         users = np.asarray(users)
         if accounts is None:
             keys = users.astype(str)
-            _, assoc = np.unique(keys, return_inverse=True)
+            user_of, assoc = np.unique(keys, return_inverse=True)
             acct_of = np.zeros(int(assoc.max()) + 1 if len(assoc) else 0, dtype=np.int64)
+            acct_labels = np.array([], dtype=str)
         else:
             accounts = np.asarray(accounts).astype(str)
             pairs = np.char.add(np.char.add(accounts, "\x1f"), users.astype(str))
             uniq, assoc = np.unique(pairs, return_inverse=True)
-            acct_names = np.array([p.split("\x1f", 1)[0] for p in uniq.tolist()])
-            _, acct_of = np.unique(acct_names, return_inverse=True)
+            split = [p.split("\x1f", 1) for p in uniq.tolist()]
+            user_of = np.array([u for _, u in split], dtype=str)
+            acct_labels, acct_of = np.unique(np.array([a for a, _ in split], dtype=str),
+                                             return_inverse=True)
         self.assoc_of_row = assoc.astype(np.int64)
         self.acct_of = acct_of.astype(np.int64)
         n = len(self.acct_of)
         n_acct = int(self.acct_of.max()) + 1 if n else 0
         self.n_acct = n_acct
-        siblings = np.bincount(self.acct_of, minlength=n_acct).astype(np.float64)
-        self.sibling_share = 1.0 / siblings[self.acct_of] if n else np.empty(0)
-        # S = (1 / users in the account) * (1 / accounts)
-        self.share = self.sibling_share / max(n_acct, 1)
+        user_raw, acct_raw = np.ones(n), np.ones(n_acct)
+        for name, share in (shares or {}).items():
+            _set_share(str(name), float(share), user_of, acct_labels, user_raw, acct_raw)
+        siblings = np.bincount(self.acct_of, user_raw, minlength=n_acct)
+        self.sibling_share = user_raw / siblings[self.acct_of] if n else np.empty(0)
+        # S = (the user's share among its account's users) * (the account's among accounts)
+        self.share = self.sibling_share * (acct_raw / acct_raw.sum())[self.acct_of] if n \
+            else np.empty(0)
         self.two_levels = accounts is not None
         self.rate = math.log(2.0) / half_life if half_life > 0 else 0.0
         self.reset = float(reset_period)

@@ -11,7 +11,8 @@ job's share of the machine ``p / N``, or with ``PriorityFavorSmall=YES``
 ``1 - (p - 1) / N`` (a one-unit job gets 1); with
 ``PriorityFlags=SMALL_RELATIVE_TO_TIME`` ``min(1, (p / N) / minutes)`` over its
 estimate in minutes (at least 1), or 1 minus that with ``PriorityFavorSmall``; ``fairshare`` the classic
-``2^(-UE/S)`` of :mod:`cosim.policies.fairshare`; ``partition`` and ``qos``
+``2^(-UE/S)`` of :mod:`cosim.policies.fairshare` (shares equal, or a
+scenario's ``shares``: sacctmgr's ``Fairshare=`` per account or user); ``partition`` and ``qos``
 the job's label's factor over the largest (:mod:`cosim.policies.slurm_params`;
 1 for every job without a mapping, so no effect). Higher runs first; ties go
 by submit time, then arrival (Slurm: submit time, then job id). With every
@@ -360,10 +361,11 @@ class SlurmPolicy:
         self._started = []
         self._reset_cycles(scheduler)
         self._fairshare = None
-        if p.PriorityWeightFairshare:
-            self._fairshare = FairShare(workload.user, workload.features.get("account"),
-                                        p.PriorityDecayHalfLife,
-                                        RESET_PERIODS[p.PriorityUsageResetPeriod])
+        if p.PriorityWeightFairshare or p.shares:     # shares are checked even unweighted
+            fairshare = FairShare(workload.user, workload.features.get("account"),
+                                  p.PriorityDecayHalfLife,
+                                  RESET_PERIODS[p.PriorityUsageResetPeriod], dict(p.shares))
+            self._fairshare = fairshare if p.PriorityWeightFairshare else None
         self._partition = _label_factors(workload, PARTITION_COLUMNS, p.partitions) \
             if p.PriorityWeightPartition else None
         self._qos = _label_factors(workload, QOS_COLUMNS, p.qos) if p.PriorityWeightQOS else None

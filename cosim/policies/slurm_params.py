@@ -58,7 +58,14 @@ from a partition (or queue) label to its ``PriorityJobFactor``, and ``qos``, a
 mapping from a QOS label to its ``Priority``; factors are normalised by the
 largest (slurm.conf's PartitionName=... PriorityJobFactor; sacctmgr's QOS
 Priority). A label the mapping lacks has factor 0; without a mapping every
-job's factor is 1 (no effect on the order).
+job's factor is 1 (no effect on the order). And ``shares``, the fair-share
+``Fairshare=`` of associations (``sacctmgr modify account NAME set
+Fairshare=N``, ``sacctmgr modify user NAME set Fairshare=N``; ``RawShares`` in
+``sshare``): a mapping from an account (the workload's ``account`` column) or
+a user (its id) to a whole number >= 1; ``account:NAME`` and ``user:NAME``
+say which where a name is both. An association it does not name has 1 (equal
+shares); a name no account or user of the workload has is refused when the
+policy is bound to the workload.
 """
 
 from __future__ import annotations
@@ -149,6 +156,7 @@ class SlurmParams:
     bf_interval: int = 30
     partitions: tuple[tuple[str, float], ...] = ()
     qos: tuple[tuple[str, float], ...] = ()
+    shares: tuple[tuple[str, float], ...] = ()
 
     @property
     def weights(self) -> tuple[int, int, int, int, int]:
@@ -177,7 +185,7 @@ class SlurmParams:
 
 _FIELDS = {f.name.lower(): f.name for f in fields(SlurmParams)}
 #: The knobs that are mappings (scenario-only: no policy-name form).
-MAPPINGS = ("partitions", "qos")
+MAPPINGS = ("partitions", "qos", "shares")
 #: The knob names, in slurm.conf spelling.
 SLURM_KEYS = tuple(f.name for f in fields(SlurmParams))
 #: The knobs a policy name may set.
@@ -195,6 +203,7 @@ _EXPECTED = {
     "bf_interval": "whole seconds 0..10800 (0: a backfill cycle at every event)",
     "partitions": "a mapping of partition label to PriorityJobFactor (a number >= 0)",
     "qos": "a mapping of QOS label to Priority (a number >= 0)",
+    "shares": "a mapping of account or user to its Fairshare (a whole number >= 1)",
 }
 for _w in ("JobSize", "Fairshare", "Partition", "QOS"):
     _EXPECTED[f"PriorityWeight{_w}"] = _EXPECTED["PriorityWeightAge"]
@@ -230,6 +239,18 @@ def _mapping(value) -> tuple[tuple[str, float], ...]:
                 or not (math.isfinite(factor) and factor >= 0):
             raise ValueError(value)
         out.append((str(label), float(factor)))
+    return tuple(sorted(out))
+
+
+def _shares(value) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, Mapping):
+        raise ValueError(value)
+    out = []
+    for name, share in value.items():
+        if isinstance(share, bool) or not isinstance(share, (int, float)) \
+                or not (math.isfinite(share) and share >= 1 and float(share).is_integer()):
+            raise ValueError(name, share)
+        out.append((str(name), float(share)))
     return tuple(sorted(out))
 
 
@@ -271,6 +292,8 @@ def _convert(key: str, value):
         return _integer(value, 1, 3600)
     if key == "bf_interval":
         return _integer(value, 0, 10800)
+    if key == "shares":
+        return _shares(value)
     return _mapping(value)
 
 
@@ -314,7 +337,10 @@ def parse_slurm_params(items: Mapping | str | None, *, base: SlurmParams | None 
             raise ScenarioError(f"{where}: {key}", "a key given twice", "each key once")
         try:
             changes[canonical] = _convert(canonical, value)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError) as err:
+            if canonical == "shares" and len(err.args) == 2:     # one share is wrong
+                raise ScenarioError(f"{where}: shares: {err.args[0]}", repr(err.args[1]),
+                                    "a Fairshare: a whole number >= 1") from None
             raise ScenarioError(f"{where}: {canonical}", repr(value),
                                 _EXPECTED[canonical]) from None
     return _replace(base, changes)
@@ -479,6 +505,10 @@ def slurm_conf(policy: str | SlurmParams) -> str:
         lines.append(f"# PartitionName={label} ... PriorityJobFactor={factor:g}")
     for label, factor in p.qos:
         lines.append(f"# sacctmgr modify qos {label} set Priority={factor:g}")
+    for name, share in p.shares:
+        kind, _, label = name.partition(":") if name.partition(":")[0] in ("account", "user") \
+            else ("account or user", "", name)
+        lines.append(f"# sacctmgr modify {kind} {label} set Fairshare={share:g}")
     sched = (f"SchedulerParameters=bf_window={p.bf_window},bf_max_job_test={p.bf_max_job_test},"
              f"bf_resolution={p.bf_resolution}")
     if p.bf_interval == 0:        # not a Slurm value: said in a comment
