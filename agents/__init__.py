@@ -3,13 +3,17 @@
 The heuristics, backfilling and knapsack policies are in :mod:`cosim.policies`.
 ``import agents`` is light: the learning parts (which need torch) are
 imported on first use of their names, for example ``agents.MaskedCategorical``
-or ``from agents import load_rl_policy``.
+or ``from agents import load_rl_policy``. Importing it installs the loader of
+``rl:DIR`` policy names (:mod:`agents.acting`).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from agents.acting import load_rl
+from cosim.policies.loaders import register_policy_loader
 
 # name -> module that defines it; loaded lazily (PEP 562) so torch stays unloaded.
 _LAZY = {
@@ -31,6 +35,10 @@ _LAZY = {
 }
 
 __all__ = list(_LAZY)
+
+# The learners install their loader of ``rl:DIR`` in the one registry of prefixed policy
+# names, which runs and the evaluation protocol read (torch loads with the first agent).
+register_policy_loader("rl", load_rl)
 
 
 def __getattr__(name: str) -> Any:

@@ -36,6 +36,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from agents.evaluation import (  # re-exported: the command's library functions
+    EVALUATE_COLUMNS,
+    evaluate_episodes,
+    evaluate_policy,
+)
 from agents.registry import LEARNERS, add_help_groups, learner
 from cosim.cli import (
     ArgumentParser,
@@ -49,7 +54,6 @@ from cosim.cli import (
 from cosim.env.wrappers import PAIRED_MODES
 from cosim.errors import InputError, did_you_mean
 from cosim.limits import load_yaml
-from cosim.paired import compare_each
 
 __all__ = ["main", "evaluate_policy", "evaluate_episodes", "DEFAULT_BASELINES"]
 
@@ -548,77 +552,6 @@ def _train(ns) -> int:
     return 0
 
 
-def evaluate_policy(policy, env, episodes: int, seed: int, baseline: str | None = None
-                    ) -> dict[str, float]:
-    """Mean return and episode metrics of greedy episodes ``seed .. seed+episodes-1``.
-
-    With ``baseline``, the env's ``teacher_action`` (heuristic ``baseline``,
-    played through the agent's action model) acts instead of the policy.
-    """
-    return evaluate_episodes(policy, env, episodes, seed, baseline=baseline)["agent"]
-
-
-#: ``agents evaluate``'s columns: :data:`agents.loop.METRIC_KEYS` in the table's order.
-EVALUATE_COLUMNS = ("bsld_mean", "wait_mean", "wait_max", "utilization", "queue_len_mean")
-
-
-def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | None = None,
-                      heuristics: tuple[str, ...] | list[str] = ()) -> dict[str, dict[str, Any]]:
-    """The agent's greedy episodes, and each heuristic on exactly the same jobs.
-
-    Episode ``k`` is the env's episode for seed ``seed + k``; each heuristic
-    in ``heuristics`` is then run by :func:`cosim.compose.run_policy` on that
-    episode's workload (the real policy with its backfilling, not its
-    imitation through the agent's actions), so every row is measured on the
-    same jobs by the same metric definitions.
-
-    Returns:
-        ``{"agent": row, name: row, ...}``; a row holds the means
-        (``mean_return`` for the agent, and :data:`agents.loop.METRIC_KEYS`,
-        the names of ``summary.json``) and ``per_episode`` (the same per episode).
-    """
-    import numpy as np
-
-    from cosim.compose import run_policy
-
-    keys = EVALUATE_COLUMNS
-    per: dict[str, list[dict[str, float]]] = {"agent": [], **{h: [] for h in heuristics}}
-    returns, lengths = [], []
-    for k in range(episodes):
-        obs, info = env.reset(seed=seed + k)
-        workload = env.unwrapped.simulation.workload
-        total, steps, done = 0.0, 0, False
-        while not done:
-            action = (info["teacher_action"] if baseline is not None
-                      else policy.act(obs, info["action_mask"]))
-            obs, reward, terminated, truncated, info = env.step(action)
-            total += reward
-            steps += 1
-            done = terminated or truncated
-        returns.append(total)
-        lengths.append(steps)
-        m = info.get("episode_metrics", {})
-        per["agent"].append({key: float(m.get(key, math.nan)) for key in keys})
-        for name in heuristics:
-            summary = run_policy(env.unwrapped.scenario, name, None, workload=workload)
-            per[name].append({key: _number(summary.get(key)) for key in keys})
-    rows: dict[str, dict[str, Any]] = {}
-    for name, eps in per.items():
-        row: dict[str, Any] = {"episodes": float(episodes)}
-        if name == "agent":
-            row.update(mean_return=float(np.mean(returns)), mean_length=float(np.mean(lengths)))
-        for key in keys:
-            vals = np.array([e[key] for e in eps], dtype=float)
-            row[key] = float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan
-        row["per_episode"] = eps
-        rows[name] = row
-    return rows
-
-
-def _number(v) -> float:
-    return math.nan if v is None else float(v)
-
-
 def _evaluate(ns) -> int:
     from agents.rl_policy import load_rl_policy
     from cosim.compose import make_env
@@ -644,11 +577,12 @@ def _evaluate(ns) -> int:
     for name in baselines:
         make_policy(name, where="--baseline")    # a bad name fails before any work
     env = make_env(policy.env_config, **overrides)
-    rows = evaluate_episodes(policy, env, ns.episodes, ns.seed, heuristics=baselines)
-    # Paired by episode (each heuristic ran the agent's jobs): the agent's ratio of mean
-    # bsld to each, with the protocol's interval (cosim.paired), wins and losses.
-    paired = compare_each({name: [e["bsld_mean"] for e in row["per_episode"]]
-                           for name, row in rows.items()}, "agent", seed=ns.seed)
+    # The protocol's paired comparison by episode (each heuristic ran the agent's jobs):
+    # the agent's ratio of mean bsld to each, with its interval, wins and losses.
+    rows = evaluate_episodes(policy, env, ns.episodes, ns.seed, heuristics=baselines,
+                             settings={"window": overrides["window"]} if "window" in overrides
+                             else None)
+    paired = rows["agent"]["paired"]
     rows["agent"]["paired"] = {name: c.as_dict() for name, c in paired.items()}
     if ns.json:
         print(json.dumps(rows, indent=2))

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import simpy
@@ -71,6 +72,7 @@ from cosim.paired import (  # the comparisons, re-exported: one place for the pr
     most_contended,
     replace_near_optimal,
 )
+from cosim.policies.loaders import POLICY_LOADERS, load_prefixed, prefix_of
 from cosim.policies.names import PolicySpec, make_policy, parse_policy
 from cosim.policies.priority import PriorityWeights, make_priority_policy
 from cosim.splits import (  # the windows, re-exported: one place for the protocol
@@ -97,7 +99,7 @@ __all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "window
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
            "window_starts", "overlap_block", "block_indices", "window_at", "MEASURED",
            "EVALUATIONS", "running_block", "running_slices", "run_slices", "Protocol", "Scores",
-           "source_name", "default_processes", "ROW_METRICS", "COL_BSLD", "COL_WAIT", "COL_MAX_WAIT", "span_row", "span_rows", "job_rows"]
+           "source_name", "default_processes", "ROW_METRICS", "WINDOW_KEYS", "window_summary", "COL_BSLD", "COL_WAIT", "COL_MAX_WAIT", "span_row", "span_rows", "job_rows"]
 
 #: The heuristics a learned policy must beat, each with EASY backfilling.
 CLASSIC = ("fcfs+easy", "sjf+easy", "saf+easy", "f1+easy", "wfp3+easy", "unicef+easy")
@@ -129,26 +131,42 @@ def checked_source(source, scenario: Scenario, *, where: str = "policy"):
     """
     if isinstance(source, PriorityWeights):
         return source
+    accepted = ("a heuristic, selector, learned:DIR or rl:DIR without @PREDICTOR (or with "
+                "@estimate): windows are evaluated on the requested times; use "
+                "'python -m cosim run' for predictions")
+    if hasattr(source, "policy_for"):        # a policy source (agents.acting.ActingAgent)
+        if scenario.predictor.runtime != "estimate":
+            raise ScenarioError(where, f"{source_name(source)!r} with predictor.runtime "
+                                       f"{scenario.predictor.runtime!r}",
+                                accepted + " (--set predictor.runtime=estimate)")
+        return source
     spec = source if isinstance(source, PolicySpec) else parse_policy(source, where=where)
-    accepted = ("a heuristic, selector or learned:DIR without @PREDICTOR (or with @estimate): "
-                "windows are evaluated on the requested times; use 'python -m cosim run' for "
-                "predictions")
     if spec.predictor not in (None, "estimate"):
         raise ScenarioError(where, repr(spec.name), accepted)
     if spec.predictor is None and scenario.predictor.runtime != "estimate":
         raise ScenarioError(where, f"{spec.name!r} with predictor.runtime "
                                    f"{scenario.predictor.runtime!r}",
                             accepted + " (--set predictor.runtime=estimate)")
-    if spec.kind == "agent":
+    if spec.kind == "agent" and prefix_of(spec) not in POLICY_LOADERS:
         raise ScenarioError(where, repr(spec.name), "a heuristic, selector or learned:DIR "
-                                                    "(a trained agent, rl:DIR, runs through "
-                                                    "'python -m cosim run')")
+                                                    "(a trained agent, rl:DIR, needs its loader: "
+                                                    "import agents)")
+    if spec.kind == "agent" and not Path(spec.checkpoint).is_dir():
+        raise ScenarioError(where, repr(spec.name), "rl:DIR with DIR a checkpoint folder "
+                                                    "written by 'python -m agents train'")
     return spec
 
 
-def _policy(source):
+def _policy(source, scenario: Scenario, window: Workload):
+    """A fresh policy of ``source`` for one simulation of ``window``: a trained agent
+    (``rl:DIR``) through the loader the learners registered (:mod:`cosim.policies.loaders`)."""
+    source = checked_source(source, scenario)
     if isinstance(source, PriorityWeights):
         return make_priority_policy(source)
+    if hasattr(source, "policy_for"):
+        return source.policy_for(scenario, window)
+    if source.kind == "agent":
+        return load_prefixed(source, scenario, window)
     return make_policy(source)
 
 
@@ -156,7 +174,7 @@ def _simulate(scenario: Scenario, source, window: Workload) -> tuple[np.ndarray,
     """Simulate ``source`` on ``window`` from an empty machine: per row, the job's bsld,
     wait and time queued (see :func:`job_rows`)."""
     env = simpy.Environment()
-    policy = _policy(checked_source(source, scenario))
+    policy = _policy(source, scenario, window)
     sim = build(env, scenario, policy, workload=window, record=False)
     sim.run()      # full collections put off while it runs (cosim.kernel.run)
     return job_rows(sim.scheduler.jobs, len(window), scenario.metrics.tau)
@@ -223,7 +241,8 @@ def _run(scenario, source, window, slices) -> list[WindowResult]:
 def _window_task(state, task) -> list[WindowResult]:
     """One (source, window index) of an :class:`Evaluator`, on the engine (``state``: the
     scenario, the windows and their slices, shipped to each worker once)."""
-    scenario, windows_, slices = state
+    scenario, windows_, slices, loaders = state
+    POLICY_LOADERS.update(loaders)       # the parent's loaders (rl:DIR), in a worker too
     source, k = task
     return _run(scenario, source, windows_[k], None if slices is None else slices[k])
 
@@ -239,8 +258,7 @@ def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | 
     """``source`` run once through ``window``: :data:`ROW_METRICS` of its measured jobs, as
     :func:`cosim.metrics.summarize` defines them for ``summary.json``."""
     env = simpy.Environment()
-    sim = build(env, scenario, _policy(checked_source(source, scenario)), workload=window,
-                record=False)
+    sim = build(env, scenario, _policy(source, scenario, window), workload=window, record=False)
     sim.run()
     table = records.jobs_table(sim.scheduler.jobs)
     measured = window.features.get(MEASURED)
@@ -252,8 +270,32 @@ def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | 
 
 
 def _row_task(state, source):
-    scenario, window = state
+    scenario, window, loaders = state
+    POLICY_LOADERS.update(loaders)
     return span_row(scenario, source, window)
+
+
+#: The columns every :class:`Scores` starts with (:data:`COL_BSLD`, ...), by summary.json's names.
+WINDOW_KEYS = ("bsld_mean", "wait_mean", "wait_max")
+
+
+def window_summary(scenario: Scenario, source, window: Workload,
+                   keys: Sequence[str]) -> list[float]:
+    """``source`` run on ``window`` from an empty machine: the ``keys`` of its
+    :func:`cosim.metrics.summarize` (events recorded: time averages too), NaN where undefined."""
+    env = simpy.Environment()
+    sim = build(env, scenario, _policy(source, scenario, window), workload=window)
+    sim.run()
+    row = metrics.summarize(sim.jobs_table(), sim.events_table(), cores=sim.cluster.capacity,
+                            tau=scenario.metrics.tau)
+    return [math.nan if row[k] is None else float(row[k]) for k in keys]
+
+
+def _summary_task(state, task):
+    scenario, windows_, keys, loaders = state
+    POLICY_LOADERS.update(loaders)
+    source, k = task
+    return window_summary(scenario, source, windows_[k], keys)
 
 
 def span_rows(scenario: Scenario, sources: Sequence, window: Workload,
@@ -263,7 +305,7 @@ def span_rows(scenario: Scenario, sources: Sequence, window: Workload,
     n = min(max(1, int(processes)), len(sources))
     if n <= 1:
         return {source_name(s): span_row(scenario, s, window) for s in sources}
-    with Engine((scenario, window), n) as engine:
+    with Engine((scenario, window, dict(POLICY_LOADERS)), n) as engine:
         return dict(zip((source_name(s) for s in sources), engine.map(_row_task, sources)))
 
 
@@ -292,7 +334,8 @@ class Evaluator:
                                 f"{len(self.windows)} windows")
         self.slices = None if slices is None else [list(x) for x in slices]
         self.processes = max(1, int(processes))
-        self._engine = Engine((scenario, self.windows, self.slices), self.processes)
+        self._engine = Engine((scenario, self.windows, self.slices, dict(POLICY_LOADERS)),
+                              self.processes)
 
     def evaluate(self, sources: Sequence, only: Sequence[int] | None = None) -> np.ndarray:
         """Mean bsld, mean wait and max wait: an array ``[policy, window, 3]``.
@@ -340,6 +383,12 @@ class Scores:
     whole: np.ndarray | None = None
     #: the test span: each policy's :data:`ROW_METRICS` over the span as a whole
     rows: dict[str, dict] | None = None
+    #: the names of the last axis of :attr:`windows` (:data:`WINDOW_KEYS` first)
+    keys: tuple[str, ...] = WINDOW_KEYS
+
+    def column(self, name: str, key: str) -> np.ndarray:
+        """The policy's ``key`` (a name of :attr:`keys`) per window."""
+        return self.windows[self.names.index(name), :, self.keys.index(key)]
 
     def bsld(self, name: str) -> np.ndarray:
         """The policy's mean bsld per window."""
@@ -351,8 +400,8 @@ class Scores:
 
 
 def source_name(source) -> str:
-    """A policy's name: the grammar's name, or a :class:`PriorityWeights`' own."""
-    return source.name if isinstance(source, PriorityWeights) else str(source)
+    """A policy's name: the grammar's name, or a :class:`PriorityWeights`' or policy source's own."""
+    return str(source) if isinstance(source, str) else str(getattr(source, "name", source))
 
 
 class Protocol:
@@ -378,6 +427,15 @@ class Protocol:
         """The workload cut in time order (``split``: :func:`chronological_split`'s options)."""
         return cls(resolve_machine(scenario, workload), chronological_split(workload, **split),
                    workload, processes=processes, seed=seed)
+
+    @classmethod
+    def given(cls, scenario: Scenario, windows_: Sequence[Workload], *, processes: int = 1,
+              seed: int = 0, note: str = "windows given by the caller") -> Protocol:
+        """A protocol over windows someone else cut (an environment's episodes): they are its
+        test set, read once; nothing is selected on them (no training or validation span)."""
+        split = Split([], [], SealedWindows(list(windows_)), note=note)
+        return cls(resolve_machine(scenario, windows_[0]) if windows_ else scenario, split,
+                   processes=processes, seed=seed)
 
     @classmethod
     def seeded(cls, scenario: Scenario, make_workload, *, processes: int = 1, seed: int = 0,
@@ -458,13 +516,20 @@ class Protocol:
         """
         return self.split.test.read()
 
-    def test(self, sources: Sequence, *, whole: bool = True) -> Scores:
+    def test(self, sources: Sequence, *, whole: bool = True,
+             keys: Sequence[str] = ()) -> Scores:
         """``sources`` on the test windows (and the span run whole): once, after selection.
 
+        ``keys``: more metrics of ``summary.json`` per window after :data:`WINDOW_KEYS`
+        (``utilization``, ``queue_len_mean``: each window's run then records its events),
+        in :attr:`Scores.keys`; the span is not run whole then.
+
         Raises:
-            ProtocolError: the test span was read before.
+            ProtocolError: the test span was read before, or ``keys`` with running windows.
         """
         windows_ = self.split.test.read()
+        if keys:
+            return self._summaries(sources, windows_, keys)
         slices = [self.split.slices["test"]] if self.running else None
         with Evaluator(self.scenario, windows_, self.processes, slices=slices) as ev:
             scores = self._scores("test", sources, ev.evaluate(sources), whole)
@@ -477,3 +542,18 @@ class Protocol:
             return scores
         scores.rows = span_rows(self.scenario, sources, span, self.processes)
         return scores
+
+    def _summaries(self, sources: Sequence, windows_: list[Workload], more: Sequence[str]
+                   ) -> Scores:
+        if self.running:
+            raise ProtocolError("protocol: metrics per window need cold windows "
+                                "(evaluation 'windows')")
+        keys = WINDOW_KEYS + tuple(k for k in more if k not in WINDOW_KEYS)
+        for source in sources:
+            checked_source(source, self.scenario)
+        tasks = [(source, k) for source in sources for k in range(len(windows_))]
+        state = (self.scenario, windows_, keys, dict(POLICY_LOADERS))
+        with Engine(state, min(self.processes, max(1, len(tasks)))) as engine:
+            values = np.array(engine.map(_summary_task, tasks), dtype=float)
+        return Scores([source_name(s) for s in sources],
+                      values.reshape(len(sources), len(windows_), len(keys)), keys=keys)

@@ -181,7 +181,8 @@ def test_the_cycle_check_sees_a_learner_importing_the_front(tmp_path):
                           cwd=tree, env={"PYTHONPATH": f"{tree}:{ROOT / 'tests'}",
                                          "PATH": "/usr/bin:/bin"}, check=True)
     found = cycles(json.loads(proc.stdout), *PACKAGES)
-    assert ["agents.rl_policy", "cosim.compose.policies"] in found, found
+    # the runner imports the package agents, whose rl: loader (agents.acting) imports rl_policy
+    assert any({"agents.rl_policy", "cosim.compose.policies"} <= set(c) for c in found), found
 
 
 def test_the_cycle_check_finds_a_cycle(tmp_path):
@@ -387,6 +388,115 @@ def test_the_protocol_check_sees_a_second_protocol(tmp_path):
         "def run(p, s):\n    return p.test(s)\n")
     assert _protocols_elsewhere(tmp_path) == ["agents/tune.py:4 chronological_split()",
                                               "agents/tune.py:5 read()"]
+
+
+#: The one engine for many simulations (local worker processes or Ray tasks).
+ENGINE_MODULE = "cosim/engine.py"
+#: Constructing a pool of workers, or waiting on Ray tasks as they finish: what only it does.
+_POOLS = {"ProcessPoolExecutor", "Pool", "ThreadPoolExecutor"}
+
+
+def _engines_elsewhere(root: Path, folders=("cosim", "agents")) -> list[str]:
+    """Package modules that build a pool of workers (or map over Ray tasks) of their own.
+
+    A vector env's worker processes (``cosim/vector.py``: a Process and a Pipe per
+    shard, Gymnasium's async vector env) are environments that step together, not
+    simulations mapped to results, and build no pool.
+    """
+    import ast
+
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            if rel == ENGINE_MODULE:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                        f, ast.Attribute) else ""
+                    if name in _POOLS or (name == "wait" and isinstance(f, ast.Attribute)
+                                          and isinstance(f.value, ast.Name)
+                                          and f.value.id == "ray"):
+                        found.append(f"{rel}:{node.lineno} {name}()")
+    return found
+
+
+def test_one_engine_for_many_simulations():
+    assert not _engines_elsewhere(ROOT), (
+        f"run many simulations through cosim.engine.Engine: {_engines_elsewhere(ROOT)}")
+
+
+def test_the_engine_check_sees_a_second_engine(tmp_path):
+    for folder in ("cosim", "agents"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "cosim" / "engine.py").write_text(
+        "from concurrent.futures import ProcessPoolExecutor\npool = ProcessPoolExecutor(2)\n")
+    (tmp_path / "agents" / "sweep.py").write_text(
+        "import multiprocessing as mp\nimport ray\n\ndef run(f, xs, refs):\n"
+        "    ray.wait(refs)\n    with mp.Pool(2) as p:\n        return p.map(f, xs)\n")
+    assert _engines_elsewhere(tmp_path) == ["agents/sweep.py:5 wait()", "agents/sweep.py:6 Pool()"]
+
+
+#: ``agents evaluate``: its command, the library function it calls, and what that must use.
+EVALUATE = (Path("agents") / "__main__.py", "_evaluate", "evaluate_episodes")
+EVALUATE_LIBRARY = (Path("agents") / "evaluation.py", "evaluate_episodes")
+#: What evaluating on its own (beside the protocol) would call.
+_BESIDE_PROTOCOL = {"run_policy", "compare_each", "compare", "bootstrap_interval",
+                    "mean_interval", "summarize"}
+
+
+def _evaluate_faults(root: Path) -> list[str]:
+    """Where ``agents evaluate`` does not go through cosim.evaluation.Protocol."""
+    import ast
+
+    def function(path: Path, name: str):
+        tree = ast.parse((root / path).read_text())
+        return next((n for n in ast.walk(tree)
+                     if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+    def called(fn) -> set[str]:
+        return {c.func.id if isinstance(c.func, ast.Name) else c.func.attr
+                for c in ast.walk(fn) if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Name | ast.Attribute)}
+
+    faults = []
+    command = function(EVALUATE[0], EVALUATE[1])
+    if command is None or EVALUATE[2] not in called(command):
+        faults.append(f"{EVALUATE[0]}: {EVALUATE[1]}() does not call {EVALUATE[2]}()")
+    elif called(command) & _BESIDE_PROTOCOL:
+        faults.append(f"{EVALUATE[0]}: {EVALUATE[1]}() calls "
+                      f"{', '.join(sorted(called(command) & _BESIDE_PROTOCOL))}")
+    library = function(*EVALUATE_LIBRARY)
+    if library is None:
+        faults.append(f"{EVALUATE_LIBRARY[0]}: no {EVALUATE_LIBRARY[1]}()")
+        return faults
+    uses = called(library)
+    if "given" not in uses and not uses & {"chronological", "seeded"} or "test" not in uses:
+        faults.append(f"{EVALUATE_LIBRARY[0]}: {EVALUATE_LIBRARY[1]}() builds no Protocol "
+                      "or does not score through Protocol.test")
+    if uses & _BESIDE_PROTOCOL - {"compare"}:
+        faults.append(f"{EVALUATE_LIBRARY[0]}: {EVALUATE_LIBRARY[1]}() calls "
+                      f"{', '.join(sorted(uses & _BESIDE_PROTOCOL - {'compare'}))}")
+    return faults
+
+
+def test_agents_evaluate_goes_through_the_protocol():
+    assert not _evaluate_faults(ROOT), _evaluate_faults(ROOT)
+
+
+def test_the_evaluate_check_sees_an_evaluation_beside_the_protocol(tmp_path):
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "__main__.py").write_text(
+        "def _evaluate(ns):\n    rows = evaluate_episodes(ns)\n    return compare_each(rows)\n")
+    (tmp_path / "agents" / "evaluation.py").write_text(
+        "def evaluate_episodes(p):\n    return run_policy(p)\n")
+    assert _evaluate_faults(tmp_path) == [
+        "agents/__main__.py: _evaluate() calls compare_each",
+        "agents/evaluation.py: evaluate_episodes() builds no Protocol or does not score through "
+        "Protocol.test",
+        "agents/evaluation.py: evaluate_episodes() calls run_policy"]
 
 
 #: A copy of a metric's formula: bounded slowdown ``max(1, ... / max(tau, ...))``,

@@ -37,12 +37,13 @@ def test_the_scenario_default_predictor_is_refused_too():
         run_window(sc, "f1+easy", _window())
 
 
-def test_estimate_is_what_runs_and_an_agent_is_refused():
+def test_estimate_is_what_runs_and_an_agent_without_a_checkpoint_is_refused():
     from cosim.workloads.loading import load_workload
 
     w = windows(load_workload(SCENARIO), 100, 2)
     with Evaluator(SCENARIO, w) as ev:
         r = ev.evaluate(["f1+easy", "f1+easy@estimate"])
     np.testing.assert_array_equal(r[0], r[1])
-    with pytest.raises(ScenarioError, match="rl:DIR"):
+    # an agent is scored (tests/test_protocol_agents.py); one without its folder is one line
+    with pytest.raises(ScenarioError, match="rl:DIR with DIR a checkpoint folder"):
         run_window(SCENARIO, "rl:runs/ppo", _window())

@@ -4,8 +4,9 @@ A name is parsed once (:func:`parse_policies`, the grammar of
 :func:`cosim.policies.parse_policy` plus the scenario's predictor defaults)
 and made into a policy by :func:`load_policy`. Heuristics come from
 :func:`cosim.policies.make_policy`; a prefixed name such as ``rl:DIR`` goes to
-the loader registered for its prefix in :data:`POLICY_LOADERS`, so a new kind
-of learned policy is one :func:`register_policy_loader` call. A loader gets
+the loader registered for its prefix in :data:`POLICY_LOADERS`
+(:mod:`cosim.policies.loaders`, which ``agents`` fills when imported), so a new
+kind of learned policy is one :func:`register_policy_loader` call. A loader gets
 the parsed spec, the run's scenario and workload, and returns a fresh policy
 for one simulation. A kill (``+kill``: the scenario's rule; ``+kill=DIR``: a
 trained kill agent) wraps the policy and reads the run's prediction hub
@@ -14,22 +15,25 @@ trained kill agent) wraps the policy and reads the run's prediction hub
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+import agents  # noqa: F401  (installs the learners' loaders: rl:DIR)
 from cosim.config import Scenario
 from cosim.errors import InputError
 from cosim.policies import KillRule, KillRulePolicy, PolicySpec, make_policy, parse_policy
+from cosim.policies.loaders import (  # the one registry, re-exported for the composition
+    POLICY_LOADERS,
+    PolicyLoader,
+    load_prefixed,
+    register_policy_loader,
+)
 from cosim.policies.slurm_params import parse_slurm_params
 from cosim.workloads.base import Workload
 
 __all__ = ["parse_policies", "load_policy", "with_kills", "load_kill_agent",
            "register_policy_loader",
            "POLICY_LOADERS", "PolicyLoader"]
-
-#: ``loader(spec, scenario, workload) -> policy`` for a prefixed policy name.
-PolicyLoader = Callable[[PolicySpec, Scenario, Workload], object]
-
 
 def parse_policies(names: Sequence[str], scenario: Scenario, *, source: str = "--policy"
                    ) -> list[PolicySpec]:
@@ -89,24 +93,6 @@ def _agent_predictor(folder: str, where: str) -> str:
     return (read_meta(folder).get("env") or {}).get("predictor") or "estimate"
 
 
-def _load_rl(spec: PolicySpec, scenario: Scenario, workload: Workload):
-    """``rl:DIR``: the trained agent, acting greedily through its training env's eyes."""
-    from agents.rl_policy import load_rl_policy
-    from cosim.env.acting import acting_policy
-
-    agent = load_rl_policy(spec.checkpoint)
-    return acting_policy(agent.env_config or {}, scenario, workload, agent.act, name=spec.name)
-
-
-#: Loaders of prefixed policy names (``PREFIX:...``), by prefix.
-POLICY_LOADERS: dict[str, PolicyLoader] = {"rl": _load_rl}
-
-
-def register_policy_loader(prefix: str, loader: PolicyLoader) -> None:
-    """Make ``PREFIX:...`` policy names load through ``loader`` (replacing any earlier one)."""
-    POLICY_LOADERS[prefix] = loader
-
-
 def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
                 rng=None, base_dir: str | Path | None = None):
     """The policy a spec names: a heuristic, a selector, or a loaded one (``rl:DIR``).
@@ -122,12 +108,7 @@ def load_policy(spec: PolicySpec, scenario: Scenario, workload: Workload, *,
     """
     if spec.kind != "agent":
         return make_policy(spec, rng=rng, slurm=scenario.scheduler.slurm)
-    prefix = spec.name.split(":", 1)[0]
-    loader = POLICY_LOADERS.get(prefix)
-    if loader is None:
-        raise InputError("policy", repr(spec.name),
-                         f"a prefix with a loader: {', '.join(p + ':' for p in POLICY_LOADERS)}")
-    return loader(spec, scenario, workload)
+    return load_prefixed(spec, scenario, workload)
 
 
 def with_kills(spec: PolicySpec, scenario: Scenario, workload: Workload, policy, hub, *,

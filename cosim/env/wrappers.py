@@ -152,6 +152,17 @@ class PairedReturn(gym.Wrapper):
     ``info`` at reset holds ``paired_baseline`` (the baseline's metric),
     ``paired_skipped`` and ``paired_contended``; the last step's ``info``
     holds ``paired_advantage``.
+
+    This is not the evaluation protocol's paired comparison
+    (:meth:`cosim.evaluation.Protocol.compare`), by nature: that one judges a
+    policy over many windows at once (ratio of means, median ratio, wins and
+    losses, a bootstrap interval), after training; this one is a reward, a
+    number per episode at the moment the episode ends, which a learner needs
+    while it trains and which has no interval. What they share is the per-job
+    definition of the metric (:mod:`cosim.metrics`, by :func:`heuristic_metric`
+    as by the env's ``episode_metrics``). The env is a sibling of
+    :mod:`cosim.evaluation` in the layers (contract ``cosim-layers``), so it
+    runs the baseline itself rather than through the protocol's evaluator.
     """
 
     def __init__(self, env: gym.Env, baseline: str = "saf+easy", metric: str = "bsld",
