@@ -354,21 +354,29 @@ def _protocols_elsewhere(root: Path, folders=PACKAGES) -> list[str]:
     import ast
 
     found = []
+    for rel, node, name in _calls(root, folders, skip=PROTOCOL_HOMES):
+        f = node.func
+        test_read = (name == "read" and isinstance(f, ast.Attribute)
+                     and isinstance(f.value, ast.Attribute) and f.value.attr == "test")
+        if name in _PROTOCOL_PARTS or test_read:
+            found.append(f"{rel}:{node.lineno} {name}()")
+    return found
+
+
+def _calls(root: Path, folders, skip=()):
+    """``(file, call node, called name)`` of every call in the folders' modules."""
+    import ast
+
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
             rel = str(path.relative_to(root))
-            if rel in PROTOCOL_HOMES:
+            if rel in skip:
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call):
                     f = node.func
-                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
-                        f, ast.Attribute) else ""
-                    test_read = (name == "read" and isinstance(f, ast.Attribute)
-                                 and isinstance(f.value, ast.Attribute) and f.value.attr == "test")
-                    if name in _PROTOCOL_PARTS or test_read:
-                        found.append(f"{rel}:{node.lineno} {name}()")
-    return found
+                    yield rel, node, (f.id if isinstance(f, ast.Name) else f.attr
+                                      if isinstance(f, ast.Attribute) else "")
 
 
 def test_one_evaluation_protocol():
@@ -406,20 +414,11 @@ def _engines_elsewhere(root: Path, folders=("cosim", "agents")) -> list[str]:
     import ast
 
     found = []
-    for folder in folders:
-        for path in sorted((root / folder).rglob("*.py")):
-            rel = str(path.relative_to(root))
-            if rel == ENGINE_MODULE:
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call):
-                    f = node.func
-                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
-                        f, ast.Attribute) else ""
-                    if name in _POOLS or (name == "wait" and isinstance(f, ast.Attribute)
-                                          and isinstance(f.value, ast.Name)
-                                          and f.value.id == "ray"):
-                        found.append(f"{rel}:{node.lineno} {name}()")
+    for rel, node, name in _calls(root, folders, skip={ENGINE_MODULE}):
+        f = node.func
+        if name in _POOLS or (name == "wait" and isinstance(f, ast.Attribute)
+                              and isinstance(f.value, ast.Name) and f.value.id == "ray"):
+            found.append(f"{rel}:{node.lineno} {name}()")
     return found
 
 
