@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from agents.distributions import MaskedCategorical
-from agents.imitation import mimic_loss
+from agents.imitation import gradient_step
 from agents.loop import Args, TrainResult, run
 from agents.rollout import Rollout
 
@@ -70,13 +70,8 @@ def a2c_update(net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollou
     v_loss = 0.5 * ((value - b["returns"]) ** 2).mean()
     entropy = dist.entropy().mean()
     loss = pg_loss + args.vf_coef * v_loss - args.ent_coef * entropy
-    mimic = mimic_loss(dist, b["teacher"], b["masks"]) if mimic_coef > 0 else None
-    if mimic is not None:
-        loss = loss + mimic_coef * mimic
-    optimizer.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
-    optimizer.step()
+    mimic = gradient_step(loss, dist, b["teacher"], b["masks"], mimic_coef, net, optimizer,
+                          args.max_grad_norm)
     with torch.no_grad():
         approx_kl = float((b["logprobs"] - logp).mean())
     return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(),

@@ -37,7 +37,7 @@ from agents.networks import make_network
 from cosim.errors import InputError
 
 __all__ = ["Demonstrations", "collect_demonstrations", "behaviour_cloning", "agreement",
-           "mimic_loss", "WarmStart", "warm_start"]
+           "mimic_loss", "gradient_step", "WarmStart", "warm_start"]
 
 Teacher = Callable[[np.ndarray, dict[str, Any]], int]
 
@@ -195,6 +195,23 @@ def mimic_loss(dist: MaskedCategorical, teacher: torch.Tensor,
     if not bool(valid.any()):
         return None
     return -dist.log_prob(idx)[valid].mean()
+
+
+def gradient_step(loss: torch.Tensor, dist: MaskedCategorical, teacher: torch.Tensor,
+                  masks: torch.Tensor, mimic_coef: float, net: torch.nn.Module,
+                  optimizer: torch.optim.Optimizer, max_grad_norm: float) -> torch.Tensor | None:
+    """One update of the policy-gradient learners (PPO, A2C, PG): ``loss`` plus
+    ``mimic_coef`` x :func:`mimic_loss` where the batch has teacher actions, its gradient
+    clipped to ``max_grad_norm``, one optimizer step. Returns the imitation term (None
+    without one)."""
+    mimic = mimic_loss(dist, teacher, masks) if mimic_coef > 0 else None
+    if mimic is not None:
+        loss = loss + mimic_coef * mimic
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), max_grad_norm)
+    optimizer.step()
+    return mimic
 
 
 @dataclass

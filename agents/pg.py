@@ -49,7 +49,7 @@ from torch import nn
 
 from agents.distributions import MaskedCategorical
 from agents.gae import step_discounts
-from agents.imitation import mimic_loss
+from agents.imitation import gradient_step
 from agents.loop import Args, Learner, TrainResult, run
 from agents.rollout import Rollout
 
@@ -138,13 +138,8 @@ class PGLearner(Learner):
         pg_loss = -(logp * a).mean()
         entropy = dist.entropy().mean()
         loss = pg_loss - args.ent_coef * entropy
-        mimic = mimic_loss(dist, b["teacher"], b["masks"]) if mimic_coef > 0 else None
-        if mimic is not None:
-            loss = loss + mimic_coef * mimic
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
-        optimizer.step()
+        mimic = gradient_step(loss, dist, b["teacher"], b["masks"], mimic_coef, net, optimizer,
+                              args.max_grad_norm)
         # The baseline of later updates: this update's returns join the average.
         if self.baseline_sum is None or len(self.baseline_sum) != steps:
             self.baseline_sum = np.zeros(steps)

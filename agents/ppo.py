@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from agents.distributions import MaskedCategorical
-from agents.imitation import mimic_loss
+from agents.imitation import gradient_step
 from agents.loop import Args, TrainResult, run
 from agents.rollout import Rollout
 
@@ -78,14 +78,10 @@ def ppo_update(net: nn.Module, optimizer: torch.optim.Optimizer, rollout: Rollou
                 v_loss = 0.5 * ((value - ret) ** 2).mean()
             entropy = dist.entropy().mean()
             loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
-            mimic = mimic_loss(dist, b["teacher"][idx], b["masks"][idx]) if mimic_coef > 0 else None
+            mimic = gradient_step(loss, dist, b["teacher"][idx], b["masks"][idx], mimic_coef,
+                                  net, optimizer, args.max_grad_norm)
             if mimic is not None:
-                loss = loss + mimic_coef * mimic
                 stats["mimic_loss"].append(mimic.item())
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
-            optimizer.step()
             stats["policy_loss"].append(pg_loss.item())
             stats["value_loss"].append(v_loss.item())
             stats["entropy"].append(entropy.item())
