@@ -14,11 +14,12 @@ The first fit chooses the loss (:func:`~predictors.trace.fit_on_past`, on the
 latest part of what has finished); later refits keep that choice, so a refit
 is one XGBoost fit on at most ``max_fit`` of the latest finished jobs. A run
 refits many times, so its fits are lighter than a standalone model's
-(:data:`IN_RUN_PARAMS`: 60 trees at a learning rate of 0.25, on the latest
-20,000 jobs at most). Measured on SDSC-SP2 (fit on the 20,000 jobs before
-its middle, judged on the next 20 % of the trace): a mean absolute error of
-3,182 s against 3,111 s for 150 trees at 0.1 and 3,239 s for 150 trees on
-every earlier job, at 0.44x and 0.30x their fitting time.
+(:data:`IN_RUN_PARAMS`: 40 trees at a learning rate of 0.3, the 200 most
+frequent ids of each categorical, on the latest 20,000 jobs at most).
+Measured on SDSC-SP2 (fitted on the 20,000 jobs before its middle, judged on
+the next 20 % of the trace): a mean absolute error of 3,091 s against
+3,111 s for 150 trees at 0.1 on the same jobs and 3,239 s for 150 trees on
+every earlier job, at about a quarter of their fitting time.
 
 A job's prediction is its static features (encoded once per fit) and its
 user's history, evaluated by :class:`predictors.forest.CompiledForest`
@@ -53,6 +54,9 @@ class TraceModelBackend:
         min_fit: finished jobs needed before the first fit.
         max_fit: the latest finished jobs a refit learns from, at most.
         n_jobs: XGBoost threads.
+        past: ``user``, ``runtime`` and ``req_time`` of jobs that finished
+            before the run began, in the order they ended (a window's past):
+            the users' histories start from them.
 
     Attributes:
         fits: refits so far; ``fitted_on``: job ids the current model learnt from.
@@ -63,7 +67,8 @@ class TraceModelBackend:
 
     def __init__(self, workload, model: TraceRuntimeRegressor | None = None, *,
                  params: Mapping[str, Any] | None = None, min_fit: int = 200,
-                 max_fit: int = 20_000, n_jobs: int = 1):
+                 max_fit: int = 20_000, n_jobs: int = 1,
+                 past: Mapping[str, Any] | None = None):
         self.static = static_columns(workload)
         self.submit = np.asarray(workload.submit, dtype=np.float64)
         self.row_of = {int(j): i for i, j in enumerate(workload.job_id.tolist())}
@@ -74,6 +79,10 @@ class TraceModelBackend:
             model.get_params() if model is not None else None)
         self.min_fit, self.max_fit, self.n_jobs = min_fit, max_fit, n_jobs
         self.history = TraceHistory()
+        if past is not None:   # jobs that finished before the run began, in end order
+            for user, run, req in zip(past["user"], past["runtime"], past["req_time"],
+                                      strict=True):
+                self.history.observe_finished(int(user), float(run), float(req))
         self._queued_with: dict[int, np.ndarray] = {}   # job_id -> history features
         self._done_ids: list[int] = []
         self._done_hist: list[np.ndarray] = []

@@ -87,7 +87,7 @@ def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
             if echo is not None:
                 echo("predictors: the trace model, learnt in each run from the jobs "
                      "finished so far (predictor.refit)")
-            return TraceModels()
+            return TraceModels.for_scenario(scenario, base_dir, echo)
         if scenario.workload.kind != "vasp":
             raise ScenarioError("predictor.models", "nothing",
                                 "a models folder (training a model is automatic only for VASP "
@@ -119,14 +119,50 @@ class TraceModels:
     """``@xgboost`` on a trace without ``predictor.models``: the trace model
     (:class:`predictors.trace.TraceRuntimeRegressor`) learnt inside each run from the
     jobs finished so far (:class:`predictors.trace_backend.TraceModelBackend`), refitted
-    every ``predictor.refit`` (default :data:`TRACE_REFIT`); requests until its first fit."""
+    every ``predictor.refit`` (default :data:`TRACE_REFIT`); requests until its first fit.
+
+    A window of a trace (``workload.offset``) starts from the trace model fitted
+    on the jobs finished before it (:mod:`predictors.trace_past`, cached by
+    trace hash in ``predictor.cache``), its users' histories seeded with them.
+
+    Attributes:
+        model: the model fitted on the window's past (None: the run starts on requests).
+        past: ``user``, ``runtime``, ``req_time`` of those jobs, in end order (or None).
+    """
 
     feature_names: list[str] = []
+
+    def __init__(self, model=None, past=None):
+        self.model = model
+        self.past = past
+
+    @classmethod
+    def for_scenario(cls, scenario: Scenario, base_dir: str | Path | None = None,
+                     echo: Callable[[str], None] | None = None) -> TraceModels:
+        """The trace models of ``scenario``: fitted on the window's past where it has one."""
+        wc = scenario.workload
+        if wc.offset == 0:
+            return cls()
+        from cosim.workloads import load_workload
+        from predictors.trace_backend import IN_RUN_PARAMS
+        from predictors.trace_past import past_key, past_model, past_of_window
+
+        whole_scenario = scenario.model_copy(update={"workload": wc.model_copy(
+            update={"jobs": None, "offset": 0})})
+        whole = load_workload(whole_scenario, base_dir=base_dir)
+        past = past_of_window(whole, load_workload(scenario, base_dir=base_dir))
+        if past is None:
+            return cls()
+        settings = {"fit": IN_RUN_PARAMS, "workload": wc.model_dump(exclude={"jobs", "offset"}),
+                    "cluster": scenario.cluster.model_dump()}
+        key = past_key(whole.source, past.first_job, settings)
+        model = past_model(past, scenario.predictor.cache, key, params=IN_RUN_PARAMS, echo=echo)
+        return cls(model, past.finished_in_order())
 
     def trace_backend(self, workload: Workload):
         from predictors.trace_backend import TraceModelBackend
 
-        return TraceModelBackend(workload)
+        return TraceModelBackend(workload, self.model, past=self.past)
 
 
 def prediction_backend(predictor: str, workload: Workload, bundle=None):
