@@ -4,9 +4,35 @@ the heuristics on the same jobs, by the evaluation protocol (:class:`cosim.evalu
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["evaluate_policy", "evaluate_episodes", "EVALUATE_COLUMNS"]
+__all__ = ["evaluate_policy", "evaluate_episodes", "EVALUATE_COLUMNS", "greedy_episode",
+           "Episode"]
+
+
+class Episode(NamedTuple):
+    """One episode played to its end: its return, its steps and the last step's ``info``
+    (``info["episode_metrics"]``: the env's measure of the episode)."""
+
+    total: float
+    steps: int
+    info: dict[str, Any]
+
+
+def greedy_episode(policy, env, *, seed: int | None = None, options: dict | None = None,
+                   teacher: bool = False) -> Episode:
+    """Reset ``env`` (``seed``, ``options``: ``{"jobs": workload}`` plays those jobs) and
+    play one episode to its end with ``policy.act(obs, mask)`` at every decision, or with
+    the env's ``teacher_action`` when ``teacher``."""
+    obs, info = env.reset(seed=seed, options=options)
+    total, steps, done = 0.0, 0, False
+    while not done:
+        action = info["teacher_action"] if teacher else policy.act(obs, info["action_mask"])
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        steps += 1
+        done = terminated or truncated
+    return Episode(total, steps, info)
 
 
 def evaluate_policy(policy, env, episodes: int, seed: int, baseline: str | None = None
@@ -55,16 +81,9 @@ def evaluate_episodes(policy, env, episodes: int, seed: int, *, baseline: str | 
     played: list[dict[str, float]] = []
     returns, lengths, windows = [], [], []
     for k in range(episodes):
-        obs, info = env.reset(seed=seed + k)
+        total, steps, info = greedy_episode(policy, env, seed=seed + k,
+                                            teacher=baseline is not None)
         windows.append(env.unwrapped.simulation.workload)
-        total, steps, done = 0.0, 0, False
-        while not done:
-            action = (info["teacher_action"] if baseline is not None
-                      else policy.act(obs, info["action_mask"]))
-            obs, reward, terminated, truncated, info = env.step(action)
-            total += reward
-            steps += 1
-            done = terminated or truncated
         returns.append(total)
         lengths.append(steps)
         m = info.get("episode_metrics", {})

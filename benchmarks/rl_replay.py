@@ -44,6 +44,7 @@ def one_run(scenario_path: str, trace: str, agent: str, backend: str) -> tuple[f
 def count_decisions(scenario_path: str, trace: str, agent: str) -> int:
     """The agent's decisions in one replay: the steps of its greedy episode over the whole
     trace in its environment (untimed), one step per choice."""
+    from agents.evaluation import greedy_episode
     from agents.rl_policy import load_rl_policy
     from cosim.compose import make_env
 
@@ -52,12 +53,7 @@ def count_decisions(scenario_path: str, trace: str, agent: str) -> int:
     workload = load_workload(scenario)
     env = make_env({**policy.env_config, "teacher": None}, scenario=scenario, workload=workload,
                    episode_jobs=len(workload), episode_end="completed")
-    obs, info = env.reset(seed=0)
-    steps, done = 0, False
-    while not done:
-        obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
-        steps += 1
-        done = terminated or truncated
+    steps = greedy_episode(policy, env, seed=0).steps
     env.close()
     return steps
 

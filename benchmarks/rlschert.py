@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from agents import ppo, recipe
+from agents.evaluation import greedy_episode
 from agents.reproductions import ROOT, command_cell, mean_ci, write_row
 from cosim.compose import EnvFactory, make_env, pin_scales, prepare_models, run_policy
 from cosim.config import load_scenario
@@ -60,11 +61,7 @@ def scorer(env_config: dict, windows):
     def score(policy):
         values = []
         for w in windows:
-            obs, info = env.reset(seed=0, options={"jobs": w})
-            done = False
-            while not done:
-                obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
-                done = term or trunc
+            info = greedy_episode(policy, env, seed=0, options={"jobs": w}).info
             values.append(info["episode_metrics"]["bsld_mean"])
         v = float(np.mean(values))
         return v, f"validation bsld {v:.3f}"

@@ -59,6 +59,7 @@ import torch
 
 from agents import recipe
 from agents.checkpoint import latest_checkpoint
+from agents.evaluation import greedy_episode
 from agents.loop import METRIC_KEYS
 from agents.ppo import Args
 from agents.rl_policy import RLPolicy, load_rl_policy
@@ -115,12 +116,8 @@ def evaluate_agent(policy: RLPolicy, scenario, windows) -> list[dict[str, float]
         env = make_env({**policy.env_config, "scenario": scenario, "teacher": None},
                        workload=w, episode_jobs=len(w), episode_end="completed",
                        base_dir=SCENARIO.parent)
-        obs, info = env.reset(seed=0)
-        done, steps, t0 = False, 0, time.perf_counter()
-        while not done:
-            obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
-            done = terminated or truncated
-            steps += 1
+        t0 = time.perf_counter()
+        _, steps, info = greedy_episode(policy, env, seed=0)
         m = info["episode_metrics"]
         rows.append({k: float(m[k]) for k in METRIC_KEYS} | {
             "jobs": float(m["jobs_finished"]), "decisions": float(steps),

@@ -11,6 +11,7 @@ import torch
 
 from agents.__main__ import main
 from agents.checkpoint import load_checkpoint
+from agents.evaluation import greedy_episode
 from agents.rl_policy import load_rl_policy
 from cosim.compose import make_env
 from cosim.errors import InputError
@@ -293,11 +294,7 @@ def test_rl_policy_in_cosim_run_schedules_as_its_env_episode(trained, tmp_path):
     scenario = load_scenario(SCENARIO)
     env = make_env(policy.env_config, teacher=None, episode_jobs=60)
     w = window(env.workload, 60, start=500)
-    obs, info = env.reset(seed=0, options={"jobs": w})
-    done = False
-    while not done:
-        obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
-        done = term or trunc
+    info = greedy_episode(policy, env, seed=0, options={"jobs": w}).info
     in_env = records.jobs_table(env.simulation.scheduler.jobs)
     summary = run_policy(scenario, f"rl:{trained}", tmp_path / "rl", workload=w)
     assert summary["bsld_mean"] == info["episode_metrics"]["bsld_mean"]

@@ -186,6 +186,7 @@ def test_trained_inspector_runs_in_cosim_run_as_in_its_env(tmp_path):
 
     from agents.__main__ import main
     from agents.checkpoint import read_meta
+    from agents.evaluation import greedy_episode
     from agents.rl_policy import load_rl_policy
     from cosim.compose import make_env, run_policy
     from cosim.config import load_scenario
@@ -203,11 +204,7 @@ def test_trained_inspector_runs_in_cosim_run_as_in_its_env(tmp_path):
     policy = load_rl_policy(out)
     env = make_env(policy.env_config, teacher=None, episode_jobs=60)
     w = window(env.workload, 60, start=300)
-    obs, info = env.reset(seed=0, options={"jobs": w})
-    done = False
-    while not done:
-        obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
-        done = term or trunc
+    info = greedy_episode(policy, env, seed=0, options={"jobs": w}).info
     starts = [j.start for j in sorted(env.simulation.scheduler.jobs, key=lambda j: j.id)]
     summary = run_policy(load_scenario("scenarios/lublin256.yaml"), f"rl:{out}", tmp_path / "r",
                          workload=w)

@@ -8,6 +8,7 @@ import pytest
 
 import agents  # noqa: F401  (installs the rl: loader)
 from agents.acting import ActingAgent
+from agents.evaluation import greedy_episode
 from agents.rl_policy import load_rl_policy
 from cosim.compose import make_env
 from cosim.config import load_scenario
@@ -42,12 +43,8 @@ def test_the_agent_scores_as_it_played_its_episodes():
     env = make_env(policy.env_config, teacher=None, episode_jobs=40)
     played, episodes = [], []
     for seed in (3, 4):
-        obs, info = env.reset(seed=seed)
+        info = greedy_episode(policy, env, seed=seed).info
         episodes.append(env.unwrapped.simulation.workload)
-        done = False
-        while not done:
-            obs, _, term, trunc, info = env.step(policy.act(obs, info["action_mask"]))
-            done = term or trunc
         played.append([info["episode_metrics"][k] for k in ("bsld_mean", "utilization")])
     scores = Protocol.given(env.unwrapped.scenario, episodes).test(
         [ActingAgent(AGENT, agent=policy)], whole=False, keys=["utilization"])
