@@ -282,12 +282,16 @@ class PredictionService(abc.ABC):
     """
 
     @abc.abstractmethod
-    async def runtime(self, batch: Mapping[str, Any]) -> Prediction:
-        """Pre-run run-time predictions (s) for a batch of jobs."""
+    async def _call(self, kind: str, batch: Mapping[str, Any]) -> Prediction:
+        """The predictions of ``kind`` (``runtime`` or ``remaining``) for ``batch``."""
 
-    @abc.abstractmethod
+    async def runtime(self, batch: Mapping[str, Any]) -> Prediction:
+        """Pre-run run-time predictions (s) for a batch of jobs (over HTTP ``POST /v1/runtime``)."""
+        return await self._call("runtime", batch)
+
     async def remaining(self, batch: Mapping[str, Any]) -> Prediction:
-        """Remaining-time predictions (s) for a batch of running jobs."""
+        """Remaining-time predictions (s) for running jobs (over HTTP ``POST /v1/remaining``)."""
+        return await self._call("remaining", batch)
 
     @abc.abstractmethod
     async def health(self) -> dict[str, Any]:
@@ -395,14 +399,6 @@ class InProcessService(PredictionService):
         else:
             values, version = self.predict(kind, batch)
         return Prediction(values, version, time.perf_counter() - t0)
-
-    async def runtime(self, batch: Mapping[str, Any]) -> Prediction:
-        """Pre-run run-time predictions (s) for a batch of jobs."""
-        return await self._call("runtime", batch)
-
-    async def remaining(self, batch: Mapping[str, Any]) -> Prediction:
-        """Remaining-time predictions (s) for a batch of running jobs."""
-        return await self._call("remaining", batch)
 
     async def health(self) -> dict[str, Any]:
         """Always ok while open: the models are in memory."""
@@ -573,14 +569,6 @@ class HttpService(PredictionService):
         if values.ndim != 1 or len(values) != n or data.get("n", n) != n:
             raise ServiceResponseError(f"/v1/{kind}: {len(preds)} predictions for {n} jobs")
         return Prediction(values, version, time.perf_counter() - t0)
-
-    async def runtime(self, batch: Mapping[str, Any]) -> Prediction:
-        """Pre-run run-time predictions (s) for a batch of jobs (``POST /v1/runtime``)."""
-        return await self._call("runtime", batch)
-
-    async def remaining(self, batch: Mapping[str, Any]) -> Prediction:
-        """Remaining-time predictions (s) for running jobs (``POST /v1/remaining``)."""
-        return await self._call("remaining", batch)
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``."""
