@@ -52,7 +52,6 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +68,7 @@ from agents.reproductions import (
     play_against_clone,
     write_section,
 )
+from cosim.engine import run_each
 
 SCENARIO = "scenarios/lublin256.yaml"
 #: Generator seeds of the three sets (training: the scenario's own workload, seed 1).
@@ -165,13 +165,6 @@ def _test_one(task: dict) -> dict:
     played = play_against_clone(load_rl_policy(task["agent"]), load_rl_policy(task["clone"]),
                                 env, task["test"])
     return {"algo": task["algo"], "seed": task["seed"], **played}
-
-
-def _pool(processes: int, fn, tasks: list[dict]) -> list[dict]:
-    if processes <= 1:
-        return [fn(t) for t in tasks]
-    with ProcessPoolExecutor(processes) as pool:
-        return list(pool.map(fn, tasks))
 
 
 # -- the table ----------------------------------------------------------------------------
@@ -311,15 +304,14 @@ def main(argv: list[str] | None = None) -> int:
               "validation": val, "out": str(out / "runs" / f"{algo}-seed-{seed}")}
              for seed in range(1, ns.seeds + 1) for algo in ns.learners]
     print(f"{len(tasks)} runs of {ns.run_seconds:g} s, {ns.parallel} at a time", flush=True)
-    trained = _pool(ns.parallel, _train_one, tasks)
+    trained = run_each(_train_one, tasks, ns.parallel)
 
     # Every choice is made: the test windows are read, once.
     test = split.test.read()
     with Evaluator(scenario, test) as ev:
         teacher_test = ev.evaluate([teacher])[0, :, 0]
-    tested = _pool(ns.parallel, _test_one,
-                   [{**t, "config": cfg, "test": test, "window_jobs": ns.window_jobs}
-                    for t in trained])
+    tested = run_each(_test_one, [{**t, "config": cfg, "test": test,
+                                   "window_jobs": ns.window_jobs} for t in trained], ns.parallel)
     by = {(t["algo"], t["seed"]): {**t, **x} for t, x in zip(trained, tested, strict=True)}
     minutes = (time.monotonic() - t0) / 60
     results = {"teacher": teacher, "heuristics": list(CLASSIC),

@@ -40,7 +40,7 @@ from typing import Any
 
 from cosim.errors import CosimError, InputError
 
-__all__ = ["Engine", "EngineError", "Lost", "default_processes", "max_processes",
+__all__ = ["Engine", "EngineError", "Lost", "run_each", "default_processes", "max_processes",
            "check_processes", "one_line", "PROCESSES_PER_CPU", "PARENT_POLL_S"]
 
 #: Worker processes at most this many per CPU: more only share the CPUs (and each worker
@@ -262,3 +262,14 @@ class Engine:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _apply(fn: Callable[[Any], Any], task: Any) -> Any:
+    return fn(task)
+
+
+def run_each(fn: Callable[[Any], Any], tasks: Iterable[Any], processes: int = 1) -> list[Any]:
+    """``fn(task)`` of each task, in their order, on ``processes`` workers of an
+    :class:`Engine` (1: in this process); ``fn`` defined at module level."""
+    with Engine(fn, processes) as engine:
+        return engine.map(_apply, tasks)

@@ -62,3 +62,14 @@ def test_more_workers_than_the_bound_is_refused_in_one_line():
     with pytest.raises(InputError) as err:
         check_processes(max_processes() + 1, where="--processes")
     assert str(err.value).startswith(f"--processes: expected at most {max_processes()} (4 per CPU")
+
+
+def triple(x):
+    return 3 * x
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_run_each_maps_a_plain_function_in_order(processes):
+    from cosim.engine import run_each
+
+    assert run_each(triple, [4, 1, 3], processes) == [12, 3, 9]
