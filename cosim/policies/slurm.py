@@ -50,8 +50,9 @@ the pass ends without planning them (their plans could change no start now).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -67,6 +68,7 @@ __all__ = ["SlurmPolicy", "make_slurm_policy", "slurm_plan"]
 _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 _NAN = math.nan
 _new = tuple.__new__     # a start Decision without the NamedTuple constructor's frame
+_first, _job, _procs = itemgetter(0), itemgetter(2), attrgetter("procs")
 #: Workload feature columns read for the partition and QOS factors, first found wins.
 PARTITION_COLUMNS = ("partition", "queue")
 QOS_COLUMNS = ("qos",)
@@ -133,6 +135,59 @@ def _fits_now(profile: Profile, procs: np.ndarray, mem: np.ndarray | None,
     return ok
 
 
+class _Units:
+    """Free units over time, without memory: :class:`Profile`'s ``earliest`` and
+    ``take`` for a cycle's plans, with nothing to do for memory (half the work
+    of the profile where the cluster does not model it)."""
+
+    __slots__ = ("times", "units")
+
+    def __init__(self, times: list[float], units: list[int]):
+        self.times, self.units = times, units
+
+    def earliest(self, procs: int, mem: float, duration: float,
+                 after: float | None = None) -> float:
+        """Earliest start (not before ``after``) with ``procs`` free for ``duration``."""
+        times, units = self.times, self.units
+        n = len(times)
+        if after is not None and after > times[0]:
+            k = bisect_right(times, after) - 1
+        else:
+            k, after = 0, times[0]
+        while k < n:
+            if units[k] >= procs:
+                t0 = times[k] if times[k] > after else after
+                end = t0 + duration
+                m = k + 1
+                while m < n and times[m] < end:
+                    if units[m] < procs:
+                        break
+                    m += 1
+                else:
+                    return t0
+                k = m + 1
+            else:
+                k += 1
+        return math.inf
+
+    def _split(self, t: float, lo: int = 0) -> int:
+        times = self.times
+        k = bisect_left(times, t, lo)
+        if k == len(times) or times[k] != t:
+            times.insert(k, t)
+            self.units.insert(k, self.units[k - 1])
+        return k
+
+    def take(self, t: float, duration: float, procs: int, mem: float = 0.0) -> None:
+        """Occupy ``procs`` over ``[t, t + duration)``."""
+        if t == math.inf or duration <= 0:
+            return
+        a = self._split(t)
+        b = self._split(t + duration, a)
+        units = self.units
+        units[a:b] = [u - procs for u in units[a:b]]
+
+
 class _Base:
     """The running jobs' profile in time relative to now, ends rounded up to ``res``:
     free units (and memory) only grow in it, so the first segment with enough
@@ -150,10 +205,12 @@ class _Base:
         if ends:
             # The ends' offsets from now, rounded up (0 for those due already),
             # and the free units after each group of equal offsets.
-            rel = np.ceil((np.array([e[0] for e in ends]) - now) / res) * res
+            rel = np.ceil((np.fromiter(map(_first, ends), np.float64, len(ends)) - now)
+                          / res) * res
             np.maximum(rel, 0.0, out=rel)
             last = np.flatnonzero(np.append(rel[1:] != rel[:-1], True))
-            cum = np.cumsum([e[2].procs for e in ends])[last] + cl.free
+            cum = np.cumsum(np.fromiter(map(_procs, map(_job, ends)), np.int64,
+                                        len(ends)))[last] + cl.free
             first = 1 if rel[0] == 0.0 else 0      # jobs due now free units at once
             if first:
                 units[0] = int(cum[0])
@@ -168,8 +225,11 @@ class _Base:
                 mem *= len(times)
         self.times, self.units = times, units
         self.mem = mem if with_mem else None
-        profile = Profile.__new__(Profile)
-        profile.times, profile.units, profile.mem = times[:], units[:], mem[:]
+        if cl.free_mem != math.inf:
+            profile = Profile.__new__(Profile)
+            profile.times, profile.units, profile.mem = times[:], units[:], mem[:]
+        else:
+            profile = _Units(times[:], units[:])
         self.profile = profile
 
     def lower_bound(self, procs: int, mem: float) -> float:
@@ -242,6 +302,7 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
     dur = np.ceil(q.estimate[rest] / res) * res
     jobs = q.jobs
     n = len(rest)
+    slots, durs = rest.tolist(), dur.tolist()      # read one by one below: lists are faster
     if mem is None:
         ends = np.append(base.times, math.inf)
         lower = ends[np.searchsorted(np.asarray(base.units), procs, "left")]
@@ -258,8 +319,9 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
         stop = min(c, depth)
         if stop > pos:                      # they cannot start now: to be planned
             pending.extend(range(pos, stop))
-        job = jobs[rest[c]]
-        d = float(dur[c])
+        job = jobs[slots[c]]
+        job_mem = 0.0 if mem is None else job.mem
+        d = durs[c]
         pos = c + 1
         if done < len(pending):
             safe = False
@@ -272,12 +334,12 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
                 while done < len(pending):
                     k = pending[done]
                     done += 1
-                    other = jobs[rest[k]]
-                    dk = float(dur[k])
+                    other = jobs[slots[k]]
+                    dk = durs[k]
                     t = _earliest(base, profile, other.procs, other.mem, dk, seen)
                     if t <= window:
                         profile.take(t, dk, other.procs, other.mem)
-                        if t < d and not _still_fits(profile, job.procs, job.mem, t,
+                        if t < d and not _still_fits(profile, job.procs, job_mem, t,
                                                      min(t + dk, d)):
                             blocked = True
                             break
