@@ -69,6 +69,8 @@ _READY, _BACKFILLED = Mode.READY, Mode.BACKFILLED
 _NAN = math.nan
 _new = tuple.__new__     # a start Decision without the NamedTuple constructor's frame
 _first, _job, _procs = itemgetter(0), itemgetter(2), attrgetter("procs")
+#: Up to this many running jobs the cycle's profile is built in plain Python.
+_FEW_ENDS = 64
 #: Workload feature columns read for the partition and QOS factors, first found wins.
 PARTITION_COLUMNS = ("partition", "queue")
 QOS_COLUMNS = ("qos",)
@@ -202,7 +204,7 @@ class _Base:
         with_mem = cl.free_mem != math.inf and not cl.node_granular
         ends = view.ends()
         times, units, mem = [0.0], [cl.free], [cl.free_mem]
-        if ends:
+        if len(ends) > _FEW_ENDS:
             # The ends' offsets from now, rounded up (0 for those due already),
             # and the free units after each group of equal offsets.
             rel = np.ceil((np.fromiter(map(_first, ends), np.float64, len(ends)) - now)
@@ -223,6 +225,20 @@ class _Base:
                 mem += cm[first:].tolist()
             else:
                 mem *= len(times)
+        else:                      # the same, one by one (numpy's calls cost more here)
+            ceil = math.ceil
+            last_t = 0.0
+            for t, _, job in ends:
+                t = ceil((t - now) / res) * res if t > now else 0.0
+                if t == last_t:
+                    units[-1] += job.procs
+                    if with_mem:
+                        mem[-1] += job.mem
+                else:
+                    times.append(t)
+                    units.append(units[-1] + job.procs)
+                    mem.append(mem[-1] + job.mem if with_mem else mem[-1])
+                    last_t = t
         self.times, self.units = times, units
         self.mem = mem if with_mem else None
         if cl.free_mem != math.inf:
@@ -303,9 +319,7 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
     jobs = q.jobs
     n = len(rest)
     slots, durs = rest.tolist(), dur.tolist()      # read one by one below: lists are faster
-    if mem is None:
-        ends = np.append(base.times, math.inf)
-        lower = ends[np.searchsorted(np.asarray(base.units), procs, "left")]
+    lower = None                      # the pending jobs' lower bounds, once needed
     pending: list[int] = []           # positions in rest within the depth, in order
     done = 0                          # pending[:done] are planned
     seen: dict = {}                   # the last start found per job shape
@@ -326,6 +340,9 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
         if done < len(pending):
             safe = False
             if mem is None:
+                if lower is None:
+                    ends = np.append(base.times, math.inf)
+                    lower = ends[np.searchsorted(np.asarray(base.units), procs, "left")]
                 room = min(profile.units[:bisect_left(profile.times, d)]) - job.procs
                 waiting = np.array(pending[done:])
                 safe = int(procs[waiting][lower[waiting] < d].sum()) <= room
