@@ -122,10 +122,11 @@ def trace_model_available(trace: str, sets: list[str], trace_dir: Path) -> str:
 
 
 def run_all(traces: list[str], families: list[str], sets: list[str], out: Path,
-            processes: int, trace_dir: Path, corrections: list[str]) -> list[dict]:
+            processes: int, trace_dir: Path, corrections: list[str],
+            heuristics: tuple[str, ...] = HEURISTICS) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     tasks = [(t, h, FAMILIES[f][0], c, sets, str(trace_dir)) for t in traces for f in families
-             for c in FAMILIES[f][1] if c in corrections or f == "requests" for h in HEURISTICS]
+             for c in FAMILIES[f][1] if c in corrections or f == "requests" for h in heuristics]
     todo = [t for t in tasks if not (out / f"{_key(t)}.json").exists()]
     print(f"{len(tasks)} replays, {len(tasks) - len(todo)} already in {out}", file=sys.stderr)
     with ProcessPoolExecutor(max_workers=max(1, processes)) as pool:
@@ -201,6 +202,8 @@ def main() -> None:
                          "(a prefix of each trace)")
     ap.add_argument("--corrections", nargs="+", default=list(CORRECTIONS), choices=CORRECTIONS,
                     help="the corrections the predicted families are run with")
+    ap.add_argument("--heuristics", nargs="+", default=list(HEURISTICS), choices=HEURISTICS,
+                    help="the priority orders replayed (each with EASY)")
     ap.add_argument("--trace-dir", type=Path, default=TRACE_DIR,
                     help="where the gzipped SWF traces are (default: ../shared/traces)")
     ap.add_argument("--processes", type=int, default=min(2, os.cpu_count() or 1))
@@ -216,7 +219,7 @@ def main() -> None:
             notes.append(f"The trace model (@xgboost) was left out: {why}")
             print(f"note: {notes[-1]}", file=sys.stderr)
     rows = run_all(args.traces, families, args.sets, args.out, args.processes, args.trace_dir,
-                   args.corrections)
+                   args.corrections, tuple(args.heuristics))
     text = tables(rows)
     print(text)
     if args.write:
