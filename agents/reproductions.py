@@ -7,7 +7,9 @@ trains over several seeds, reports the mean and a 95 % interval over them
 its own row of ``docs/reproductions.md`` (found by the seed number in the
 row's first cell), so the table always shows the last run of each benchmark
 with the budget it used. :class:`CloneKeeper` keeps the behaviour clone a
-reproduction compares its trained agent with.
+reproduction compares its trained agent with. The held-out windows are scored
+once, after every selection, by the evaluation protocol
+(:func:`held_out_scores`, :class:`cosim.evaluation.Protocol`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.errors import InputError
+from cosim.evaluation import Protocol
 from cosim.paired import mean_interval
 from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import lublin
@@ -32,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 __all__ = ["ROOT", "TABLE", "mean_ci", "fmt_ci", "fmt_pct_ci", "write_row", "row_cells",
            "command_cell", "CloneKeeper", "relative_differences", "HELDOUT_SEED", "heldout",
            "validation", "command_line", "write_section", "paired_stats", "clone_env_config",
-           "play_against_clone"]
+           "play_against_clone", "held_out_scores"]
 
 #: The reproductions table.
 TABLE = ROOT / "docs" / "reproductions.md"
@@ -196,6 +199,24 @@ def heldout(model: str, n: int = 10, size: int = 1024):
     if model != "trace":
         jobs = apply_estimates(jobs, model, seed=HELDOUT_SEED + 1)
     return [window(jobs, size, start=k * size) for k in range(n)]
+
+
+def held_out_scores(scenario, windows, sources, keys=("bsld_mean",), *,
+                    note: str = "held-out windows"):
+    """``sources`` (heuristic names, ``rl:DIR``) on the held-out ``windows``, read once.
+
+    Through the evaluation protocol (:meth:`cosim.evaluation.Protocol.given` and
+    :meth:`~cosim.evaluation.Protocol.test`): every source runs on the same windows from an
+    empty machine, scored by ``summary.json``'s definitions, ``keys`` per window
+    (:meth:`cosim.evaluation.Scores.column`). A reproduction calls it once, after every
+    selection, with the heuristics and each seed's agent (and clone) together.
+
+    Returns:
+        ``(protocol, scores)``: the protocol (its ``compare`` pairs two sources' windows)
+        and the :class:`cosim.evaluation.Scores` of the test windows.
+    """
+    protocol = Protocol.given(scenario, list(windows), note=note)
+    return protocol, protocol.test(list(sources), whole=False, keys=tuple(keys))
 
 
 def validation(env, n: int = 4, size: int = 1024):

@@ -21,10 +21,12 @@ agents with the same budget:
   once it has waited that long), as in ``benchmarks/train_lublin.py``: without
   it the short budgets learn to starve wide jobs.
 
-Test: each kept agent runs as a plain policy (``rl:DIR``) on 10 held-out
-windows of 1,024 jobs (Lublin generator seed 1001, helpers from
-``benchmarks/train_agents.py``), and so does the clone it was trained from
-(the warm start, kept by :class:`repro.CloneKeeper`). Reported: mean wait and
+Test, once every agent is trained: each kept agent runs as a plain policy
+(``rl:DIR``) on 10 held-out windows of 1,024 jobs (Lublin generator seed
+1001, :func:`agents.reproductions.heldout`), and so does the clone it was
+trained from (the warm start, kept by
+:class:`agents.reproductions.CloneKeeper`), FCFS+EASY and the teacher too,
+all through the evaluation protocol (read once). Reported: mean wait and
 mean queue length of each configuration, the split/head ratio of mean waits
 per seed, and teacher, clone and agent side by side with the agent's paired
 difference to its own clone (per seed, ``mean wait / clone's - 1`` on the
@@ -54,12 +56,13 @@ from agents.reproductions import (
     command_cell,
     fmt_ci,
     fmt_pct_ci,
+    held_out_scores,
     heldout,
     relative_differences,
     validation,
     write_row,
 )
-from cosim.compose import EnvFactory, make_env, run_policy
+from cosim.compose import EnvFactory, make_env
 from cosim.config import load_scenario
 
 SCENARIO = "scenarios/lublin256.yaml"
@@ -71,6 +74,38 @@ def env_config(window: tuple[int, int], episode_jobs: int, reward: str) -> dict:
     return {"scenario": str(ROOT / SCENARIO), "actions": "start", "observation": "compact",
             "window": list(window), "reward": reward, "episode_jobs": episode_jobs,
             "episode_end": "placed", "guard_wait": GUARD_WAIT}
+
+
+def test_rows(scenario, test, teacher: str, trained: list) -> tuple[tuple, dict]:
+    """FCFS+EASY, the teacher, and each trained agent and its clone (``rl:DIR``) on the
+    held-out windows, through the protocol (:func:`agents.reproductions.held_out_scores`).
+
+    Args:
+        trained: ``(configuration, seed, kept, clone folder)`` of each agent.
+
+    Returns:
+        ``((FCFS+EASY's mean wait, the teacher's), rows)``: ``rows[configuration]``, per
+        seed, the agent's figures and its clone's.
+    """
+    sources = ["fcfs+easy", teacher, *(f"rl:{p}" for _, _, kept, clone in trained
+                                       for p in (kept.path, clone))]
+    _, scores = held_out_scores(scenario, test, sources,
+                                keys=("wait_mean", "queue_len_mean", "bsld_mean", "wait_max"))
+
+    def mean(name, key):
+        return float(np.mean(scores.column(name, key)))
+    rows: dict[str, list[dict]] = {}
+    for name, seed, kept, clone in trained:
+        agent, copy = f"rl:{kept.path}", f"rl:{clone}"
+        rows.setdefault(name, []).append({
+            "seed": seed, "mean_wait": mean(agent, "wait_mean"),
+            "mean_queue": mean(agent, "queue_len_mean"), "bsld": mean(agent, "bsld_mean"),
+            "max_wait": float(max(scores.column(agent, "wait_max").tolist())),
+            "kept_update": kept.update, "waits": scores.column(agent, "wait_mean").tolist(),
+            "clone_waits": scores.column(copy, "wait_mean").tolist(),
+            "clone_mean_wait": mean(copy, "wait_mean"),
+            "clone_mean_queue": mean(copy, "queue_len_mean")})
+    return (mean("fcfs+easy", "wait_mean"), mean(teacher, "wait_mean")), rows
 
 
 def main() -> int:
@@ -115,7 +150,7 @@ def main() -> int:
     agents = len(configs) * ns.seeds
     left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 60.0 * agents
     share = max(30.0, left / agents)
-    results: dict[str, list[dict]] = {k: [] for k in configs}
+    trained = []
     for k in range(ns.seeds):
         seed = k + 1
         for name, window in configs.items():
@@ -132,28 +167,17 @@ def main() -> int:
                                 say=lambda s: print(s, flush=True),
                                 name=f"{name} {window[0]}+{window[1]} seed {seed}")
             clone = keeper.save(out / f"{name}-seed-{seed}-clone")
-            # The selection is over: the agent and the clone it started from, on test.
-            rows = [run_policy(scenario, f"rl:{kept.path}", None, workload=w) for w in test]
-            crows = [run_policy(scenario, f"rl:{clone}", None, workload=w) for w in test]
-            res = {"seed": seed, "mean_wait": float(np.mean([r["wait_mean"] for r in rows])),
-                   "mean_queue": float(np.mean([r["queue_len_mean"] for r in rows])),
-                   "bsld": float(np.mean([r["bsld_mean"] for r in rows])),
-                   "max_wait": max(r["wait_max"] for r in rows), "kept_update": kept.update,
-                   "waits": [r["wait_mean"] for r in rows],
-                   "clone_waits": [r["wait_mean"] for r in crows],
-                   "clone_mean_wait": float(np.mean([r["wait_mean"] for r in crows])),
-                   "clone_mean_queue": float(np.mean([r["queue_len_mean"] for r in crows]))}
-            results[name].append(res)
-            print(f"{name} {window[0]}+{window[1]} seed {seed}: mean wait {res['mean_wait']:.0f} s "
-                  f"(clone {res['clone_mean_wait']:.0f} s), mean queue {res['mean_queue']:.1f}, "
-                  f"bsld {res['bsld']:.1f}", flush=True)
+            trained.append((name, seed, kept, clone))
+    # Every selection is over: the held-out windows, read once by the protocol.
+    (ref_wait, teacher_wait), results = test_rows(scenario, test, ns.teacher, trained)
+    for name, window in configs.items():
+        for res in results[name]:
+            print(f"{name} {window[0]}+{window[1]} seed {res['seed']}: mean wait "
+                  f"{res['mean_wait']:.0f} s (clone {res['clone_mean_wait']:.0f} s), mean queue "
+                  f"{res['mean_queue']:.1f}, bsld {res['bsld']:.1f}", flush=True)
     ratio = [s["mean_wait"] / h["mean_wait"] for s, h in zip(results["split"], results["head"])]
     qratio = [s["mean_queue"] / h["mean_queue"] for s, h in zip(results["split"], results["head"])]
     wins = sum(r < 1 for r in ratio)
-    ref = [run_policy(scenario, "fcfs+easy", None, workload=w) for w in test]
-    ref_wait = float(np.mean([r["wait_mean"] for r in ref]))
-    teacher_wait = float(np.mean([run_policy(scenario, ns.teacher, None, workload=w)["wait_mean"]
-                                  for w in test]))
     # Agent against its own clone, paired per window; per seed, then over seeds.
     vs_clone = {name: relative_differences([r["waits"] for r in results[name]],
                                            [r["clone_waits"] for r in results[name]])

@@ -24,11 +24,12 @@ Here, per training seed (at least 5), one agent for all loads:
   mean slowdown on 4 validation episodes per rate (training generator seeds)
   is kept.
 
-Test, for each rate: 10 episodes of 256 jobs from Mao workloads with unseen
-generator seeds; the agent runs as a plain policy (``rl:DIR``), SJF and
-Tetris (both greedy: they start every job that fits, as in the paper) through
-the same runner on the same jobs, and so does the clone the agent was trained
-from (:class:`repro.CloneKeeper`). Reported: mean slowdown per rate of the
+Test, once every seed is trained, for each rate: 10 episodes of 256 jobs
+from Mao workloads with unseen generator seeds; the agent runs as a plain
+policy (``rl:DIR``), SJF and Tetris (both greedy: they start every job that
+fits, as in the paper) on the same jobs, and so does the clone the agent was
+trained from (:class:`agents.reproductions.CloneKeeper`), all through the
+evaluation protocol (read once per rate). Reported: mean slowdown per rate of the
 agent, its clone and the heuristics (SJF is the teacher), the agent's ratio
 to the better of SJF and Tetris, and its paired difference to its own clone
 (per seed, ``mean slowdown / clone's - 1`` over the same 40 episodes), with
@@ -58,11 +59,12 @@ from agents.reproductions import (
     command_cell,
     fmt_ci,
     fmt_pct_ci,
+    held_out_scores,
     mean_ci,
     relative_differences,
     write_row,
 )
-from cosim.compose import make_env, run_policy
+from cosim.compose import make_env
 from cosim.config import load_scenario
 from cosim.workloads.mao import mao
 from cosim.workloads.windows import window
@@ -122,6 +124,43 @@ def episodes(pools: dict[float, object], per_rate: int) -> dict[float, list]:
             for r, w in pools.items()}
 
 
+def test_rows(scenario, test: dict[float, list], trained: dict) -> tuple[dict, list[dict]]:
+    """At each rate, the heuristics and each seed's agent and clone (``rl:DIR``) on its
+    held-out episodes, through the protocol (:func:`agents.reproductions.held_out_scores`).
+
+    Args:
+        trained: per seed, ``(kept, clone folder)``.
+
+    Returns:
+        ``(base, per_seed)``: each heuristic's mean slowdown per rate, and per seed the
+        agent's and its clone's figures.
+    """
+    base: dict[str, dict[float, float]] = {name: {} for name in BASELINES}
+    windows: dict = {seed: {"agent": {}, "clone": {}} for seed in trained}
+    for r in RATES:
+        agents = {seed: (f"rl:{kept.path}", f"rl:{clone}") for seed, (kept, clone) in trained.items()}
+        _, scores = held_out_scores(scenario, test[r],
+                                    [*BASELINES, *(n for pair in agents.values() for n in pair)],
+                                    keys=("slowdown_mean",), note=f"held-out episodes, rate {r}")
+        for name in BASELINES:
+            base[name][r] = float(np.mean(scores.column(name, "slowdown_mean")))
+        for seed, (agent, clone) in agents.items():
+            windows[seed]["agent"][r] = scores.column(agent, "slowdown_mean").tolist()
+            windows[seed]["clone"][r] = scores.column(clone, "slowdown_mean").tolist()
+    best = {r: min(base[n][r] for n in BASELINES) for r in RATES}
+    per_seed = []
+    for seed, (kept, _) in trained.items():
+        agent = {r: float(np.mean(windows[seed]["agent"][r])) for r in RATES}
+        per_seed.append({"seed": seed, "slowdown": agent,
+                         "ratio_to_best": {r: agent[r] / best[r] for r in RATES},
+                         "kept_update": kept.update,
+                         "clone_slowdown": {r: float(np.mean(windows[seed]["clone"][r]))
+                                            for r in RATES},
+                         "agent_windows": [x for r in RATES for x in windows[seed]["agent"][r]],
+                         "clone_windows": [x for r in RATES for x in windows[seed]["clone"][r]]})
+    return base, per_seed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0)
@@ -141,15 +180,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     scenario = load_scenario(ROOT / SCENARIO)
     test = episodes(workloads(TEST_SEED, 10 * EPISODE_JOBS), 10)
-    base = {name: {r: float(np.mean([run_policy(scenario, name, None, workload=w)["slowdown_mean"]
-                                     for w in test[r]])) for r in RATES} for name in BASELINES}
-    print("held-out: 10 episodes of 256 Mao jobs per new-job rate (generator seeds "
-          f"{TEST_SEED * 10}+)", flush=True)
-    for name in BASELINES:
-        print(f"  {name}: " + ", ".join(f"{r}: {base[name][r]:.3f}" for r in RATES), flush=True)
     left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 40.0 * ns.seeds   # test of agent and clone
     share = max(30.0, left / ns.seeds)
-    per_seed = []
+    trained = {}
     for k in range(ns.seeds):
         seed = k + 1
         val = episodes(workloads(seed, 4 * EPISODE_JOBS), 4)   # training generator, other jobs
@@ -171,21 +204,17 @@ def main() -> int:
                             env_config=env_config(), say=lambda s: print(s, flush=True),
                             name=f"a2c seed {seed}")
         clone = keeper.save(out / f"seed-{seed}-clone")
-        # The selection is over: the agent and the clone it started from, on test.
-        windows = {who: {r: [run_policy(scenario, f"rl:{path}", None, workload=w)["slowdown_mean"]
-                             for w in test[r]] for r in RATES}
-                   for who, path in (("agent", kept.path), ("clone", clone))}
-        agent = {r: float(np.mean(windows["agent"][r])) for r in RATES}
-        best = {r: min(base[n][r] for n in BASELINES) for r in RATES}
-        ratios = {r: agent[r] / best[r] for r in RATES}
-        per_seed.append({"seed": seed, "slowdown": agent, "ratio_to_best": ratios,
-                         "kept_update": kept.update,
-                         "clone_slowdown": {r: float(np.mean(windows["clone"][r])) for r in RATES},
-                         "agent_windows": [x for r in RATES for x in windows["agent"][r]],
-                         "clone_windows": [x for r in RATES for x in windows["clone"][r]]})
-        print(f"seed {seed}: " + ", ".join(
-            f"{r}: {agent[r]:.3f} ({ratios[r]:.3f}x; clone {per_seed[-1]['clone_slowdown'][r]:.3f})"
-            for r in RATES), flush=True)
+        trained[seed] = (kept, clone)
+    # Every selection is over: the held-out episodes of each rate, read once.
+    base, per_seed = test_rows(scenario, test, trained)
+    print("held-out: 10 episodes of 256 Mao jobs per new-job rate (generator seeds "
+          f"{TEST_SEED * 10}+)", flush=True)
+    for name in BASELINES:
+        print(f"  {name}: " + ", ".join(f"{r}: {base[name][r]:.3f}" for r in RATES), flush=True)
+    for p in per_seed:
+        print(f"seed {p['seed']}: " + ", ".join(
+            f"{r}: {p['slowdown'][r]:.3f} ({p['ratio_to_best'][r]:.3f}x; clone "
+            f"{p['clone_slowdown'][r]:.3f})" for r in RATES), flush=True)
     minutes = (time.monotonic() - t_start) / 60
     # Agent against its own clone, paired over the 40 test episodes; per seed, then over seeds.
     vs_clone = relative_differences([p["agent_windows"] for p in per_seed],

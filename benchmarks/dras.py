@@ -28,8 +28,9 @@ Setting, per training seed (at least 5):
    budget. Model selection on 4 validation windows of the *training*
    workload: the lowest mean wait among snapshots whose max wait is at most
    1.2x FCFS+EASY's there.
-4. Test: each seed's kept agent runs as a plain policy (``rl:DIR``) on the 10
-   held-out windows, FCFS+EASY and knapsack through the same runner.
+4. Test, once every seed is trained: each seed's kept agent runs as a plain
+   policy (``rl:DIR``) on the 10 held-out windows, FCFS+EASY and knapsack on
+   the same windows, all through the evaluation protocol (read once).
 
 Reported per seed: mean wait (mean over the windows) and max wait (max over
 the windows) against FCFS+EASY's; then the mean and 95 % interval over seeds,
@@ -57,12 +58,14 @@ from agents.reproductions import (
     ROOT,
     command_cell,
     fmt_ci,
+    held_out_scores,
     heldout,
     validation,
     write_row,
 )
-from cosim.compose import EnvFactory, make_env, run_policy
+from cosim.compose import EnvFactory, make_env
 from cosim.config import load_scenario
+from cosim.evaluation import COL_MAX_WAIT, Evaluator
 
 SCENARIO = "scenarios/lublin256.yaml"
 REFERENCE = "fcfs+easy"
@@ -88,6 +91,29 @@ def learner_args(algo: str, seed: int):
                       eps_start=0.3, learning_starts=1024, target_every=100)
 
 
+def test_rows(scenario, test, kept: dict) -> tuple[dict, list[dict]]:
+    """FCFS+EASY, knapsack and each seed's kept agent (``rl:DIR``) on the held-out windows,
+    through the protocol (:func:`agents.reproductions.held_out_scores`): per heuristic
+    ``(mean wait, max wait)`` over the windows, and per seed the agent's row."""
+    agents = {seed: f"rl:{result.path}" for seed, result in kept.items()}
+    _, scores = held_out_scores(scenario, test, [REFERENCE, "knapsack", *agents.values()],
+                                keys=("wait_mean", "wait_max", "bsld_mean"))
+
+    def waits(name):
+        return (float(np.mean(scores.column(name, "wait_mean"))),
+                float(max(scores.column(name, "wait_max").tolist())))
+    heur = {name: waits(name) for name in (REFERENCE, "knapsack")}
+    ref_wait, ref_max = heur[REFERENCE]
+    per_seed = []
+    for seed, name in agents.items():
+        mean_wait, max_wait = waits(name)
+        per_seed.append({"seed": seed, "mean_wait": mean_wait, "max_wait": max_wait,
+                         "wait_ratio": mean_wait / ref_wait, "max_ratio": max_wait / ref_max,
+                         "bsld": float(np.mean(scores.column(name, "bsld_mean"))),
+                         "kept_update": kept[seed].update})
+    return heur, per_seed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0,
@@ -110,15 +136,8 @@ def main() -> int:
     probe = make_env(env_config(1, ns.episode_jobs), episode_source="window", curriculum=None,
                      episode_jobs=1024)
     val = validation(probe)
-    val_ref = [run_policy(scenario, REFERENCE, None, workload=w) for w in val]
-    val_max = max(r["wait_max"] for r in val_ref)
-    heur = {name: [run_policy(scenario, name, None, workload=w) for w in test]
-            for name in (REFERENCE, "knapsack")}
-    ref_wait = float(np.mean([r["wait_mean"] for r in heur[REFERENCE]]))
-    ref_max = max(r["wait_max"] for r in heur[REFERENCE])
-    print(f"held-out: 10 windows of 1,024 Lublin-256 jobs (generator seed {HELDOUT_SEED}); "
-          f"{REFERENCE}: mean wait {ref_wait:.0f} s, max wait {ref_max:.0f} s; validation "
-          f"{REFERENCE} max wait {val_max:.0f} s", flush=True)
+    with Evaluator(scenario, val) as ev:
+        val_max = float(max(ev.evaluate([REFERENCE])[0, :, COL_MAX_WAIT].tolist()))
 
     def score(policy):
         ms = [policy.play(probe, w) for w in val]
@@ -130,29 +149,28 @@ def main() -> int:
     # Test time (about 15 s per seed) is kept out of the training shares.
     left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 20.0 * ns.seeds
     share = max(30.0, left / ns.seeds)
-    per_seed = []
+    kept = {}
     for k in range(ns.seeds):
         seed = k + 1
         cfg = env_config(seed, ns.episode_jobs)
-        kept = recipe.train(EnvFactory(cfg, TEACHER), ns.algo, learner_args(ns.algo, seed),
-                            budget_s=share,
-                            warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
-                                                            batch_size=256),
-                            selection=recipe.Selection(score), out=out / f"seed-{seed}",
-                            env_config=cfg, say=lambda m: print(m, flush=True),
-                            name=f"{ns.algo} seed {seed}")
-        rows = [run_policy(scenario, f"rl:{kept.path}", None, workload=w) for w in test]
-        mean_wait = float(np.mean([r["wait_mean"] for r in rows]))
-        max_wait = max(r["wait_max"] for r in rows)
-        per_seed.append({"seed": seed, "mean_wait": mean_wait, "max_wait": max_wait,
-                         "wait_ratio": mean_wait / ref_wait, "max_ratio": max_wait / ref_max,
-                         "bsld": float(np.mean([r["bsld_mean"] for r in rows])),
-                         "kept_update": kept.update})
-        print(f"seed {seed}: mean wait {mean_wait:.0f} s ({mean_wait / ref_wait - 1:+.1%} vs "
-              f"{REFERENCE}), max wait {max_wait:.0f} s ({max_wait / ref_max:.2f}x)", flush=True)
+        kept[seed] = recipe.train(EnvFactory(cfg, TEACHER), ns.algo, learner_args(ns.algo, seed),
+                                  budget_s=share,
+                                  warm_start=recipe.WarmStartSpec(ns.bc_steps, epochs=8,
+                                                                  batch_size=256),
+                                  selection=recipe.Selection(score), out=out / f"seed-{seed}",
+                                  env_config=cfg, say=lambda m: print(m, flush=True),
+                                  name=f"{ns.algo} seed {seed}")
+    # Every selection is over: the held-out windows, read once by the protocol.
+    heur, per_seed = test_rows(scenario, test, kept)
+    ref_wait, ref_max = heur[REFERENCE]
+    print(f"held-out: 10 windows of 1,024 Lublin-256 jobs (generator seed {HELDOUT_SEED}); "
+          f"{REFERENCE}: mean wait {ref_wait:.0f} s, max wait {ref_max:.0f} s; validation "
+          f"{REFERENCE} max wait {val_max:.0f} s", flush=True)
+    for p in per_seed:
+        print(f"seed {p['seed']}: mean wait {p['mean_wait']:.0f} s ({p['wait_ratio'] - 1:+.1%} vs "
+              f"{REFERENCE}), max wait {p['max_wait']:.0f} s ({p['max_ratio']:.2f}x)", flush=True)
 
-    knap_wait = float(np.mean([r["wait_mean"] for r in heur["knapsack"]]))
-    knap_max = max(r["wait_max"] for r in heur["knapsack"])
+    knap_wait, knap_max = heur["knapsack"]
     ratio_w = [p["wait_ratio"] for p in per_seed]
     ratio_m = [p["max_ratio"] for p in per_seed]
     met = sum(1 for p in per_seed if p["wait_ratio"] < 1 and p["max_ratio"] <= MAX_WAIT_FACTOR)

@@ -36,8 +36,9 @@ import numpy as np
 
 from agents import recipe
 from agents.registry import LEARNERS, learner
-from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
+from cosim.compose import EnvFactory, make_env, pin_scales
 from cosim.config import load_scenario
+from cosim.evaluation import COL_BSLD, Evaluator
 from cosim.workloads.windows import window
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,8 +139,8 @@ def main() -> None:
     val = [window(jobs, ns.window_jobs, start=len(jobs) - (k + 1) * ns.window_jobs)
            for k in range(ns.windows)]
     scenario = load_scenario(ROOT / SCENARIO)
-    teacher = float(np.mean([run_policy(scenario, TEACHER, None, workload=w)["bsld_mean"]
-                             for w in val]))
+    with Evaluator(scenario, val) as ev:
+        teacher = float(np.mean(ev.evaluate([TEACHER])[0, :, COL_BSLD]))
     print(f"{TEACHER} on the validation windows: {teacher:.2f}", flush=True)
     curves, cpu = {}, {}
     tmp = Path(tempfile.mkdtemp(prefix="learning_curves_"))

@@ -16,7 +16,7 @@ inspector: 1002/1003). Windows are consecutive, non-overlapping runs of
 ``--size`` jobs, each simulated from an empty machine; every policy sees
 the same windows (paired).
 
-Protocol (:mod:`cosim.evaluation`): the best of FCFS, SJF, SAF, F1, WFP3 and
+Protocol (:class:`cosim.evaluation.Protocol`): the best of FCFS, SJF, SAF, F1, WFP3 and
 UNICEF with EASY is chosen on the *validation* windows; the test windows are
 sealed and read once, after that choice; each agent is compared with the
 best heuristic and with every other one on them: ratio of mean bsld, median
@@ -35,7 +35,8 @@ each whole trace with the trace's seed + 1)::
 
 ``--agent [MODEL=]DIR`` runs the checkpoint only under that estimate model
 (without ``MODEL=``: under every one). Runs in one process (a 1,024-job
-window takes about 0.2 s for an agent, 0.03 s for a heuristic).
+window takes about 0.2 s for an agent, 0.03 s for a heuristic); every figure comes
+from the protocol's scores and comparisons.
 """
 
 from __future__ import annotations
@@ -48,16 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.compose import run_policy
+from agents import load_rl_policy  # noqa: F401  (importing agents installs rl:DIR's loader)
 from cosim.config import load_scenario
-from cosim.evaluation import (
-    CLASSIC,
-    Evaluator,
-    SealedWindows,
-    best_heuristic,
-    compare,
-    windows,
-)
+from cosim.evaluation import CLASSIC, Protocol, SealedWindows, Split, windows
 from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import LUBLIN_KINDS, lublin
 
@@ -87,17 +81,6 @@ def offered_load(ws) -> float:
                           / (CORES * max(1.0, float(w.submit[-1] - w.submit[0]))) for w in ws]))
 
 
-def agent_bsld(path: str, scenario, ws) -> np.ndarray:
-    """Mean bsld of the checkpoint at ``path`` (``rl:DIR``) on each window."""
-    out = []
-    for w in ws:
-        s = run_policy(scenario, f"rl:{path}", None, workload=w)
-        if s["jobs_finished"] != len(w):
-            fail(f"error: {path}: finished {s['jobs_finished']} of {len(w)} jobs")
-        out.append(float(s["bsld_mean"]))
-    return np.array(out)
-
-
 def ratio_spread(a: np.ndarray, b: np.ndarray) -> str:
     """Quantiles of the per-window ratios ``a / b``."""
     q = np.quantile(a / b, [0.0, 0.1, 0.5, 0.9, 1.0])
@@ -111,21 +94,21 @@ def evaluate(estimates: str, agents: list[str], ns, say) -> dict:
                               estimates), ns.size, ns.val_windows)
     sealed = SealedWindows(windows(other_trace(TEST_SEED, ns.test_windows * ns.size, ns.kind,
                                                ns.load, estimates), ns.size, ns.test_windows))
+    protocol = Protocol(scenario, Split([], val, sealed, note=f"other trace, {estimates}"))
     t0 = time.perf_counter()
-    with Evaluator(scenario, val) as ev:
-        vb = ev.evaluate(list(CLASSIC))[:, :, 0]
-    val_bsld = {h: vb[i] for i, h in enumerate(CLASSIC)}
-    best = best_heuristic(val_bsld)
+    scores = protocol.score("validation", list(CLASSIC))
+    val_bsld = {h: scores.bsld(h) for h in CLASSIC}
+    best = protocol.reference(scores)[0]
     say(f"\n[{estimates}] other trace: Lublin kind={ns.kind}, offered load {ns.load} "
         f"(windows: validation {offered_load(val):.2f}), {CORES} cores; "
         f"{len(val)} validation windows (seed {VALIDATION_SEED}), {sealed.count} test windows "
         f"(seed {TEST_SEED}) of {ns.size} jobs")
     say(f"[{estimates}] validation mean bsld: "
         + ", ".join(f"{h} {val_bsld[h].mean():.2f}" for h in CLASSIC) + f" -> best {best}")
-    test = sealed.read()     # once: every choice above is made
-    with Evaluator(scenario, test) as ev:
-        tb = ev.evaluate(list(CLASSIC))[:, :, 0]
-    test_bsld = {h: tb[i] for i, h in enumerate(CLASSIC)}
+    # Once, every choice above made: the heuristics and the agents (rl:DIR) on the test windows.
+    tested = protocol.test([*CLASSIC, *(f"rl:{path}" for path in agents)], whole=False,
+                           keys=("jobs_finished",))
+    test_bsld = {h: tested.bsld(h) for h in CLASSIC}
     say(f"[{estimates}] test mean bsld: "
         + ", ".join(f"{h} {test_bsld[h].mean():.2f}" for h in CLASSIC)
         + f" ({time.perf_counter() - t0:.0f} s)")
@@ -135,13 +118,14 @@ def evaluate(estimates: str, agents: list[str], ns, say) -> dict:
               "validation": {h: v.tolist() for h, v in val_bsld.items()},
               "test": {h: v.tolist() for h, v in test_bsld.items()}, "agents": {}}
     for path in agents:
-        t1 = time.perf_counter()
-        a = agent_bsld(path, scenario, test)
+        finished = tested.column(f"rl:{path}", "jobs_finished")
+        if (finished != ns.size).any():
+            fail(f"error: {path}: finished {int(finished.min())} of {ns.size} jobs in a window")
+        a = tested.bsld(f"rl:{path}")
         rows = {}
-        say(f"[{estimates}] agent {path}: test mean bsld {a.mean():.2f} "
-            f"({time.perf_counter() - t1:.0f} s)")
+        say(f"[{estimates}] agent {path}: test mean bsld {a.mean():.2f}")
         for h in (best, *[h for h in CLASSIC if h != best]):
-            c = compare(a, test_bsld[h], policy=path, reference_name=h)
+            c = protocol.compare("test", a, test_bsld[h], policy=path, reference_name=h)
             rows[h] = c.as_dict()
             tag = " (best on validation)" if h == best else ""
             say(f"  vs {h:<12}{tag:<21} ratio {c.mean_ratio:.3f} [{c.mean_ratio_ci[0]:.3f}, "

@@ -14,13 +14,13 @@ noisy user requests, thesis ch. 2):
    the greedy policy is scored on the validation windows, and the best
    snapshot is kept (model selection on training-distribution data only).
 3. The configuration reported (and saved with ``--save-pretrained``) is the
-   one with the lowest mean bsld on the same validation windows
-   (:func:`agents.recipe.select_then_test`); so is the best heuristic it is
-   compared with (the teacher).
-4. Held-out test: 10 consecutive windows of 1,024 jobs from the Lublin
-   model with a generator seed never used in training or selection (1001).
-   The agents run as plain policies (``rl:DIR`` through ``cosim.compose``) and
-   the heuristics through the same runner, on the same jobs.
+   one with the lowest mean bsld on the same validation windows (first on
+   ties); so is the best heuristic it is compared with (the teacher).
+4. Held-out test, read once after the choice: 10 consecutive windows of
+   1,024 jobs from the Lublin model with a generator seed never used in
+   training or selection (1001). The agents run as plain policies
+   (``rl:DIR``) and the heuristics on the same jobs, all through the
+   evaluation protocol (:func:`agents.reproductions.held_out_scores`).
 
 Target (issue 10): the best agent's mean bsld at or below the best of SJF,
 SAF, F1, WFP3 and UNICEF with EASY, with its max wait at most 2x FCFS+EASY's
@@ -61,10 +61,11 @@ from pathlib import Path
 import numpy as np
 
 from agents import ppo, recipe
-from agents.reproductions import HELDOUT_SEED, heldout, validation
-from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
+from agents.reproductions import HELDOUT_SEED, held_out_scores, heldout, validation
+from cosim.compose import EnvFactory, make_env, pin_scales
 from cosim.compose.training import CONFIGS, train_from_clone
 from cosim.config import load_scenario
+from cosim.evaluation import COL_BSLD, Evaluator
 from cosim.workloads.estimates import apply_estimates
 from cosim.workloads.lublin import lublin
 
@@ -80,18 +81,24 @@ def estimate_sets(model: str) -> list[str]:
     return [f"workload.estimates.model={model}"]
 
 
-def score_heuristics(scenario, windows, names) -> dict[str, list[dict]]:
-    """Each heuristic's summary per window."""
-    return {name: [run_policy(scenario, name, None, workload=w) for w in windows]
-            for name in names}
+def validation_bsld(scenario, windows, names) -> dict[str, list[float]]:
+    """Each policy's mean bsld per validation window (:class:`cosim.evaluation.Evaluator`)."""
+    with Evaluator(scenario, windows) as ev:
+        values = ev.evaluate(list(names))[:, :, COL_BSLD]
+    return {name: values[i].tolist() for i, name in enumerate(names)}
 
 
-def _agent_bsld(scenario, agents: dict[str, Path], runs: dict):
-    """``(name, window) -> bsld`` of agent ``name`` run on ``window``; keeps each summary in ``runs``."""
-    def score(name: str, w) -> float:
-        runs[name, id(w)] = run_policy(scenario, f"rl:{agents[name]}", None, workload=w)
-        return runs[name, id(w)]["bsld_mean"]
-    return score
+#: The figures of each held-out window the report reads (the names of summary.json).
+ROW_KEYS = ("bsld_mean", "wait_mean", "wait_max", "utilization")
+
+
+def held_out_rows(scenario, windows, sources: dict[str, str]) -> dict[str, list[dict]]:
+    """``{row name: policy}`` on the held-out windows, read once through the evaluation
+    protocol (:func:`agents.reproductions.held_out_scores`): per row, :data:`ROW_KEYS` of
+    each window."""
+    _, scores = held_out_scores(scenario, windows, list(sources.values()), keys=ROW_KEYS)
+    return {row: [{k: float(scores.column(name, k)[i]) for k in ROW_KEYS}
+                  for i in range(len(windows))] for row, name in sources.items()}
 
 
 def fmt_table(rows: dict[str, list[dict]], title: str) -> str:
@@ -134,11 +141,10 @@ def main() -> None:
         scenario = load_scenario(ROOT / SCENARIO, sets)
         env_probe = make_env({"scenario": SCENARIO, "scenario_set": sets}, episode_jobs=1024)
         val = validation(env_probe)
-        val_scores = score_heuristics(scenario, val, HEURISTICS)
-        teacher = min(HEURISTICS, key=lambda n: np.mean([r["bsld_mean"] for r in val_scores[n]]))
+        val_scores = validation_bsld(scenario, val, HEURISTICS)
+        teacher = min(HEURISTICS, key=lambda n: np.mean(val_scores[n]))
         log(f"[{est}] teacher (best on validation windows of the training workload): {teacher}")
         test = heldout(est)
-        rows = score_heuristics(scenario, test, (REFERENCE, *HEURISTICS))
         total = args.minutes * 60.0
         shares = sum(CONFIGS[c].share for c in args.configs)
         agents = {}
@@ -151,11 +157,12 @@ def main() -> None:
             agents[name] = train_from_clone(cfg, env_config, budget, out / est, args.seed, teacher, log)
         # The shipped configuration is chosen on the validation windows of the
         # training workload; the held-out windows are read once, after the choice.
-        runs: dict[tuple[str, int], dict] = {}
-        best_a, val_bsld, _ = recipe.select_then_test(list(agents), val, test,
-                                                      _agent_bsld(scenario, agents, runs))
-        for name in agents:
-            rows[f"agent:{name}"] = [runs[name, id(w)] for w in test]
+        val_bsld = validation_bsld(scenario, val, [f"rl:{agents[n]}" for n in agents])
+        val_bsld = {name: val_bsld[f"rl:{agents[name]}"] for name in agents}
+        best_a = min(agents, key=lambda name: float(np.mean(val_bsld[name])))
+        rows = held_out_rows(scenario, test, {
+            **{name: name for name in (REFERENCE, *HEURISTICS)},
+            **{f"agent:{name}": f"rl:{path}" for name, path in agents.items()}})
         log(fmt_table(rows, f"\n[{est}] held-out: 10 windows of 1,024 Lublin-256 jobs "
                             f"(generator seed {HELDOUT_SEED})"))
         best_h = teacher   # the best heuristic on validation, reported on the held-out windows

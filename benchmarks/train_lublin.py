@@ -11,7 +11,7 @@ IV-D compares exactly this kind of pair).
 Evaluation uses 10 windows of 1024 consecutive jobs from a Lublin workload
 generated with a *different* seed (held out: never seen in training); each
 agent acts greedily until every job has ended, and FCFS+EASY, SJF+EASY and
-F1+EASY run on the same windows through the ordinary runner. Reported: mean
+F1+EASY run on the same windows through the evaluation protocol. Reported: mean
 bounded slowdown (tau = 10 s), mean wait, utilization and max wait, averaged
 over the windows (definitions in METRICS.md; the env's ``episode_metrics``
 use the same ones).
@@ -62,8 +62,9 @@ from agents.checkpoint import latest_checkpoint
 from agents.evaluation import greedy_episode
 from agents.loop import METRIC_KEYS
 from agents.ppo import Args
+from agents.reproductions import held_out_scores
 from agents.rl_policy import RLPolicy, load_rl_policy
-from cosim.compose import EnvFactory, make_env, pin_scales, run_policy
+from cosim.compose import EnvFactory, make_env, pin_scales
 from cosim.config import load_scenario
 from cosim.model import load_workload
 from cosim.workloads.windows import window
@@ -125,14 +126,14 @@ def evaluate_agent(policy: RLPolicy, scenario, windows) -> list[dict[str, float]
     return rows
 
 
-def evaluate_heuristic(name: str, scenario, windows) -> list[dict[str, float]]:
-    """The ordinary runner on each window."""
-    rows = []
-    for w in windows:
-        s = run_policy(scenario, name, None, workload=w)
-        rows.append({k: float(s[k]) for k in METRIC_KEYS}
-                    | {"jobs": float(s["jobs_finished"])})
-    return rows
+def evaluate_heuristics(names, scenario, windows) -> dict[str, list[dict[str, float]]]:
+    """Each heuristic on every window, through the evaluation protocol (the windows read
+    once: :func:`agents.reproductions.held_out_scores`)."""
+    _, scores = held_out_scores(scenario, windows, list(names),
+                                keys=(*METRIC_KEYS, "jobs_finished"))
+    return {name: [{k: float(scores.column(name, k)[i]) for k in METRIC_KEYS}
+                   | {"jobs": float(scores.column(name, "jobs_finished")[i])}
+                   for i in range(len(windows))] for name in names}
 
 
 def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -195,8 +196,7 @@ def main() -> int:
         per_window = evaluate_agent(policy, scenario, windows)
         results[name] = {**summarize(per_window), "per_window": per_window,
                          "train_steps": policy.global_step, "updates": policy.update}
-    for name in HEURISTICS:
-        per_window = evaluate_heuristic(name, scenario, windows)
+    for name, per_window in evaluate_heuristics(HEURISTICS, scenario, windows).items():
         results[name] = {**summarize(per_window), "per_window": per_window}
 
     header = (f"{'policy':<12}{'mean bsld':>11}{'mean wait s':>13}{'util':>8}{'max wait s':>12}"

@@ -14,10 +14,11 @@ trained on. Here, per training seed (at least 5):
   ``benchmarks/train_agents.py`` trains it (behaviour cloning of the
   heuristic best on validation windows, then PPO with model selection on the
   training workload);
-- evaluated, unchanged, on 10 windows of 1,024 jobs of Lublin workloads
-  generated for 128, 256 and 1,024 cores with an unseen generator seed
-  (1001), against FCFS, SJF and F1 with EASY run on the same jobs on the
-  same machine.
+- evaluated, unchanged, once every seed is trained, on 10 windows of 1,024
+  jobs of Lublin workloads generated for 128, 256 and 1,024 cores with an
+  unseen generator seed (1001), against FCFS, SJF and F1 with EASY run on the
+  same jobs on the same machine, through the evaluation protocol (read once
+  per machine).
 
 Reported per machine: the mean bounded slowdown of the agent, of the clone it
 was trained from (:class:`repro.CloneKeeper`) and of the teacher; the agent's
@@ -47,11 +48,11 @@ from agents.reproductions import (
     command_cell,
     fmt_ci,
     fmt_pct_ci,
+    held_out_scores,
     mean_ci,
     relative_differences,
     write_row,
 )
-from cosim.compose import run_policy
 from cosim.compose.training import CONFIGS, train_from_clone
 from cosim.config import load_scenario
 from cosim.workloads.lublin import lublin
@@ -67,6 +68,37 @@ def heldout(cores: int, n: int = 10, size: int = 1024):
     """Held-out windows of a Lublin workload generated for ``cores`` (exact estimates)."""
     jobs = lublin(n * size, procs=cores, seed=HELDOUT_SEED)
     return [window(jobs, size, start=k * size) for k in range(n)]
+
+
+def test_rows(scenarios: dict, tests: dict, trained: dict) -> tuple[dict, list[dict]]:
+    """On each machine, the heuristics and each seed's agent and clone (``rl:DIR``) on its
+    held-out windows, through the protocol (:func:`agents.reproductions.held_out_scores`).
+
+    Args:
+        trained: per seed, ``(agent folder, clone folder)``.
+
+    Returns:
+        ``(base, per_seed)``: each heuristic's mean bsld per machine, and per seed the
+        agent's and its clone's figures.
+    """
+    base, bsld_of = {}, {}
+    for c in SIZES:
+        sources = [*HEURISTICS, *(f"rl:{p}" for pair in trained.values() for p in pair)]
+        _, scores = held_out_scores(scenarios[c], tests[c], sources,
+                                    note=f"held-out windows, {c} cores")
+        base[c] = {h: float(np.mean(scores.column(h, "bsld_mean"))) for h in HEURISTICS}
+        bsld_of[c] = lambda path, scores=scores: scores.column(f"rl:{path}", "bsld_mean").tolist()
+    per_seed = []
+    for seed, (folder, clone) in trained.items():
+        windows = {who: {c: bsld_of[c](path) for c in SIZES}
+                   for who, path in (("agent", folder), ("clone", clone))}
+        bsld = {c: float(np.mean(windows["agent"][c])) for c in SIZES}
+        per_seed.append({"seed": seed, "bsld": bsld,
+                         "clone_bsld": {c: float(np.mean(windows["clone"][c])) for c in SIZES},
+                         "windows": windows,
+                         "vs_fcfs": {c: bsld[c] / base[c]["fcfs+easy"] for c in SIZES},
+                         "vs_best": {c: bsld[c] / min(base[c].values()) for c in SIZES}})
+    return base, per_seed
 
 
 def main() -> int:
@@ -85,15 +117,11 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     scenarios = {c: load_scenario(ROOT / SCENARIO, [f"cluster.nodes={c}"]) for c in SIZES}
     tests = {c: heldout(c) for c in SIZES}
-    base = {c: {h: float(np.mean([run_policy(scenarios[c], h, None, workload=w)["bsld_mean"]
-                                  for w in tests[c]])) for h in HEURISTICS} for c in SIZES}
-    for c in SIZES:
-        print(f"{c} cores: " + ", ".join(f"{h} {v:.1f}" for h, v in base[c].items()), flush=True)
     left = ns.minutes * 60.0 - (time.monotonic() - t_start) - 160.0 * ns.seeds
     share = max(45.0, left / ns.seeds)
     config = CONFIGS["select"]
     config.bc_steps = ns.bc_steps
-    per_seed = []
+    trained = {}
     for k in range(ns.seeds):
         seed = k + 1
         env_config = {"scenario": SCENARIO, "scenario_set": [], **config.env,
@@ -103,18 +131,14 @@ def main() -> int:
                                   TEACHER, lambda m: print(m, flush=True),
                                   wrap_score=lambda s, k=keeper: k.append(CloneKeeper(s)) or k[0])
         clone = keeper[0].save(out / f"seed-{seed}-clone")
-        # The selection is over: the agent and the clone it started from, on test.
-        windows = {who: {c: [run_policy(scenarios[c], f"rl:{path}", None,
-                                        workload=w)["bsld_mean"] for w in tests[c]]
-                         for c in SIZES} for who, path in (("agent", folder), ("clone", clone))}
-        bsld = {c: float(np.mean(windows["agent"][c])) for c in SIZES}
-        per_seed.append({"seed": seed, "bsld": bsld,
-                         "clone_bsld": {c: float(np.mean(windows["clone"][c])) for c in SIZES},
-                         "windows": windows,
-                         "vs_fcfs": {c: bsld[c] / base[c]["fcfs+easy"] for c in SIZES},
-                         "vs_best": {c: bsld[c] / min(base[c].values()) for c in SIZES}})
-        print(f"seed {seed}: " + ", ".join(
-            f"{c} cores bsld {bsld[c]:.1f} (clone {per_seed[-1]['clone_bsld'][c]:.1f})"
+        trained[seed] = (folder, clone)
+    # Every selection is over: the held-out windows of each machine, read once.
+    base, per_seed = test_rows(scenarios, tests, trained)
+    for c in SIZES:
+        print(f"{c} cores: " + ", ".join(f"{h} {v:.1f}" for h, v in base[c].items()), flush=True)
+    for p in per_seed:
+        print(f"seed {p['seed']}: " + ", ".join(
+            f"{c} cores bsld {p['bsld'][c]:.1f} (clone {p['clone_bsld'][c]:.1f})"
             for c in SIZES), flush=True)
     # Agent against its own clone on each machine, paired per window; per seed, then over seeds.
     vs_clone = {c: relative_differences([p["windows"]["agent"][c] for p in per_seed],

@@ -19,6 +19,8 @@
   formula elsewhere; ``tests/test_metrics_producers.py`` compares the producers).
 - A learner is chosen by name only through :mod:`agents.registry`: no list of
   learner names, no learner module imported by a name or under a branch on one.
+- Benchmarks score their windows through the protocol: none calls the runner
+  (``run_policy``) itself but those :data:`RUNNER_CALLS` names, each with why.
 - Benchmarks are experiment definitions on the public API: none edits
   ``sys.path``, uses a private name of the packages (or of any module it
   imports), assigns into an imported module (monkeypatching), or imports
@@ -695,3 +697,55 @@ def test_the_test_check_sees_each_way_of_loading_a_benchmark(tmp_path):
     for name, text in files.items():
         (tmp_path / "tests" / name).write_text(text)
     assert _tests_loading_benchmarks(tmp_path) == ["tests/test_bad.py:2", "tests/test_bad.py:4"]
+
+
+#: Benchmarks that call the runner (``run_policy``) themselves, and why the protocol
+#: (:class:`cosim.evaluation.Protocol`) does not do it for them: every other benchmark
+#: scores its windows through the protocol, which runs on the requested times.
+RUNNER_CALLS = {
+    "rl_replay.py": "measures the engine: wall and CPU time of one rl:DIR replay of a trace",
+    "study_scaling.py": "measures the engine: runs in one process against the same runs as "
+                        "a study",
+    "rlschert.py": "scores whole scenarios with run-time predictions and kills (@rnn, +kill, "
+                   "+kill=DIR), which the protocol does not run",
+    "trace_scheduling.py": "replays whole traces with trace-model predictions and reads each "
+                           "run's job table",
+}
+
+
+def _runner_calls(root: Path) -> list[str]:
+    """``benchmarks/X.py:LINE`` of each call of ``run_policy`` (by name or as an attribute)
+    outside :data:`RUNNER_CALLS`, and ``X.py listed`` for an exception that no longer calls it."""
+    found, calling = [], set()
+    for path in sorted((root / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+                if name == "run_policy":
+                    calling.add(path.name)
+                    if path.name not in RUNNER_CALLS:
+                        found.append(f"benchmarks/{path.name}:{node.lineno}")
+    found.sort(key=lambda f: (f.split(":")[0], int(f.split(":")[1])))
+    return found + [f"{name} listed" for name in sorted(set(RUNNER_CALLS) - calling)
+                    if (root / "benchmarks" / name).exists()]
+
+
+def test_benchmarks_score_through_the_protocol():
+    assert _runner_calls(ROOT) == [], (
+        "score windows with cosim.evaluation.Protocol (held-out windows: "
+        f"agents.reproductions.held_out_scores), or say why in RUNNER_CALLS: {_runner_calls(ROOT)}")
+
+
+def test_the_protocol_check_sees_a_benchmark_loop(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "loop.py").write_text(
+        "from cosim.compose import run_policy\nimport cosim.compose as c\n"
+        "rows = [run_policy(sc, 'sjf+easy', None, workload=w) for w in test]\n"
+        "row = c.run_policy(sc, 'rl:DIR', None)\n")
+    (tmp_path / "benchmarks" / "rl_replay.py").write_text("x = 1\n")   # listed, no call
+    (tmp_path / "benchmarks" / "good.py").write_text(
+        "from agents.reproductions import held_out_scores\n"
+        "_, scores = held_out_scores(sc, test, ['sjf+easy'])\n")
+    assert _runner_calls(tmp_path) == ["benchmarks/loop.py:3", "benchmarks/loop.py:4",
+                                       "rl_replay.py listed"]
