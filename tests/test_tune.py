@@ -70,6 +70,7 @@ def test_selection_never_reads_the_test_span(tmp_path):
     for part in ("## Data", "## Budget", "## Search space", "## Validation", "## Test"):
         assert part in card
     assert all(h in card for h in CLASSIC)
+    assert "plans with: each job's request (`@estimate`)" in card and "overrun" in card
     # room in hindsight: the per-window best heuristic bounds the span's best one
     h = a["test"]["hindsight"]
     assert h["per_window_oracle_ratio"] <= h["best_heuristic_ratio"] <= 1.0

@@ -63,6 +63,12 @@ def _data_lines(r: dict) -> list[str]:
                  "span, scheduled by the same policy and not measured)"
                  if r.get("warmup_jobs") else "")
               + "; the same windows for every policy (paired)")]
+    beliefs = r.get("beliefs")
+    if beliefs:
+        lines.append(f"- plans with: each job's request (`@{beliefs['predictor']}`), the searched "
+                     "and the classic policies alike (run times are not predicted); a job that "
+                     f"outlives it is re-estimated by `scheduler.correction: "
+                     f"{beliefs['correction']}`")
     for k, s in r["spans"].items():
         lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
                      f"..{s['last_submit']:.0f} s), {r['windows'][k]} "

@@ -136,6 +136,7 @@ def results_of(run, found, choice, scores: Scores, scenario_path: str, overrides
                      "estimates": f"{scenario.workload.estimates.model} (estimate = run time "
                                   f"for {100 * float(np.mean(workload.req_time == workload.run)):.0f} % "
                                   "of jobs)"},
+        "beliefs": {"predictor": "estimate", "correction": scenario.scheduler.correction},
         "split": list(split), "window_jobs": window_jobs, "warmup_jobs": warmup,
         "evaluation": evaluation,
         "train_chunk_jobs": len(sp.train[0]) if running else None,
