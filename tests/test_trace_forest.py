@@ -54,3 +54,20 @@ def test_an_objective_with_a_link_is_refused():
     booster = _booster(X, (y > 1).astype(float), objective="binary:logistic")
     with pytest.raises(ValueError, match="has a link"):
         CompiledForest(booster)
+
+
+def test_the_trace_model_answers_the_same_one_row_at_a_time_and_in_a_batch():
+    from predictors.trace import FOREST_ROWS, TraceRuntimeRegressor
+
+    rng = np.random.default_rng(4)
+    n = FOREST_ROWS + 44
+    cols = {"req_time": rng.uniform(100, 5000, n), "user": rng.integers(0, 6, n).astype(float),
+            "last_run_1": rng.uniform(50, 4000, n), "last_run_2": rng.uniform(50, 4000, n)}
+    cols["last_run_2"][::5] = np.nan
+    y = np.minimum(cols["req_time"], cols["last_run_1"] * (0.5 + 0.2 * cols["user"]))
+    model = TraceRuntimeRegressor(tuple(cols), ("user",), n_estimators=30)
+    X = model.matrix(cols)
+    batch = model.fit(X, y).predict(X)                      # XGBoost's own evaluation
+    one_by_one = np.concatenate([model.predict(X[i: i + 1]) for i in range(n)])  # compiled
+    assert one_by_one == pytest.approx(batch, rel=1e-4)
+    assert np.all(one_by_one <= cols["req_time"] * (1 + 1e-6))
