@@ -372,6 +372,22 @@ def test_depth_one_is_easy_and_unlimited_depth_is_conservative(shared, slurm_nam
     assert len(set(ours.values())) > 100         # a real schedule, not a trivial one
 
 
+class _EveryPass(SlurmPolicy):
+    """The same policy, never telling the scheduler that a pass is idle."""
+
+    def pass_is_idle(self, view):
+        return False
+
+
+def test_passes_skipped_between_cycles_change_no_start(shared):
+    w = _lublin(shared)
+    params = parse_slurm_params("bf_max_job_test=100,bf_interval=30")
+    skipping, sim = run_workload(w, 256, SlurmPolicy(params))
+    every, _ = run_workload(w, 256, _EveryPass(params))
+    assert skipping == every
+    assert sim.scheduler.counters.wakeups_skipped > 0
+
+
 # --------------------------------------------------------------------------- properties
 
 

@@ -501,19 +501,42 @@ class SlurmPolicy:
         job, see :meth:`_decide`; where it could not, the cycle that ran for it
         is only counted, here, at the next event).
         """
-        interval = self._interval
-        if not interval:
+        if not self._interval:
             return True
-        due = self._last_cycle + interval
-        if self._pending and now > due + 1e-9:
-            self._last_cycle = due       # the cycle the changes waited for ran then
-            due += interval
-        if now + 1e-9 >= due:
+        if self._cycle_due(now):
             self._last_cycle = now
             self._pending = False
             return True
         self._pending = True
         return False
+
+    def _cycle_due(self, now: float) -> bool:
+        """Whether a backfill cycle is due now (first counting the cycle that
+        pending changes had, unseen, once its time passed)."""
+        interval = self._interval
+        due = self._last_cycle + interval
+        if self._pending and now > due + 1e-9:
+            self._last_cycle = due       # the cycle the changes waited for ran then
+            self._pending = False
+            due += interval
+        return now + 1e-9 >= due
+
+    def pass_is_idle(self, view: SchedulerView) -> bool:
+        """Whether a pass now would decide nothing (the scheduler then skips it).
+
+        Asked only for an arrival that does not fit now or an end after which
+        no queued job fits: between backfill cycles, in submit order (every
+        weight 0), the main scheduler's head still does not fit, so the pass
+        would only note the change and ask for the cycle due, as done here.
+        """
+        if not self._interval or self._ordered or self._cycle_due(view.now):
+            return False
+        self._pending = True
+        cl = view.cluster
+        if view.queue.count and cl.free > 0 and (cl.free_mem != math.inf
+                                                 or view.queue.smallest <= cl.free):
+            self._wake_for_cycle()
+        return True
 
     def _wake_for_cycle(self) -> None:
         """Ask the scheduler for a pass when the next backfill cycle is due."""
