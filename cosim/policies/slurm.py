@@ -21,8 +21,10 @@ weight 0 (Slurm's default) the order is first in, first out.
 Each pass, where some queued job could start at all (else it is skipped):
 
 1. the main scheduler: jobs start in priority order while the first fits;
-2. the backfill scheduler (sched/backfill; slurm.conf(5) ``SchedulerParameters``):
-   in priority order, each of the next ``bf_max_job_test`` jobs starts now if
+2. the backfill scheduler (sched/backfill; slurm.conf(5) ``SchedulerParameters``),
+   in cycles at most every ``bf_interval`` seconds, and only when something
+   changed since the last cycle (a pass sooner asks to be woken when the next
+   is due): in priority order, each of the next ``bf_max_job_test`` jobs starts now if
    it fits now for its whole estimate around the plans already made, else is
    planned at the earliest start that delays no plan made before it
    (higher priority), provided that start is within ``bf_window`` minutes;
@@ -34,17 +36,20 @@ Each pass, where some queued job could start at all (else it is skipped):
 ``bf_max_job_test=1`` is EASY backfilling (one reservation, for the first
 job that does not fit) and an unlimited depth with a window longer than any
 wait is conservative backfilling (every job planned), with
-``bf_resolution=1`` on whole-second times (``tests/test_slurm_policy.py``
-compares whole schedules). Plans are made afresh at every pass, as Slurm's
-backfill cycle does; they are the policy's own and are not promised to the
+``bf_resolution=1`` and ``bf_interval=0`` (a cycle at every pass) on
+whole-second times (``tests/test_slurm_policy.py`` compares whole schedules).
+Plans are made afresh at every cycle, as Slurm's backfill cycle does; they are the policy's own and are not promised to the
 scheduler (no reservation decisions).
 
-Speed: a pass plans only as far as a start now is still possible: a job can
-start now only if it fits now, for its estimate, in the profile with the
-plans made so far, and every plan only takes room, so one vectorized test
-over the rest of the queue finds the next job that may start; the jobs before
-it are planned (they may delay it), and once no later job passes the test
-the pass ends without planning them (their plans could change no start now).
+Speed: a cycle plans only as far as a start now depends on it (see
+:func:`_backfill`): a job can start now only if it fits now, for its
+estimate, in the profile with the plans made so far, and every plan only
+takes room, so one vectorized test over the rest of the queue finds the next
+job that may start; the jobs before it are planned lazily, in order, only
+until it is blocked or provably is not, and once no later job passes the
+test the cycle ends without planning the rest (their plans could change no
+start now). The cycle's starts are exactly those of the full plan
+(:func:`slurm_plan`; the property tests check every cycle against it).
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ _new = tuple.__new__     # a start Decision without the NamedTuple constructor's
 _first, _job, _procs = itemgetter(0), itemgetter(2), attrgetter("procs")
 #: Up to this many running jobs the cycle's profile is built in plain Python.
 _FEW_ENDS = 64
+#: Up to this many pending jobs a candidate's safety is summed in plain Python.
+_FEW_PENDING = 16
 #: Workload feature columns read for the partition and QOS factors, first found wins.
 PARTITION_COLUMNS = ("partition", "queue")
 QOS_COLUMNS = ("qos",)
@@ -319,6 +326,7 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
     jobs = q.jobs
     n = len(rest)
     slots, durs = rest.tolist(), dur.tolist()      # read one by one below: lists are faster
+    slot_procs = procs.tolist()
     lower = None                      # the pending jobs' lower bounds, once needed
     pending: list[int] = []           # positions in rest within the depth, in order
     done = 0                          # pending[:done] are planned
@@ -340,12 +348,17 @@ def _backfill(view: SchedulerView, rest: np.ndarray, p: SlurmParams) -> Iterator
         if done < len(pending):
             safe = False
             if mem is None:
-                if lower is None:
-                    ends = np.append(base.times, math.inf)
-                    lower = ends[np.searchsorted(np.asarray(base.units), procs, "left")]
                 room = min(profile.units[:bisect_left(profile.times, d)]) - job.procs
-                waiting = np.array(pending[done:])
-                safe = int(procs[waiting][lower[waiting] < d].sum()) <= room
+                if len(pending) - done <= _FEW_PENDING:      # one by one: cheaper
+                    sizes = [slot_procs[k] for k in pending[done:]]
+                    need = sum(x for x in sizes if base.lower_bound(x, 0.0) < d)
+                else:
+                    if lower is None:
+                        ends = np.append(base.times, math.inf)
+                        lower = ends[np.searchsorted(np.asarray(base.units), procs, "left")]
+                    waiting = np.array(pending[done:])
+                    need = int(procs[waiting][lower[waiting] < d].sum())
+                safe = need <= room
             if not safe:
                 blocked = False
                 while done < len(pending):
