@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 __all__ = ["ROOT", "TABLE", "mean_ci", "fmt_ci", "fmt_pct_ci", "write_row", "row_cells",
            "command_cell", "CloneKeeper", "relative_differences", "HELDOUT_SEED", "heldout",
            "validation", "command_line", "write_section", "paired_stats", "clone_env_config",
-           "play_against_clone", "held_out_scores"]
+           "play_against_clone", "held_out_scores", "paired_windows"]
 
 #: The reproductions table.
 TABLE = ROOT / "docs" / "reproductions.md"
@@ -217,6 +217,15 @@ def held_out_scores(scenario, windows, sources, keys=("bsld_mean",), *,
     """
     protocol = Protocol.given(scenario, list(windows), note=note)
     return protocol, protocol.test(list(sources), whole=False, keys=tuple(keys))
+
+
+def paired_windows(protocol, scores, key: str, policy: str, reference: str) -> dict:
+    """``policy`` against ``reference`` window by window on ``key`` (a name of
+    ``scores.keys``): the protocol's paired comparison (:meth:`cosim.evaluation.Protocol.compare`:
+    ratio of means, median of the per-window ratios, wins and losses, with bootstrap
+    intervals over the windows), as plain data for a results file."""
+    return protocol.compare("test", scores.column(policy, key), scores.column(reference, key),
+                            policy=policy, reference_name=reference).as_dict()
 
 
 def validation(env, n: int = 4, size: int = 1024):

@@ -31,7 +31,9 @@ mean queue length of each configuration, the split/head ratio of mean waits
 per seed, and teacher, clone and agent side by side with the agent's paired
 difference to its own clone (per seed, ``mean wait / clone's - 1`` on the
 same windows), each with the mean and 95 % interval over seeds (written to
-the DBF row of ``docs/reproductions.md``).
+the DBF row of ``docs/reproductions.md``; ``results.json`` also holds the
+protocol's paired comparison of each agent with its clone window by window,
+``vs_clone_windows``).
 
     python benchmarks/dbf_split.py                    # 30 min, 5 seeds
     python benchmarks/dbf_split.py --minutes 5        # a short check
@@ -58,6 +60,7 @@ from agents.reproductions import (
     fmt_pct_ci,
     held_out_scores,
     heldout,
+    paired_windows,
     relative_differences,
     validation,
     write_row,
@@ -89,7 +92,7 @@ def test_rows(scenario, test, teacher: str, trained: list) -> tuple[tuple, dict]
     """
     sources = ["fcfs+easy", teacher, *(f"rl:{p}" for _, _, kept, clone in trained
                                        for p in (kept.path, clone))]
-    _, scores = held_out_scores(scenario, test, sources,
+    protocol, scores = held_out_scores(scenario, test, sources,
                                 keys=("wait_mean", "queue_len_mean", "bsld_mean", "wait_max"))
 
     def mean(name, key):
@@ -104,7 +107,8 @@ def test_rows(scenario, test, teacher: str, trained: list) -> tuple[tuple, dict]
             "kept_update": kept.update, "waits": scores.column(agent, "wait_mean").tolist(),
             "clone_waits": scores.column(copy, "wait_mean").tolist(),
             "clone_mean_wait": mean(copy, "wait_mean"),
-            "clone_mean_queue": mean(copy, "queue_len_mean")})
+            "clone_mean_queue": mean(copy, "queue_len_mean"),
+            "vs_clone_windows": paired_windows(protocol, scores, "wait_mean", agent, copy)})
     return (mean("fcfs+easy", "wait_mean"), mean(teacher, "wait_mean")), rows
 
 

@@ -34,7 +34,8 @@ agent, its clone and the heuristics (SJF is the teacher), the agent's ratio
 to the better of SJF and Tetris, and its paired difference to its own clone
 (per seed, ``mean slowdown / clone's - 1`` over the same 40 episodes), with
 the mean and 95 % interval over seeds (written to the A2C row of
-``docs/reproductions.md``).
+``docs/reproductions.md``; ``results.json`` also holds the protocol's paired
+comparison of agent and clone episode by episode per rate, ``vs_clone_windows``).
 
     python benchmarks/deeprm_a2c.py                   # 30 min, 5 seeds
     python benchmarks/deeprm_a2c.py --minutes 5       # a short check
@@ -61,6 +62,7 @@ from agents.reproductions import (
     fmt_pct_ci,
     held_out_scores,
     mean_ci,
+    paired_windows,
     relative_differences,
     write_row,
 )
@@ -136,10 +138,10 @@ def test_rows(scenario, test: dict[float, list], trained: dict) -> tuple[dict, l
         agent's and its clone's figures.
     """
     base: dict[str, dict[float, float]] = {name: {} for name in BASELINES}
-    windows: dict = {seed: {"agent": {}, "clone": {}} for seed in trained}
+    windows: dict = {seed: {"agent": {}, "clone": {}, "paired": {}} for seed in trained}
     for r in RATES:
         agents = {seed: (f"rl:{kept.path}", f"rl:{clone}") for seed, (kept, clone) in trained.items()}
-        _, scores = held_out_scores(scenario, test[r],
+        protocol, scores = held_out_scores(scenario, test[r],
                                     [*BASELINES, *(n for pair in agents.values() for n in pair)],
                                     keys=("slowdown_mean",), note=f"held-out episodes, rate {r}")
         for name in BASELINES:
@@ -147,6 +149,8 @@ def test_rows(scenario, test: dict[float, list], trained: dict) -> tuple[dict, l
         for seed, (agent, clone) in agents.items():
             windows[seed]["agent"][r] = scores.column(agent, "slowdown_mean").tolist()
             windows[seed]["clone"][r] = scores.column(clone, "slowdown_mean").tolist()
+            windows[seed]["paired"][str(r)] = paired_windows(protocol, scores, "slowdown_mean",
+                                                             agent, clone)
     best = {r: min(base[n][r] for n in BASELINES) for r in RATES}
     per_seed = []
     for seed, (kept, _) in trained.items():
@@ -157,7 +161,8 @@ def test_rows(scenario, test: dict[float, list], trained: dict) -> tuple[dict, l
                          "clone_slowdown": {r: float(np.mean(windows[seed]["clone"][r]))
                                             for r in RATES},
                          "agent_windows": [x for r in RATES for x in windows[seed]["agent"][r]],
-                         "clone_windows": [x for r in RATES for x in windows[seed]["clone"][r]]})
+                         "clone_windows": [x for r in RATES for x in windows[seed]["clone"][r]],
+                         "vs_clone_windows": windows[seed]["paired"]})
     return base, per_seed
 
 

@@ -34,7 +34,9 @@ Setting, per training seed (at least 5):
 
 Reported per seed: mean wait (mean over the windows) and max wait (max over
 the windows) against FCFS+EASY's; then the mean and 95 % interval over seeds,
-written to the DRAS row of ``docs/reproductions.md``.
+written to the DRAS row of ``docs/reproductions.md``; ``results.json`` also
+holds, per seed, the protocol's paired comparison with FCFS+EASY window by
+window (``vs_reference_windows``).
 
     python benchmarks/dras.py                      # 30 min, 5 seeds (the target's budget)
     python benchmarks/dras.py --minutes 4          # a short check
@@ -60,6 +62,7 @@ from agents.reproductions import (
     fmt_ci,
     held_out_scores,
     heldout,
+    paired_windows,
     validation,
     write_row,
 )
@@ -96,7 +99,7 @@ def test_rows(scenario, test, kept: dict) -> tuple[dict, list[dict]]:
     through the protocol (:func:`agents.reproductions.held_out_scores`): per heuristic
     ``(mean wait, max wait)`` over the windows, and per seed the agent's row."""
     agents = {seed: f"rl:{result.path}" for seed, result in kept.items()}
-    _, scores = held_out_scores(scenario, test, [REFERENCE, "knapsack", *agents.values()],
+    protocol, scores = held_out_scores(scenario, test, [REFERENCE, "knapsack", *agents.values()],
                                 keys=("wait_mean", "wait_max", "bsld_mean"))
 
     def waits(name):
@@ -110,7 +113,9 @@ def test_rows(scenario, test, kept: dict) -> tuple[dict, list[dict]]:
         per_seed.append({"seed": seed, "mean_wait": mean_wait, "max_wait": max_wait,
                          "wait_ratio": mean_wait / ref_wait, "max_ratio": max_wait / ref_max,
                          "bsld": float(np.mean(scores.column(name, "bsld_mean"))),
-                         "kept_update": kept[seed].update})
+                         "kept_update": kept[seed].update,
+                         "vs_reference_windows": paired_windows(protocol, scores, "wait_mean",
+                                                                name, REFERENCE)})
     return heur, per_seed
 
 

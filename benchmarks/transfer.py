@@ -25,7 +25,8 @@ was trained from (:class:`repro.CloneKeeper`) and of the teacher; the agent's
 ratio to FCFS+EASY's and to the best heuristic's; and its paired difference
 to its own clone (per seed, ``mean bsld / clone's - 1`` on the same windows),
 with the mean and 95 % interval over seeds (written to the thesis row of
-``docs/reproductions.md``).
+``docs/reproductions.md``; ``results.json`` also holds the protocol's paired
+comparison of agent and clone window by window, ``vs_clone_windows``).
 
     python benchmarks/transfer.py                    # 30 min, 5 seeds
     python benchmarks/transfer.py --minutes 5        # a short check
@@ -50,6 +51,7 @@ from agents.reproductions import (
     fmt_pct_ci,
     held_out_scores,
     mean_ci,
+    paired_windows,
     relative_differences,
     write_row,
 )
@@ -81,13 +83,16 @@ def test_rows(scenarios: dict, tests: dict, trained: dict) -> tuple[dict, list[d
         ``(base, per_seed)``: each heuristic's mean bsld per machine, and per seed the
         agent's and its clone's figures.
     """
-    base, bsld_of = {}, {}
+    base, bsld_of, paired = {}, {}, {}
     for c in SIZES:
         sources = [*HEURISTICS, *(f"rl:{p}" for pair in trained.values() for p in pair)]
-        _, scores = held_out_scores(scenarios[c], tests[c], sources,
-                                    note=f"held-out windows, {c} cores")
+        protocol, scores = held_out_scores(scenarios[c], tests[c], sources,
+                                           note=f"held-out windows, {c} cores")
         base[c] = {h: float(np.mean(scores.column(h, "bsld_mean"))) for h in HEURISTICS}
         bsld_of[c] = lambda path, scores=scores: scores.column(f"rl:{path}", "bsld_mean").tolist()
+        for seed, (folder, clone) in trained.items():
+            paired[seed, c] = paired_windows(protocol, scores, "bsld_mean", f"rl:{folder}",
+                                             f"rl:{clone}")
     per_seed = []
     for seed, (folder, clone) in trained.items():
         windows = {who: {c: bsld_of[c](path) for c in SIZES}
@@ -97,7 +102,8 @@ def test_rows(scenarios: dict, tests: dict, trained: dict) -> tuple[dict, list[d
                          "clone_bsld": {c: float(np.mean(windows["clone"][c])) for c in SIZES},
                          "windows": windows,
                          "vs_fcfs": {c: bsld[c] / base[c]["fcfs+easy"] for c in SIZES},
-                         "vs_best": {c: bsld[c] / min(base[c].values()) for c in SIZES}})
+                         "vs_best": {c: bsld[c] / min(base[c].values()) for c in SIZES},
+                         "vs_clone_windows": {c: paired[seed, c] for c in SIZES}})
     return base, per_seed
 
 
@@ -159,7 +165,8 @@ def main() -> int:
     (out / "results.json").write_text(json.dumps({
         "heuristics": {str(c): v for c, v in base.items()},
         "seeds": [{"seed": p["seed"], **{key: {str(c): v for c, v in p[key].items()}
-                                         for key in ("bsld", "clone_bsld", "vs_fcfs", "vs_best")}}
+                                         for key in ("bsld", "clone_bsld", "vs_fcfs", "vs_best",
+                                                     "vs_clone_windows")}}
                   for p in per_seed], "teacher": TEACHER,
         "agent_vs_clone": {str(c): v for c, v in vs_clone.items()}, "minutes": minutes,
         "budget_minutes": ns.minutes},

@@ -47,3 +47,30 @@ def test_the_table_has_a_row_with_a_command_for_every_seed():
         assert len(r) == len(header)
         script = "rlschert.py" if r[0].startswith("001") else None
         assert "python benchmarks/" in r[command] and (script is None or script in r[command])
+
+
+def test_held_out_scores_are_the_runners_figures_read_once():
+    import pytest
+
+    from agents.reproductions import ROOT, held_out_scores
+    from cosim.compose import run_policy
+    from cosim.config import load_scenario
+    from cosim.evaluation import ProtocolError
+    from cosim.workloads.lublin import lublin
+    from cosim.workloads.windows import window
+
+    scenario = load_scenario(ROOT / "scenarios" / "lublin256.yaml")
+    jobs = lublin(2 * 96, procs=256, seed=5)
+    test = [window(jobs, 96, start=k * 96) for k in range(2)]
+    keys = ("wait_mean", "queue_len_mean")
+    protocol, scores = held_out_scores(scenario, test, ["fcfs+easy", "sjf+easy"], keys=keys)
+    assert scores.names == ["fcfs+easy", "sjf+easy"]
+    assert scores.keys == ("bsld_mean", "wait_mean", "wait_max", "queue_len_mean")
+    for name in scores.names:
+        for k, w in enumerate(test):
+            summary = run_policy(scenario, name, None, workload=w)
+            assert [float(scores.column(name, key)[k]) for key in scores.keys] == [
+                float(summary[key]) for key in scores.keys]
+    # the windows are the protocol's test set: a second read is refused
+    with pytest.raises(ProtocolError, match="read"):
+        protocol.test(["fcfs+easy"], whole=False)
