@@ -96,7 +96,7 @@ def test_the_points_nearest_the_heuristics_are_searched_and_bound_the_choice():
                   max_wait=2.0, user_features=False)
     sel = select_slurm(run)
     near = classic_points()
-    assert near["fcfs+easy"] == "slurm:bf_max_job_test=1"        # FCFS+EASY exactly
+    assert near["fcfs+easy"] == "slurm:bf_max_job_test=1"        # FCFS's order, EASY's depth
     assert set(near) == set(CLASSIC)
     search = {p["policy"]: p for p in sel["search"]}
     chunks = len(run.protocol.split.train)

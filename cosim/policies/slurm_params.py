@@ -400,8 +400,9 @@ def slurm_candidates(count: int, seed: int = 0,
 
 
 #: The points of :data:`SLURM_SPACE` nearest each classic heuristic with EASY, all with
-#: ``bf_max_job_test=1`` (EASY: one reservation). Only FCFS is in Slurm's space exactly
-#: (every weight 0: submit order); the others are the nearest orders Slurm's factors can
+#: ``bf_max_job_test=1`` (EASY: one reservation). Only FCFS's order is in Slurm's space
+#: exactly (every weight 0: submit order; with Slurm's ``bf_interval`` its backfill runs in
+#: cycles, so the schedule is FCFS+EASY's only at ``bf_interval=0``); the others are the nearest orders Slurm's factors can
 #: express: SJF's short jobs first by ``SMALL_RELATIVE_TO_TIME`` (size over time limit:
 #: of two jobs of one width the shorter first), SAF's small jobs first by
 #: ``PriorityFavorSmall``, F1's small and early by size over a slow age, WFP3's long
