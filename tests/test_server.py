@@ -14,8 +14,7 @@ import aiohttp
 import pytest
 
 from predictors.__main__ import build_parser, main
-from predictors.bundle import ModelBundle, ensure_models
-from predictors.dataset import generate_dataset
+from predictors.bundle import ModelBundle
 from predictors.server import ServerProcess, start_server
 from predictors.service import dataset_batch, encode_batch
 
@@ -24,29 +23,15 @@ LIMIT_MB = 0.5
 
 
 @pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    cache = tmp_path_factory.getbasetemp() / "service-models"
-    return ensure_models(cache, jobs=600, seed=1, remaining=True, epochs=2, echo=None)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "service-data"
-    if not (path / "dataset.json").exists():
-        generate_dataset(200, 11, path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def server(models_dir):
-    with ServerProcess(models_dir, "--token", TOKEN, "--max-body-mb", str(LIMIT_MB)) as srv:
+def server(service_models):
+    with ServerProcess(service_models, "--token", TOKEN, "--max-body-mb", str(LIMIT_MB)) as srv:
         yield srv
 
 
 @pytest.fixture(scope="module")
-def batches(data_dir):
-    return {"runtime": dataset_batch(data_dir, kind="runtime", n=5),
-            "remaining": dataset_batch(data_dir, kind="remaining", n=5)}
+def batches(service_data):
+    return {"runtime": dataset_batch(service_data, kind="runtime", n=5),
+            "remaining": dataset_batch(service_data, kind="remaining", n=5)}
 
 
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never a proxy
@@ -77,8 +62,8 @@ def assert_still_serving(server, batches):
 # ----------------------------------------------------------------------------- good requests
 
 
-def test_predict_answers(server, batches, models_dir):
-    bundle = ModelBundle.load(models_dir)
+def test_predict_answers(server, batches, service_models):
+    bundle = ModelBundle.load(service_models)
     for kind in ("runtime", "remaining"):
         status, answer, headers = call(server.url, f"/v1/{kind}", body_of(batches[kind]))
         assert status == 200 and headers["Content-Type"].startswith("application/json")
@@ -88,8 +73,8 @@ def test_predict_answers(server, batches, models_dir):
         assert answer["predictions"] == expected.tolist()   # exact floats
 
 
-def test_health_and_models(server, models_dir):
-    bundle = ModelBundle.load(models_dir)
+def test_health_and_models(server, service_models):
+    bundle = ModelBundle.load(service_models)
     status, health, _ = call(server.url, "/health")
     assert status == 200 and health["status"] == "ok"
     assert health["model_version"] == bundle.version and health["in_flight"] == 0
@@ -267,8 +252,8 @@ async def _post(session, url, body):
         return resp.status, await resp.json(), resp.headers
 
 
-def test_remaining_without_model_is_404(models_dir, tmp_path, batches):
-    shutil.copytree(models_dir / "runtime", tmp_path / "runtime")
+def test_remaining_without_model_is_404(service_models, tmp_path, batches):
+    shutil.copytree(service_models / "runtime", tmp_path / "runtime")
     bundle = ModelBundle.load(tmp_path)
 
     async def main():
@@ -290,9 +275,9 @@ def test_remaining_without_model_is_404(models_dir, tmp_path, batches):
     assert info["models"]["remaining"] == {"loaded": False}
 
 
-def test_excess_requests_get_503_after_queue_timeout(models_dir, data_dir):
-    bundle = ModelBundle.load(models_dir)
-    body = body_of(dataset_batch(data_dir, kind="remaining", n=2000))
+def test_excess_requests_get_503_after_queue_timeout(service_models, service_data):
+    bundle = ModelBundle.load(service_models)
+    body = body_of(dataset_batch(service_data, kind="remaining", n=2000))
 
     async def main():
         srv = await start_server(bundle, max_concurrency=1, queue_timeout_s=0.005)
@@ -314,11 +299,11 @@ def test_excess_requests_get_503_after_queue_timeout(models_dir, data_dir):
             assert answer["n"] == 2000
 
 
-def test_bad_limits_are_input_errors(models_dir):
+def test_bad_limits_are_input_errors(service_models):
     from cosim.errors import InputError
     from predictors.server import make_app
 
-    bundle = ModelBundle.load(models_dir)
+    bundle = ModelBundle.load(service_models)
     with pytest.raises(InputError, match=r"^--max-concurrency: expected an integer >= 1, got 0$"):
         make_app(bundle, max_concurrency=0)
     with pytest.raises(InputError, match=r"^--max-body-mb: expected a number > 0 and <= 1024, got -1$"):
@@ -329,14 +314,14 @@ def test_bad_limits_are_input_errors(models_dir):
         make_app(bundle, body_timeout_s=0)
 
 
-def test_slow_clients_cannot_starve_valid_requests(models_dir, data_dir):
+def test_slow_clients_cannot_starve_valid_requests(service_models, service_data):
     """12 clients trickling their bodies byte by byte while valid requests keep coming.
 
     Bodies are read outside the two slots, so every valid request is answered
     (200, never 503), and each trickler gets 408 once its read deadline passes.
     """
-    bundle = ModelBundle.load(models_dir)
-    body = body_of(dataset_batch(data_dir, kind="runtime", n=5))
+    bundle = ModelBundle.load(service_models)
+    body = body_of(dataset_batch(service_data, kind="runtime", n=5))
     head = (b"POST /v1/runtime HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
 
@@ -384,8 +369,8 @@ def test_slow_clients_cannot_starve_valid_requests(models_dir, data_dir):
     assert after == 200
 
 
-def test_body_timeout_answers_408_with_a_json_line(models_dir):
-    bundle = ModelBundle.load(models_dir)
+def test_body_timeout_answers_408_with_a_json_line(service_models):
+    bundle = ModelBundle.load(service_models)
 
     async def main():
         srv = await start_server(bundle, body_timeout_s=0.3)
@@ -409,9 +394,9 @@ def test_body_timeout_answers_408_with_a_json_line(models_dir):
 # ----------------------------------------------------------------------------- shutdown
 
 
-def test_sigterm_answers_in_flight_requests_and_exits_0(models_dir, data_dir):
-    body = body_of(dataset_batch(data_dir, kind="remaining", n=2000))
-    srv = ServerProcess(models_dir)
+def test_sigterm_answers_in_flight_requests_and_exits_0(service_models, service_data):
+    body = body_of(dataset_batch(service_data, kind="remaining", n=2000))
+    srv = ServerProcess(service_models)
     url = srv.url + "/v1/remaining"
     results = []
 
@@ -478,7 +463,7 @@ def test_serve_defaults_to_loopback():
         "127.0.0.1", 8080, None, 64.0, 8)
 
 
-def test_serve_cli_user_errors(tmp_path, models_dir, capsys):
+def test_serve_cli_user_errors(tmp_path, service_models, capsys):
     assert main(["serve", "--models", str(tmp_path / "none"), "--port", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and "runtime" in err
@@ -487,14 +472,14 @@ def test_serve_cli_user_errors(tmp_path, models_dir, capsys):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert main(["serve", "--models", str(models_dir), "--port", str(port)]) == 2
+        assert main(["serve", "--models", str(service_models), "--port", str(port)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"error: --host/--port: expected an address this machine can listen "
                           f"on and a free port, got 127.0.0.1:{port} (")
 
     for bad in (["--max-body-mb", "0"], ["--port", "70000"], ["--max-concurrency", "-1"]):
         with pytest.raises(SystemExit) as info:
-            main(["serve", "--models", str(models_dir), *bad])
+            main(["serve", "--models", str(service_models), *bad])
         assert info.value.code == 2
     assert "expected" in capsys.readouterr().err
 

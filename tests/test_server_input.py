@@ -14,7 +14,7 @@ import pytest
 
 from cosim.errors import InputError
 from predictors.__main__ import main
-from predictors.bundle import ModelBundle, ensure_models
+from predictors.bundle import ModelBundle
 from predictors.server import ServerProcess, make_app, start_server
 
 TOKEN = "sek ret"
@@ -22,14 +22,8 @@ AUTH = b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
 
 
 @pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    cache = tmp_path_factory.getbasetemp() / "service-models"   # shared with test_server.py
-    return ensure_models(cache, jobs=600, seed=1, remaining=True, epochs=2, echo=None)
-
-
-@pytest.fixture(scope="module")
-def server(models_dir):
-    with ServerProcess(models_dir, "--token", TOKEN, "--max-body-mb", "1") as srv:
+def server(service_models):
+    with ServerProcess(service_models, "--token", TOKEN, "--max-body-mb", "1") as srv:
         yield srv
 
 
@@ -72,8 +66,8 @@ def test_non_ascii_authorization_is_401(server, given):
     assert_healthy(server, since)
 
 
-def test_non_ascii_token_matches_its_utf8_bytes(models_dir):
-    bundle = ModelBundle.load(models_dir)
+def test_non_ascii_token_matches_its_utf8_bytes(service_models):
+    bundle = ModelBundle.load(service_models)
 
     async def main_():
         srv = await start_server(bundle, token="sek rét")
@@ -121,29 +115,29 @@ def test_malformed_requests_log_one_line_without_traceback(server, request_bytes
     assert_healthy(server, since)
 
 
-def test_max_body_mb_is_bounded(models_dir, capsys):
-    bundle = ModelBundle.load(models_dir)
+def test_max_body_mb_is_bounded(service_models, capsys):
+    bundle = ModelBundle.load(service_models)
     with pytest.raises(InputError, match=r"^--max-body-mb: expected a number > 0 and <= 1024, "
                                          r"got 1025$"):
         make_app(bundle, max_body_mb=1025)
     make_app(bundle, max_body_mb=1024)
-    assert main(["serve", "--models", str(models_dir), "--port", "0",
+    assert main(["serve", "--models", str(service_models), "--port", "0",
                  "--max-body-mb", "1e308"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "error: --max-body-mb: expected a number > 0 and <= 1024, got 1e+308"
     assert not any("Traceback" in line for line in err)
 
 
-def test_header_timeout_must_be_finite_and_positive(models_dir):
-    bundle = ModelBundle.load(models_dir)
+def test_header_timeout_must_be_finite_and_positive(service_models):
+    bundle = ModelBundle.load(service_models)
     for bad in (0, -1, float("inf"), float("nan")):
         with pytest.raises(InputError, match=r"^header_timeout_s: expected a finite number > 0"):
             make_app(bundle, header_timeout_s=bad)
 
 
-def test_incomplete_headers_are_closed_after_header_timeout(models_dir):
+def test_incomplete_headers_are_closed_after_header_timeout(service_models):
     """A slowloris: 40 connections that send part of a request (or nothing), then wait."""
-    bundle = ModelBundle.load(models_dir)
+    bundle = ModelBundle.load(service_models)
     partial = [b"", b"GET /hea", b"POST /v1/runtime HTTP/1.1\r\nHost: x\r\nContent-Le"]
 
     async def hold(port, data):

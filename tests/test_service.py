@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cosim.errors import InputError
-from predictors.bundle import ModelBundle, ensure_models
-from predictors.dataset import generate_dataset
+from predictors.bundle import ModelBundle
 from predictors.server import ServerProcess
 from predictors.service import (
     BatchError,
@@ -41,28 +40,13 @@ from predictors.service import (
 
 
 @pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    # one cache for the whole session: the other service test files find it trained
-    cache = tmp_path_factory.getbasetemp() / "service-models"
-    return ensure_models(cache, jobs=600, seed=1, remaining=True, epochs=2, echo=None)
+def bundle(service_models):
+    return ModelBundle.load(service_models)
 
 
 @pytest.fixture(scope="module")
-def bundle(models_dir):
-    return ModelBundle.load(models_dir)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "service-data"
-    if not (path / "dataset.json").exists():
-        generate_dataset(200, 11, path)   # a seed the models were not trained on
-    return path
-
-
-@pytest.fixture(scope="module")
-def server(models_dir):
-    with ServerProcess(models_dir, "--token", "s3cret") as srv:
+def server(service_models):
+    with ServerProcess(service_models, "--token", "s3cret") as srv:
         yield srv
 
 
@@ -185,9 +169,9 @@ def test_json_body_round_trips_floats_exactly(values):
 # ----------------------------------------------------------------------------- in process
 
 
-def test_inprocess_matches_bundle(bundle, data_dir):
-    rb = dataset_batch(data_dir, kind="runtime", n=30)
-    mb = dataset_batch(data_dir, kind="remaining", n=30)
+def test_inprocess_matches_bundle(bundle, service_data):
+    rb = dataset_batch(service_data, kind="runtime", n=30)
+    mb = dataset_batch(service_data, kind="remaining", n=30)
 
     async def main():
         async with InProcessService(bundle) as svc:
@@ -204,8 +188,8 @@ def test_inprocess_matches_bundle(bundle, data_dir):
     assert health == {"status": "ok", "model_version": bundle.version}
 
 
-def test_inprocess_offload_gives_the_same_answers(bundle, data_dir):
-    mb = dataset_batch(data_dir, kind="remaining", n=20)
+def test_inprocess_offload_gives_the_same_answers(bundle, service_data):
+    mb = dataset_batch(service_data, kind="remaining", n=20)
 
     async def main(offload):
         async with InProcessService(bundle, offload=offload) as svc:
@@ -214,8 +198,8 @@ def test_inprocess_offload_gives_the_same_answers(bundle, data_dir):
     assert run(main(True)).values.tobytes() == run(main(False)).values.tobytes()
 
 
-def test_inprocess_empty_batch(bundle, data_dir):
-    empty = {k: [] for k in dataset_batch(data_dir, kind="remaining", n=1)}
+def test_inprocess_empty_batch(bundle, service_data):
+    empty = {k: [] for k in dataset_batch(service_data, kind="remaining", n=1)}
 
     async def main():
         async with InProcessService(bundle) as svc:
@@ -225,8 +209,8 @@ def test_inprocess_empty_batch(bundle, data_dir):
         assert answer.values.shape == (0,) and answer.model_version == bundle.version
 
 
-def test_inprocess_rejects_bad_batch_with_field(bundle, data_dir):
-    rb = dataset_batch(data_dir, kind="runtime", n=3)
+def test_inprocess_rejects_bad_batch_with_field(bundle, service_data):
+    rb = dataset_batch(service_data, kind="runtime", n=3)
     rb["ENCUT"][1] = "high"
 
     async def main(validate):
@@ -243,9 +227,9 @@ def test_inprocess_rejects_bad_batch_with_field(bundle, data_dir):
         run(main(False))
 
 
-def test_inprocess_without_remaining_model(bundle, data_dir):
+def test_inprocess_without_remaining_model(bundle, service_data):
     only_runtime = ModelBundle(bundle.runtime_model, None, bundle.spec, "v-rt")
-    mb = dataset_batch(data_dir, kind="remaining", n=2)
+    mb = dataset_batch(service_data, kind="remaining", n=2)
 
     async def main():
         async with InProcessService(only_runtime) as svc:
@@ -258,8 +242,8 @@ def test_inprocess_without_remaining_model(bundle, data_dir):
         run(main())
 
 
-def test_closed_service_refuses(bundle, data_dir):
-    rb = dataset_batch(data_dir, kind="runtime", n=1)
+def test_closed_service_refuses(bundle, service_data):
+    rb = dataset_batch(service_data, kind="runtime", n=1)
 
     async def main():
         svc = InProcessService(bundle)
@@ -270,8 +254,8 @@ def test_closed_service_refuses(bundle, data_dir):
         run(main())
 
 
-def test_make_service(models_dir, bundle):
-    svc = make_service("inprocess", models_dir=models_dir)
+def test_make_service(service_models, bundle):
+    svc = make_service("inprocess", models_dir=service_models)
     assert isinstance(svc, InProcessService) and svc.bundle.version == bundle.version
     assert make_service("inprocess", bundle=bundle).bundle is bundle
     http = make_service("http", url="http://127.0.0.1:1/", timeout_s=1.5, token="t")
@@ -292,9 +276,9 @@ def test_make_service(models_dir, bundle):
 # ----------------------------------------------------------------------------- over HTTP
 
 
-def test_http_is_bit_identical_to_inprocess(server, bundle, data_dir):
-    rb = dataset_batch(data_dir, kind="runtime", n=150)
-    mb = dataset_batch(data_dir, kind="remaining", n=150, fraction=0.7)
+def test_http_is_bit_identical_to_inprocess(server, bundle, service_data):
+    rb = dataset_batch(service_data, kind="runtime", n=150)
+    mb = dataset_batch(service_data, kind="remaining", n=150, fraction=0.7)
     # numpy columns are sent as JSON lists
     mb_np = dict(mb, elapsed=np.asarray(mb["elapsed"]), scf_done=np.asarray(mb["scf_done"]))
 
@@ -314,8 +298,8 @@ def test_http_is_bit_identical_to_inprocess(server, bundle, data_dir):
         assert there.seconds > 0
 
 
-def test_http_health_models_and_errors(server, bundle, data_dir):
-    rb = dataset_batch(data_dir, kind="runtime", n=4)
+def test_http_health_models_and_errors(server, bundle, service_data):
+    rb = dataset_batch(service_data, kind="runtime", n=4)
     bad = dict(rb, cores=rb["cores"][:3])
 
     async def main():

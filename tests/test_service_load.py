@@ -13,8 +13,6 @@ import time
 import numpy as np
 import pytest
 
-from predictors.bundle import ensure_models
-from predictors.dataset import generate_dataset
 from predictors.server import ServerProcess
 from predictors.service import HttpService, ServiceError, dataset_batch
 
@@ -22,22 +20,8 @@ JOBS_PER_REQUEST = 8
 
 
 @pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    cache = tmp_path_factory.getbasetemp() / "service-models"
-    return ensure_models(cache, jobs=600, seed=1, remaining=True, epochs=2, echo=None)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "service-data"
-    if not (path / "dataset.json").exists():
-        generate_dataset(200, 11, path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def server(models_dir):
-    with ServerProcess(models_dir) as srv:
+def server(service_models):
+    with ServerProcess(service_models) as srv:
         yield srv
 
 
@@ -89,8 +73,8 @@ def run_async(coro):
 
 
 @pytest.fixture(scope="module")
-def batches(data_dir):
-    return {kind: dataset_batch(data_dir, kind=kind, n=JOBS_PER_REQUEST)
+def batches(service_data):
+    return {kind: dataset_batch(service_data, kind=kind, n=JOBS_PER_REQUEST)
             for kind in ("runtime", "remaining")}
 
 

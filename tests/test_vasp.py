@@ -252,9 +252,11 @@ def test_daily_cycle_arrivals():
 
 
 def test_speed_20k_jobs():
-    t0 = time.perf_counter()
+    # CPU time, not wall: the tests beside it on the other xdist worker (and other
+    # work on a shared machine) do not count against it
+    t0 = time.process_time()
     jobs = generate_vasp(20000, seed=1)
-    dt = time.perf_counter() - t0
+    dt = time.process_time() - t0
     assert len(jobs) == 20000
     assert dt < 8.0, f"generation took {dt:.1f} s"
 

@@ -41,9 +41,11 @@ def sharded_env(kind, fns, request, **kwargs):
 # The shards' code is the same for both transports, so every mode runs over
 # processes and the default mode over Ray (PPO's DISABLED runs over Ray in
 # test_ppo); the other Ray modes are slow-marked (they add an actor start each).
+# ON_RAY: with the other tests on the run's Ray, on one xdist worker (tests/conftest.py).
+ON_RAY = pytest.mark.xdist_group("ray")
 CASES = [(mode, "processes") for mode in AutoresetMode] + [
-    (mode, "ray") if mode == AutoresetMode.NEXT_STEP
-    else pytest.param(mode, "ray", marks=pytest.mark.slow) for mode in AutoresetMode]
+    pytest.param(mode, "ray", marks=ON_RAY) if mode == AutoresetMode.NEXT_STEP
+    else pytest.param(mode, "ray", marks=[pytest.mark.slow, ON_RAY]) for mode in AutoresetMode]
 
 
 @pytest.mark.parametrize("mode,kind", CASES)
@@ -91,7 +93,7 @@ def broken_env():
     raise OSError("no such trace: missing.swf")
 
 
-@pytest.mark.parametrize("kind", ["processes", "ray"])
+@pytest.mark.parametrize("kind", ["processes", pytest.param("ray", marks=ON_RAY)])
 def test_worker_errors_surface_with_their_message(kind, request):
     # Three envs in two workers; the third cannot be built in its worker (the
     # probe, the first factory, builds here), so its worker reports that.
