@@ -43,6 +43,12 @@ def deep_json(levels: int) -> str:
     return "[" * levels + "]" * levels
 
 
+#: Past Python's default recursion limit (1000 frames; PyYAML's composer takes more
+#: than one per level), so these hit the RecursionError path. PyYAML's scanner is
+#: quadratic in the depth: 5,000 levels took 29 s to refuse, 1,000 take 5 s.
+PAST_RECURSION = 1_000
+
+
 def test_limit_error_names_the_variable_and_the_environment_raises_it(monkeypatch):
     with pytest.raises(limits.LimitError, match=r"cluster.nodes: expected at most 1,000,000 "
                                                 r"\(the limit on nodes in a cluster; raise it "
@@ -69,7 +75,7 @@ def test_int64_range():
     ("cluster.cores_per_node=10000000", ["cores_per_node", "COSIM_MAX_CORES_PER_NODE=N"]),
     ("seed=99999999999999999999999", ["seed", "within int64"]),
     ("workload.params.seed=-99999999999999999999999", ["workload.params", "within int64"]),
-    ("workload.params.x=" + deep_json(5000), ["--set workload.params.x", "nested at most 64",
+    ("workload.params.x=" + deep_json(PAST_RECURSION), ["--set workload.params.x", "nested at most 64",
                                               "COSIM_MAX_DEPTH=N"]),
 ])
 def test_scenario_values_past_a_limit(capsys, override, fragments):
@@ -90,7 +96,7 @@ def test_special_files_are_refused_before_they_are_opened(capsys, tmp_path):
 
 def test_deep_and_large_scenarios(capsys, tmp_path):
     deep = tmp_path / "deep.yaml"
-    deep.write_text("name: x\nworkload: {kind: lublin}\ndescription: " + deep_json(5_000))
+    deep.write_text("name: x\nworkload: {kind: lublin}\ndescription: " + deep_json(PAST_RECURSION))
     one_line(capsys, cosim_main, ["validate", str(deep)], "deep.yaml",
              "YAML document nested at most 64 levels")
     deep.write_text("a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200)))
