@@ -13,6 +13,7 @@ import importlib
 from typing import Any
 
 from agents.acting import load_rl
+from agents.beliefs import install as install_beliefs
 from cosim.policies.loaders import register_policy_loader
 
 # name -> module that defines it; loaded lazily (PEP 562) so torch stays unloaded.
@@ -39,6 +40,8 @@ __all__ = list(_LAZY)
 # The learners install their loader of ``rl:DIR`` in the one registry of prefixed policy
 # names, which runs and the evaluation protocol read (torch loads with the first agent).
 register_policy_loader("rl", load_rl)
+# ... and the predictors the protocol can plan with in its windows (``@history``).
+install_beliefs()
 
 
 def __getattr__(name: str) -> Any:

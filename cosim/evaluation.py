@@ -72,9 +72,10 @@ from cosim.paired import (  # the comparisons, re-exported: one place for the pr
     most_contended,
     replace_near_optimal,
 )
-from cosim.policies.loaders import POLICY_LOADERS, load_prefixed, prefix_of
+from cosim.policies.loaders import POLICY_LOADERS, PREDICTION_BACKENDS, load_prefixed, prefix_of
 from cosim.policies.names import PolicySpec, make_policy, parse_policy
 from cosim.policies.priority import PriorityWeights, make_priority_policy
+from cosim.prediction_hub import check_history_inputs, scenario_hub
 from cosim.splits import (  # the windows, re-exported: one place for the protocol
     EVALUATIONS,
     MEASURED,
@@ -119,21 +120,25 @@ def checked_source(source, scenario: Scenario, *, where: str = "policy"):
     """``source`` as the evaluator will run it: a :class:`PriorityWeights` or a parsed name.
 
     The evaluator simulates with the workload's requested times as the
-    scheduler's beliefs (no prediction hub: that lives in :mod:`cosim.compose`,
-    which this layer may not import). A name asking for predictions
-    (``f1+easy@history``, or any name when the scenario's
-    ``predictor.runtime`` is not ``estimate``) would silently be evaluated
-    as the plain heuristic, so it is refused instead.
+    scheduler's beliefs, or with a name's ``@PREDICTOR`` where a higher layer
+    registered its backend (:data:`cosim.policies.loaders.PREDICTION_BACKENDS`:
+    ``import agents`` installs ``@history``), through the hub a run makes
+    (:func:`cosim.prediction_hub.scenario_hub`), re-predicted by the scenario's
+    ``scheduler.correction``. Any other predictor (or any name when the scenario's
+    ``predictor.runtime`` is not ``estimate``) would silently be evaluated as the
+    plain heuristic, so it is refused instead.
 
     Raises:
         ScenarioError: a name that does not parse, asks for a predictor, or is
-            a trained agent (``rl:DIR``).
+            a trained agent (``rl:DIR``), or ``@history`` where the workload has no users or
+            requests (:func:`cosim.prediction_hub.check_history_inputs`).
     """
     if isinstance(source, PriorityWeights):
         return source
-    accepted = ("a heuristic, selector, learned:DIR or rl:DIR without @PREDICTOR (or with "
-                "@estimate): windows are evaluated on the requested times; use "
-                "'python -m cosim run' for predictions")
+    known = "".join(f", @{p}" for p in PREDICTION_BACKENDS)
+    accepted = (f"a heuristic, selector, learned:DIR or rl:DIR with @estimate{known} or no "
+                "@PREDICTOR: windows are evaluated on the requested times or a registered "
+                "predictor; use 'python -m cosim run' for the others")
     if hasattr(source, "policy_for"):        # a policy source (agents.acting.ActingAgent)
         if scenario.predictor.runtime != "estimate":
             raise ScenarioError(where, f"{source_name(source)!r} with predictor.runtime "
@@ -141,7 +146,8 @@ def checked_source(source, scenario: Scenario, *, where: str = "policy"):
                                 accepted + " (--set predictor.runtime=estimate)")
         return source
     spec = source if isinstance(source, PolicySpec) else parse_policy(source, where=where)
-    if spec.predictor not in (None, "estimate"):
+    if spec.predictor not in (None, "estimate") and (spec.predictor not in PREDICTION_BACKENDS
+                                                     or spec.kill):
         raise ScenarioError(where, repr(spec.name), accepted)
     if spec.predictor is None and scenario.predictor.runtime != "estimate":
         raise ScenarioError(where, f"{spec.name!r} with predictor.runtime "
@@ -170,12 +176,35 @@ def _policy(source, scenario: Scenario, window: Workload):
     return make_policy(source)
 
 
+def _built(scenario: Scenario, source, window: Workload, record: bool = False):
+    """The simulation of ``source`` on ``window``: its policy and, for a name's registered
+    ``@PREDICTOR``, the prediction hub it plans with."""
+    policy = _policy(source, scenario, window)
+    predictor = getattr(source, "predictor", None)
+    hooks = ()
+    if predictor not in (None, "estimate"):
+        backend = PREDICTION_BACKENDS[predictor](window)
+        hooks = (scenario_hub(predictor, scenario, window, backend, refit=scenario.predictor.refit),)
+    return build(simpy.Environment(), scenario, policy, workload=window, record=record,
+                 hooks=hooks)
+
+
+def _registries() -> tuple[dict, dict]:
+    """The loaders and prediction backends higher layers registered: shipped to workers."""
+    return dict(POLICY_LOADERS), dict(PREDICTION_BACKENDS)
+
+
+def _install(registries: tuple[dict, dict]) -> None:
+    """The parent's registries (rl:DIR, @history), in a worker too."""
+    POLICY_LOADERS.update(registries[0])
+    PREDICTION_BACKENDS.update(registries[1])
+
+
 def _simulate(scenario: Scenario, source, window: Workload) -> tuple[np.ndarray, ...]:
     """Simulate ``source`` on ``window`` from an empty machine: per row, the job's bsld,
     wait and time queued (see :func:`job_rows`)."""
-    env = simpy.Environment()
-    policy = _policy(source, scenario, window)
-    sim = build(env, scenario, policy, workload=window, record=False)
+    source = checked_source(source, scenario)
+    sim = _built(scenario, source, window)
     sim.run()      # full collections put off while it runs (cosim.kernel.run)
     return job_rows(sim.scheduler.jobs, len(window), scenario.metrics.tau)
 
@@ -242,7 +271,7 @@ def _window_task(state, task) -> list[WindowResult]:
     """One (source, window index) of an :class:`Evaluator`, on the engine (``state``: the
     scenario, the windows and their slices, shipped to each worker once)."""
     scenario, windows_, slices, loaders = state
-    POLICY_LOADERS.update(loaders)       # the parent's loaders (rl:DIR), in a worker too
+    _install(loaders)       # the parent's registries, in a worker too
     source, k = task
     return _run(scenario, source, windows_[k], None if slices is None else slices[k])
 
@@ -257,8 +286,7 @@ ROW_METRICS = ("bsld_mean", "wait_mean", "wait_max", "wait_p99", "starved_1d", "
 def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | None]:
     """``source`` run once through ``window``: :data:`ROW_METRICS` of its measured jobs, as
     :func:`cosim.metrics.summarize` defines them for ``summary.json``."""
-    env = simpy.Environment()
-    sim = build(env, scenario, _policy(source, scenario, window), workload=window, record=False)
+    sim = _built(scenario, checked_source(source, scenario), window)
     sim.run()
     table = records.jobs_table(sim.scheduler.jobs)
     measured = window.features.get(MEASURED)
@@ -271,7 +299,7 @@ def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | 
 
 def _row_task(state, source):
     scenario, window, loaders = state
-    POLICY_LOADERS.update(loaders)
+    _install(loaders)
     return span_row(scenario, source, window)
 
 
@@ -283,8 +311,7 @@ def window_summary(scenario: Scenario, source, window: Workload,
                    keys: Sequence[str]) -> list[float]:
     """``source`` run on ``window`` from an empty machine: the ``keys`` of its
     :func:`cosim.metrics.summarize` (events recorded: time averages too), NaN where undefined."""
-    env = simpy.Environment()
-    sim = build(env, scenario, _policy(source, scenario, window), workload=window)
+    sim = _built(scenario, checked_source(source, scenario), window, record=True)
     sim.run()
     row = metrics.summarize(sim.jobs_table(), sim.events_table(), cores=sim.cluster.capacity,
                             tau=scenario.metrics.tau)
@@ -293,7 +320,7 @@ def window_summary(scenario: Scenario, source, window: Workload,
 
 def _summary_task(state, task):
     scenario, windows_, keys, loaders = state
-    POLICY_LOADERS.update(loaders)
+    _install(loaders)
     source, k = task
     return window_summary(scenario, source, windows_[k], keys)
 
@@ -305,7 +332,7 @@ def span_rows(scenario: Scenario, sources: Sequence, window: Workload,
     n = min(max(1, int(processes)), len(sources))
     if n <= 1:
         return {source_name(s): span_row(scenario, s, window) for s in sources}
-    with Engine((scenario, window, dict(POLICY_LOADERS)), n) as engine:
+    with Engine((scenario, window, _registries()), n) as engine:
         return dict(zip((source_name(s) for s in sources), engine.map(_row_task, sources)))
 
 
@@ -334,7 +361,7 @@ class Evaluator:
                                 f"{len(self.windows)} windows")
         self.slices = None if slices is None else [list(x) for x in slices]
         self.processes = max(1, int(processes))
-        self._engine = Engine((scenario, self.windows, self.slices, dict(POLICY_LOADERS)),
+        self._engine = Engine((scenario, self.windows, self.slices, _registries()),
                               self.processes)
 
     def evaluate(self, sources: Sequence, only: Sequence[int] | None = None) -> np.ndarray:
@@ -348,7 +375,9 @@ class Evaluator:
                 before any window runs.
         """
         for s in sources:
-            checked_source(s, self.scenario)
+            spec = checked_source(s, self.scenario)
+            if self.windows and isinstance(spec, PolicySpec):
+                check_history_inputs(spec.predictor, self.scenario, self.windows[0])
         ks = range(len(self.windows)) if only is None else [int(k) for k in only]
         results = self._engine.map(_window_task, [(s, k) for s in sources for k in ks])
         out = np.array([[r.bsld_mean, r.wait_mean, r.wait_max] for rs in results for r in rs],
@@ -552,7 +581,7 @@ class Protocol:
         for source in sources:
             checked_source(source, self.scenario)
         tasks = [(source, k) for source in sources for k in range(len(windows_))]
-        state = (self.scenario, windows_, keys, dict(POLICY_LOADERS))
+        state = (self.scenario, windows_, keys, _registries())
         with Engine(state, min(self.processes, max(1, len(tasks)))) as engine:
             values = np.array(engine.map(_summary_task, tasks), dtype=float)
         return Scores([source_name(s) for s in sources],

@@ -88,16 +88,19 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from cosim.actors.scheduler import Scheduler, SchedulerHooks
+from cosim.errors import ScenarioError
 from cosim.job import Job, JobState
 from cosim.workloads.progress_arrays import FlatProgress
 
 __all__ = ["PredictionBackend", "PredictionBatch", "PredictionHub",
-           "JobPrediction", "PredictionStats", "feature_columns"]
+           "JobPrediction", "PredictionStats", "feature_columns", "check_history_inputs",
+           "scenario_hub"]
 
 
 def feature_columns(workload, rows: list[int], names: list[str]) -> dict[str, Any]:
@@ -647,3 +650,49 @@ class PredictionHub(SchedulerHooks):
         self._pred[job] = JobPrediction(value, now, job.attempts + 1, model_prerun=model_prerun)
         if job.state == JobState.QUEUED and value != job.estimate:
             self.scheduler.set_queued_estimate(job, value)
+
+
+def scenario_hub(predictor: str, scenario, workload, backend, *,
+                 feature_names: list[str] | None = None, refit=None) -> PredictionHub:
+    """The hub of ``@PREDICTOR`` with the scenario's ``predictor`` settings (``refit``: a
+    :class:`cosim.config.RefitConfig`, or None: never), ``@history`` refused where it cannot
+    work (:func:`check_history_inputs`): the one construction for a run (:mod:`cosim.compose`)
+    and the evaluation protocol's windows (:mod:`cosim.evaluation`)."""
+    check_history_inputs(predictor, scenario, workload)
+    pc = scenario.predictor
+    return PredictionHub(workload, backend, remaining=predictor == "rnn",
+                         interval=pc.update_interval, min_remaining=pc.min_remaining,
+                         feature_names=feature_names or [],
+                         refit_every_seconds=refit.every_seconds if refit else None,
+                         refit_every_jobs=refit.every_jobs if refit else None)
+
+
+def check_history_inputs(predictor: str | None, scenario, workload) -> None:
+    """Refuse ``@history`` where it cannot work as EASY++ means it.
+
+    The last-two history is per user and capped at the request: on a
+    workload without user ids (every user -1) all jobs would share one
+    history, and without requested times (SWF field 9 missing, replaced by
+    the run time) the cap would be each job's own run time. Either is
+    refused unless ``predictor.allow_shared_history`` /
+    ``predictor.allow_missing_requests`` says to run anyway.
+
+    Raises:
+        ScenarioError: one line naming the workload, what it lacks and the way out.
+    """
+    if predictor != "history" or len(workload) == 0:
+        return
+    kind = scenario.workload.kind
+    name = Path(workload.source).name if kind in ("swf", "slurm") and workload.source \
+        else f"the {kind} workload"
+    pc = scenario.predictor
+    if not pc.allow_shared_history and bool((workload.user < 0).all()):
+        raise ScenarioError(name, "none (every job's user is -1: @history would share one "
+                            "history among all jobs)", "user ids for @history",
+                            "use @estimate, or --set predictor.allow_shared_history=true")
+    missing = workload.features.get("req_time_missing")
+    if not pc.allow_missing_requests and scenario.workload.estimates.model == "trace" \
+            and missing is not None and bool(missing.all()):
+        raise ScenarioError(name, "none (every request is missing: @history would be capped "
+                            "at each job's own run time)", "requested times for @history",
+                            "use @estimate, or --set predictor.allow_missing_requests=true")

@@ -34,7 +34,7 @@ from cosim.limits import read_json
 from predictors.persist import Persistable, first_line
 from predictors.runtime import column, data_hash
 
-__all__ = ["UserHistoryRegressor", "HistoryBackend"]
+__all__ = ["UserHistoryRegressor", "HistoryBackend", "history_backend"]
 
 
 class UserHistoryRegressor(Persistable, BaseEstimator):
@@ -307,3 +307,10 @@ def _predict(q: deque[float] | None, req: float, global_mean: float, min_history
     if has_req:
         return req
     return global_mean
+
+
+def history_backend(workload=None) -> HistoryBackend:
+    """A fresh :class:`HistoryBackend` for one run of ``workload`` (it needs nothing of it):
+    the backend ``@history`` plans with, as the simulator's composition and the evaluation
+    protocol's registry (:data:`cosim.policies.loaders.PREDICTION_BACKENDS`) make it."""
+    return HistoryBackend()

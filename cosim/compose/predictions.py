@@ -28,7 +28,12 @@ from cosim.cli import stderr_line
 from cosim.config import RefitConfig, Scenario
 from cosim.errors import InputError, ScenarioError
 from cosim.policies import KillRule, KillRulePolicy, PolicySpec, parse_policy
-from cosim.prediction_hub import PredictionHub, feature_columns
+from cosim.prediction_hub import (  # check_history_inputs re-exported: its callers import it here
+    PredictionHub,
+    check_history_inputs,
+    feature_columns,
+    scenario_hub,
+)
 from cosim.workloads.base import Workload
 
 __all__ = ["prepare_models", "prediction_backend", "make_prediction_hub", "attach_predictions",
@@ -176,44 +181,13 @@ def prediction_backend(predictor: str, workload: Workload, bundle=None):
     if predictor == "estimate":
         return None
     if predictor == "history":
-        from predictors.history import HistoryBackend
+        from predictors.history import history_backend
 
-        return HistoryBackend()
+        return history_backend(workload)
     if isinstance(bundle, TraceModels):
         return bundle.trace_backend(workload)
     return bundle.precomputed(feature_columns(workload, list(range(len(workload))),
                                               bundle.feature_names))
-
-
-def check_history_inputs(predictor: str | None, scenario: Scenario, workload: Workload) -> None:
-    """Refuse ``@history`` where it cannot work as EASY++ means it.
-
-    The last-two history is per user and capped at the request: on a
-    workload without user ids (every user -1) all jobs would share one
-    history, and without requested times (SWF field 9 missing, replaced by
-    the run time) the cap would be each job's own run time. Either is
-    refused unless ``predictor.allow_shared_history`` /
-    ``predictor.allow_missing_requests`` says to run anyway.
-
-    Raises:
-        ScenarioError: one line naming the workload, what it lacks and the way out.
-    """
-    if predictor != "history" or len(workload) == 0:
-        return
-    kind = scenario.workload.kind
-    name = Path(workload.source).name if kind in ("swf", "slurm") and workload.source \
-        else f"the {kind} workload"
-    pc = scenario.predictor
-    if not pc.allow_shared_history and bool((workload.user < 0).all()):
-        raise ScenarioError(name, "none (every job's user is -1: @history would share one "
-                            "history among all jobs)", "user ids for @history",
-                            "use @estimate, or --set predictor.allow_shared_history=true")
-    missing = workload.features.get("req_time_missing")
-    if not pc.allow_missing_requests and scenario.workload.estimates.model == "trace" \
-            and missing is not None and bool(missing.all()):
-        raise ScenarioError(name, "none (every request is missing: @history would be capped "
-                            "at each job's own run time)", "requested times for @history",
-                            "use @estimate, or --set predictor.allow_missing_requests=true")
 
 
 def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload, backend, *,
@@ -226,17 +200,12 @@ def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload
     """
     if spec.predictor == "estimate" and not spec.kill:
         return None
-    check_history_inputs(spec.predictor, scenario, workload)
-    pc = scenario.predictor
-    refit = pc.refit
+    refit = scenario.predictor.refit
     if refit is None and spec.predictor == "xgboost" and \
             type(backend).__module__ == "predictors.trace_backend":
         refit = TRACE_REFIT
-    return PredictionHub(workload, backend, remaining=spec.predictor == "rnn",
-                         interval=pc.update_interval, min_remaining=pc.min_remaining,
-                         feature_names=feature_names or [],
-                         refit_every_seconds=refit.every_seconds if refit else None,
-                         refit_every_jobs=refit.every_jobs if refit else None)
+    return scenario_hub(spec.predictor, scenario, workload, backend,
+                        feature_names=feature_names, refit=refit)
 
 
 def attach_predictions(sim, scenario: Scenario, predictor: str, kill: bool, bundle):

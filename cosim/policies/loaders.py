@@ -20,7 +20,7 @@ from cosim.policies.names import PolicySpec
 from cosim.workloads.base import Workload
 
 __all__ = ["POLICY_LOADERS", "PolicyLoader", "register_policy_loader", "prefix_of",
-           "load_prefixed"]
+           "load_prefixed", "PREDICTION_BACKENDS", "register_prediction_backend"]
 
 #: ``loader(spec, scenario, workload) -> policy`` for a prefixed policy name.
 PolicyLoader = Callable[[PolicySpec, Scenario, Workload], object]
@@ -32,6 +32,19 @@ POLICY_LOADERS: dict[str, PolicyLoader] = {}
 def register_policy_loader(prefix: str, loader: PolicyLoader) -> None:
     """Make ``PREFIX:...`` policy names load through ``loader`` (replacing any earlier one)."""
     POLICY_LOADERS[prefix] = loader
+
+
+#: ``backend(workload)`` for a policy name's ``@PREDICTOR``, by predictor: how the evaluation
+#: protocol (:mod:`cosim.evaluation`) plans on predictions in its windows without importing
+#: ``predictors``. Filled, like :data:`POLICY_LOADERS`, by the layers that may import them
+#: (``import agents``, ``import cosim.compose``); ``estimate`` needs none.
+PREDICTION_BACKENDS: dict[str, Callable[[Workload], object]] = {}
+
+
+def register_prediction_backend(predictor: str, backend: Callable[[Workload], object]) -> None:
+    """Make ``@PREDICTOR`` evaluable on the protocol's windows, each run a fresh
+    ``backend(window)`` (a module-level function, so worker processes get it too)."""
+    PREDICTION_BACKENDS[predictor] = backend
 
 
 def prefix_of(spec: PolicySpec) -> str:
