@@ -21,6 +21,8 @@ run skips training.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -217,32 +219,60 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
     ``cache_dir/<hash>``. ``echo`` hears what happens, naming the final
     folder (never the temporary one the models are trained in).
     """
-    from predictors.dataset import generate_dataset
-    from predictors.training import train_model
-
     key = models_key(jobs=jobs, seed=seed, remaining=remaining, epochs=epochs,
                      params=generator_params or {})
     cache = Path(cache_dir)
     final = cache / key
-    if (final / "runtime" / "meta.json").exists() and (
-            not remaining or (final / "remaining" / "meta.json").exists()):
+    kinds = ("runtime", "remaining") if remaining else ("runtime",)
+
+    def complete() -> bool:
+        return all((final / kind / "meta.json").exists() for kind in kinds)
+
+    if complete():
         if echo:
             echo(f"predictors: {final} (cached)")
         return final
     cache.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
+    # One trainer per folder: processes started together (a sweep, parallel tests)
+    # wait for the first, then read what it stored.
+    with _locked(cache / f".{key}.lock"):
+        if complete():
+            if echo:
+                echo(f"predictors: {final} (cached)")
+            return final
+        _train_into(final, kinds, key, jobs=jobs, seed=seed, epochs=epochs,
+                    generator_params=generator_params, echo=echo)
+    return final
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive ``flock`` on ``path`` for the block (released if the process dies)."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _train_into(final: Path, kinds: tuple[str, ...], key: str, *, jobs: int, seed: int,
+                epochs: int | None, generator_params: dict[str, Any] | None, echo) -> None:
+    from predictors.dataset import generate_dataset
+    from predictors.training import train_model
+
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
     try:
         t0 = time.perf_counter()
         if echo:
             echo(f"training predictors on {jobs} generated VASP jobs (cached in {final}) ...")
         data = generate_dataset(jobs, seed, work / "data", **(generator_params or {}))
         models = work / "models"
-        kinds = ("runtime", "remaining") if remaining else ("runtime",)
         for kind in kinds:
             trained = train_model(kind, data, models, seed=seed, epochs=epochs)
             if echo:
                 echo(f"  {kind} model trained in {trained.seconds:.1f} s")
-        if final.exists():
+        if final.exists():       # a folder left without its meta.json files
             shutil.rmtree(final)
         os.replace(models, final)
         if echo:
@@ -250,4 +280,3 @@ def ensure_models(cache_dir: str | Path, *, jobs: int, seed: int, remaining: boo
                  f"{time.perf_counter() - t0:.0f} s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return final

@@ -127,3 +127,16 @@ def test_a_remaining_model_on_one_run_is_one_clear_line(tmp_path):
                                          r"model, got 1 job with a known run time"):
         train_model("remaining", tmp_path / "one", tmp_path / "m", epochs=1)
     assert not (tmp_path / "m" / "remaining").exists()
+
+
+def test_ensure_models_started_together_trains_once(tmp_path):
+    code = ("from predictors.bundle import ensure_models; "
+            f"ensure_models({str(tmp_path)!r}, jobs=80, seed=1, remaining=False, epochs=1)")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    said = "".join(o for o, _ in outs)
+    assert said.count("training predictors on 80") == 1 and said.count("(cached)") == 1
+
