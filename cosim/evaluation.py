@@ -56,6 +56,7 @@ import numpy as np
 import simpy
 
 from cosim import metrics, records
+from cosim.actors.corrections import CORRECTIONS
 from cosim.config import Scenario
 from cosim.engine import Engine, default_processes  # default_processes re-exported
 from cosim.errors import ScenarioError
@@ -94,7 +95,7 @@ from cosim.splits import (  # the windows, re-exported: one place for the protoc
 from cosim.workloads.base import Workload
 from cosim.workloads.loading import resolve_machine
 
-__all__ = ["CLASSIC", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
+__all__ = ["CLASSIC", "Corrected", "ProtocolError", "Span", "Split", "SealedWindows", "windows",
            "chronological_split", "seeded_split", "Evaluator", "WindowResult", "Comparison",
            "compare", "best_heuristic", "bootstrap_interval", "mean_interval", "capacity_of", "checked_source",
            "CONTENTION", "contention_scores", "most_contended", "replace_near_optimal",
@@ -116,6 +117,34 @@ class WindowResult:
     wait_max: float
 
 
+@dataclass(frozen=True)
+class Corrected:
+    """A policy name planned with its own ``scheduler.correction`` (the scenario's otherwise):
+    the correction as a dimension of what is compared on the same windows (``agents tune
+    --corrections``). Named ``POLICY/CORRECTION`` (``saf+easy@history/stepup``)."""
+
+    policy: str
+    correction: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.policy}/{self.correction}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _corrected(scenario: Scenario, source):
+    """``(scenario, source)`` as a run of ``source`` sees them: a :class:`Corrected` name
+    unwrapped, its correction (or a ``learned:DIR`` folder's) in the scenario."""
+    correction = getattr(source, "correction", "")     # also a learned folder's own
+    if not correction:
+        return scenario, source
+    sched = scenario.scheduler.model_copy(update={"correction": correction})
+    return (scenario.model_copy(update={"scheduler": sched}),
+            source.policy if isinstance(source, Corrected) else source)
+
+
 def checked_source(source, scenario: Scenario, *, where: str = "policy"):
     """``source`` as the evaluator will run it: a :class:`PriorityWeights` or a parsed name.
 
@@ -134,6 +163,12 @@ def checked_source(source, scenario: Scenario, *, where: str = "policy"):
             requests (:func:`cosim.prediction_hub.check_history_inputs`).
     """
     if isinstance(source, PriorityWeights):
+        return source
+    if isinstance(source, Corrected):
+        if source.correction not in CORRECTIONS:
+            raise ScenarioError(where, repr(source.name), "a correction of "
+                                + ", ".join(CORRECTIONS))
+        checked_source(source.policy, scenario, where=where)
         return source
     known = "".join(f", @{p}" for p in PREDICTION_BACKENDS)
     accepted = (f"a heuristic, selector, learned:DIR or rl:DIR with @estimate{known} or no "
@@ -203,8 +238,8 @@ def _install(registries: tuple[dict, dict]) -> None:
 def _simulate(scenario: Scenario, source, window: Workload) -> tuple[np.ndarray, ...]:
     """Simulate ``source`` on ``window`` from an empty machine: per row, the job's bsld,
     wait and time queued (see :func:`job_rows`)."""
-    source = checked_source(source, scenario)
-    sim = _built(scenario, source, window)
+    scenario, source = _corrected(scenario, checked_source(source, scenario))
+    sim = _built(scenario, checked_source(source, scenario), window)
     sim.run()      # full collections put off while it runs (cosim.kernel.run)
     return job_rows(sim.scheduler.jobs, len(window), scenario.metrics.tau)
 
@@ -286,6 +321,7 @@ ROW_METRICS = ("bsld_mean", "wait_mean", "wait_max", "wait_p99", "starved_1d", "
 def span_row(scenario: Scenario, source, window: Workload) -> dict[str, float | None]:
     """``source`` run once through ``window``: :data:`ROW_METRICS` of its measured jobs, as
     :func:`cosim.metrics.summarize` defines them for ``summary.json``."""
+    scenario, source = _corrected(scenario, checked_source(source, scenario))
     sim = _built(scenario, checked_source(source, scenario), window)
     sim.run()
     table = records.jobs_table(sim.scheduler.jobs)
@@ -311,6 +347,7 @@ def window_summary(scenario: Scenario, source, window: Workload,
                    keys: Sequence[str]) -> list[float]:
     """``source`` run on ``window`` from an empty machine: the ``keys`` of its
     :func:`cosim.metrics.summarize` (events recorded: time averages too), NaN where undefined."""
+    scenario, source = _corrected(scenario, checked_source(source, scenario))
     sim = _built(scenario, checked_source(source, scenario), window, record=True)
     sim.run()
     row = metrics.summarize(sim.jobs_table(), sim.events_table(), cores=sim.cluster.capacity,
@@ -376,6 +413,8 @@ class Evaluator:
         """
         for s in sources:
             spec = checked_source(s, self.scenario)
+            spec = checked_source(spec.policy, self.scenario) if isinstance(spec, Corrected) \
+                else spec
             if self.windows and isinstance(spec, PolicySpec):
                 check_history_inputs(spec.predictor, self.scenario, self.windows[0])
         ks = range(len(self.windows)) if only is None else [int(k) for k in only]

@@ -64,11 +64,22 @@ def _data_lines(r: dict) -> list[str]:
                  if r.get("warmup_jobs") else "")
               + "; the same windows for every policy (paired)")]
     beliefs = r.get("beliefs")
-    if beliefs:
+    if beliefs and beliefs["predictor"] != "estimate":
+        lines.append(f"- plans with: the last-two user history (`@{beliefs['predictor']}`, "
+                     "learnt in each run from the jobs finished so far, capped at the request); "
+                     "a job that outlives it is re-estimated by `scheduler.correction: "
+                     f"{beliefs['correction']}` (chosen on validation among "
+                     f"{', '.join(beliefs['searched']['beliefs'])} x "
+                     f"{', '.join(beliefs['searched']['corrections'])})")
+    elif beliefs:
         lines.append(f"- plans with: each job's request (`@{beliefs['predictor']}`), the searched "
                      "and the classic policies alike (run times are not predicted); a job that "
                      f"outlives it is re-estimated by `scheduler.correction: "
-                     f"{beliefs['correction']}`")
+                     f"{beliefs['correction']}`"
+                     + (f" (requests kept on validation against "
+                        f"{', '.join(beliefs['searched']['beliefs'][1:])} x "
+                        f"{', '.join(beliefs['searched']['corrections'])})"
+                        if beliefs.get("searched") else ""))
     for k, s in r["spans"].items():
         lines.append(f"- {k}: jobs {s['start']}..{s['stop'] - 1} (submit {s['first_submit']:.0f}"
                      f"..{s['last_submit']:.0f} s), {r['windows'][k]} "

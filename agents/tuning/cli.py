@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import math
 
+from agents.tuning.beliefs import (
+    DEFAULT_BELIEFS,
+    add_belief_arguments,
+    checked_beliefs,
+    checked_corrections,
+)
 from agents.tuning.options import (
     DEFAULT_MAX_WAIT,
     EVALUATION,
@@ -178,6 +184,7 @@ def add_parser(sub) -> None:
                    help="--space slurm: the site's current configuration, a slurm policy "
                         "name; its row is shown on validation and test and it competes in "
                         "selection")
+    add_belief_arguments(t)
     t.add_argument("--sigma", type=float, default=0.3, help="CMA-ES initial step size on "
                                                             "unit-norm weights")
 
@@ -217,6 +224,13 @@ def run(ns) -> int:
         raise InputError("--baseline", repr(ns.baseline), "--space slurm (a baseline is a "
                                                            "slurm configuration)")
     baseline = checked_baseline(ns.baseline)
+    beliefs, corrections = checked_beliefs(ns.beliefs), checked_corrections(ns.corrections)
+    if ns.space == "slurm" and (beliefs != DEFAULT_BELIEFS or corrections):
+        raise InputError("--beliefs", " ".join(beliefs), "requests with --space slurm "
+                                                         "(Slurm's knobs plan on requests)")
+    if corrections and beliefs == DEFAULT_BELIEFS:
+        raise InputError("--corrections", " ".join(corrections), "a belief besides requests "
+                                                                 "(--beliefs requests history)")
     tune(ns.scenario, ns.overrides, ns.minutes, ns.out, window_jobs=ns.window_jobs,
          train_windows=ns.train_windows, count=ns.windows, split=tuple(ns.split),
          processes=ns.processes, seed=ns.seed, keep=ns.keep, generations=ns.generations,
@@ -227,5 +241,6 @@ def run(ns) -> int:
          train_pool=ns.train_pool, snapshots=ns.snapshots, warmup=warmup,
          train_batch=ns.train_batch, folds=ns.folds, slack=ns.slack,
          evaluation=ns.evaluation, max_wait=ns.max_wait, drain=ns.drain,
-         backlog=ns.backlog, space=ns.space, baseline=baseline)
+         backlog=ns.backlog, space=ns.space, baseline=baseline,
+         beliefs=beliefs, corrections=corrections)
     return 0

@@ -69,6 +69,10 @@ class Options:
     backlog: str = "off"
     space: str = "priority"
     baseline: str | None = None
+    #: what the classic heuristics may plan with (agents.tuning.beliefs): requests only
+    #: by default, as before beliefs were a dimension of the search
+    beliefs: tuple[str, ...] = ("requests",)
+    corrections: tuple[str, ...] = ()
 
     @property
     def running(self) -> bool:

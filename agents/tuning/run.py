@@ -12,6 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from agents.tuning.beliefs import (
+    belief_rows,
+    beliefs_of,
+    policy_beliefs,
+    refuse_beliefs,
+    with_beliefs,
+)
 from agents.tuning.card import write_folder
 from agents.tuning.options import TRAIN_CHUNKS, TRAIN_WINDOWS, Options
 from agents.tuning.report import results_of
@@ -24,6 +31,7 @@ from cosim.config import Scenario, load_scenario
 from cosim.errors import InputError
 from cosim.evaluation import (
     CLASSIC,
+    Corrected,
     Protocol,
     Scores,
     capacity_of,
@@ -115,6 +123,7 @@ def _prepare(scenario_path: str, overrides: list[str], minutes: float, o: Option
                          "--evaluation running (the past's periods are runs of its spans)")
     scenario = load_scenario(scenario_path, overrides)
     workload = load_workload(scenario, base_dir=Path(scenario_path).parent)
+    refuse_beliefs(o.beliefs, scenario, workload)
     user_features, why = user_features_choice(o.user_features, workload)
     if user_features:
         # Once, on the whole trace, so a window's first jobs see the user's history from
@@ -176,14 +185,18 @@ def _tune(scenario_path: str, overrides: list[str], minutes: float, stage: Path,
         run.val = _reference(run, val_eval)
         found = search(run, val_eval)
         choice = candidates(run, found, val_eval)
-    choice = choose(run, found, choice)
+        rows = belief_rows(run, val_eval)
+    choice = with_beliefs(run, choose(run, found, choice), rows)
     # -- the test set, read once -------------------------------------------------------------
     sources = list(CLASSIC) + ([choice.chosen] if choice.chosen_name not in CLASSIC else [])
     test = run.protocol.test(sources)
     results = results_of(run, found, choice, test, scenario_path, overrides, cpu_seconds())
+    results["beliefs"] = beliefs_of(run, choice, rows)
     chosen = choice.chosen
-    policy = (chosen.as_dict() if isinstance(chosen, PriorityWeights)
-              else {"kind": "heuristic", "name": source_name(chosen)})
+    policy = (chosen.as_dict() if isinstance(chosen, PriorityWeights) else
+              {"kind": "heuristic", "name": chosen.policy.partition("@")[0],
+               **policy_beliefs(chosen)} if isinstance(chosen, Corrected) else
+              {"kind": "heuristic", "name": source_name(chosen)})
     write_folder(stage, policy, results)
     return results
 

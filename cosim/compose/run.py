@@ -156,6 +156,9 @@ def run_policy(scenario: Scenario, policy_name: str | PolicySpec, out_dir: str |
     if workload is None:
         workload = load_workload(scenario, base_dir=base_dir)
     scenario = resolve_machine(scenario, workload)
+    if spec.correction:        # a tuned folder's own correction (agents tune --corrections)
+        scenario = scenario.model_copy(update={"scheduler": scenario.scheduler.model_copy(
+            update={"correction": spec.correction})})
     service_cfg = scenario.prediction_service
     via_service = service_cfg.backend != "none" and spec.predictor in MODEL_PREDICTORS
     if bundle is None and spec.predictor in MODEL_PREDICTORS and service_cfg.backend != "http":

@@ -113,6 +113,8 @@ class PolicySpec:
         kill: ``+kill`` was given (needs ``@rnn``).
         kill_agent: with ``+kill=DIR``: the checkpoint folder of the trained
             kill agent that decides kills instead of RLSchert's rule.
+        correction: for ``learned``: the ``scheduler.correction`` its folder plans
+            with (``""``: the scenario's); its ``predictor`` too, where the name has none.
     """
 
     name: str
@@ -127,6 +129,7 @@ class PolicySpec:
     slack: float = 0.0
     drain: tuple[float, float] = (0.0, 0.0)
     slurm: str = ""
+    correction: str = ""
 
     @property
     def order(self) -> str:
@@ -271,6 +274,14 @@ def parse_policy(name: str, *, where: str = "policy") -> PolicySpec:
                                      f"{', '.join(PREDICTORS)}")
         kill, kill_agent = bool(plus), folder
         predictor = pred
+    if parts["kind"] == "learned":      # what the tuned folder plans with (agents tune --beliefs)
+        from cosim.policies.priority import learned_beliefs
+
+        planned, parts["correction"] = learned_beliefs(parts["checkpoint"], where=where)
+        if planned is not None and planned not in PREDICTORS:
+            raise _fail(f"{where}: {parts['checkpoint']}/policy.json: predictor", str(planned),
+                        f"one of {', '.join(PREDICTORS)}")
+        predictor = predictor if at else planned
     return PolicySpec(name=text, predictor=predictor, kill=kill, kill_agent=kill_agent,
                       **parts).checked(where)
 

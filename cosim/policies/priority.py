@@ -95,7 +95,7 @@ from cosim.policies.heuristics import HEURISTICS, Heuristic
 from cosim.policies.slurm import make_slurm_policy
 
 __all__ = ["FEATURES", "PriorityWeights", "TwoOrderEasy", "heuristic_weights",
-           "make_priority_policy", "load_learned", "POLICY_FILE", "USER_FEATURES", "BACKLOG_FEATURES",
+           "make_priority_policy", "load_learned", "learned_beliefs", "POLICY_FILE", "USER_FEATURES", "BACKLOG_FEATURES",
            "user_history", "user_history_applies"]
 
 #: Feature names, in weight order.
@@ -577,6 +577,32 @@ def make_priority_policy(spec: PriorityWeights) -> QueuePolicy:
         # The model binds the policy to the workload it runs (cosim.model.build).
         policy.attach_model = lambda scheduler, workload: users.bind(workload)
     return policy
+
+
+def learned_beliefs(folder: str | Path, *, where: str = "policy") -> tuple[str | None, str]:
+    """``(predictor, correction)`` a tuned folder's ``policy.json`` plans with (``agents tune
+    --beliefs``): ``(None, "")`` where it names none (requests, the scenario's correction) or
+    there is no such file (:func:`load_learned` says so).
+
+    Raises:
+        InputError: a correction that is not one of ``scheduler.correction`` (the predictor
+            is checked by :func:`cosim.policies.names.parse_policy`).
+    """
+    from typing import get_args
+
+    from cosim.config import SchedulerConfig
+
+    path = Path(folder) / POLICY_FILE
+    if not path.is_file():
+        return None, ""
+    data = read_json(path, "a policy file written by 'python -m agents tune'")
+    if not isinstance(data, dict):
+        return None, ""
+    predictor, correction = data.get("predictor"), data.get("correction", "")
+    allowed = get_args(SchedulerConfig.model_fields["correction"].annotation)
+    if correction and correction not in allowed:
+        raise InputError(f"{path}: correction", repr(correction), f"one of {', '.join(allowed)}")
+    return predictor, correction
 
 
 def load_learned(folder: str | Path, *, where: str = "policy"):
