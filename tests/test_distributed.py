@@ -191,6 +191,7 @@ def _agents_up(running: dict[int, tuple[str, str]]) -> bool:
 
 
 def _a_run_in_a_worker(running: dict[int, tuple[str, str]]) -> bool:
+    # The engine names its Ray task after the function: ray::_execute_run.
     return any("execute_run" in cmd for _, cmd in running.values())
 
 

@@ -220,7 +220,7 @@ class _Progress:
             self.bar.close()
 
 
-def _execute(driver_node: str | None, spec: RunSpec) -> dict[str, Any]:
+def _execute_run(driver_node: str | None, spec: RunSpec) -> dict[str, Any]:
     """:func:`execute_run` as the engine's task (``driver_node``: the state every run shares)."""
     return execute_run(spec, driver_node)
 
@@ -231,7 +231,7 @@ def _results(specs: Sequence[RunSpec], session, workers: int | None, progress: _
     Ray ``session``, one Ray task each; a run whose worker died is an error record."""
     driver = None if session is None else session.ray.get_runtime_context().get_node_id()
     with Engine(driver, ray=session, workers=workers) as engine:
-        for spec, result in engine.stream(_execute, specs, before=_prepare,
+        for spec, result in engine.stream(_execute_run, specs, before=_prepare,
                                           running=progress.set_running):
             if isinstance(result, Lost):
                 result = {"status": "error", "seconds": None, "host": None,
