@@ -24,7 +24,7 @@ from cosim import limits
 from cosim.errors import InputError, ScenarioError, did_you_mean
 
 __all__ = ["Scenario", "ClusterConfig", "WorkloadConfig", "EstimateConfig", "SchedulerConfig",
-           "FaultsConfig", "PredictorConfig", "RefitConfig", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
+           "FaultsConfig", "PredictorConfig", "RefitConfig", "TRACE_REFIT", "PredictionServiceConfig", "KillConfig", "MetricsConfig", "OutputConfig", "load_scenario", "apply_overrides",
            "scenario_from_dict", "read_scenario_dict", "set_path", "validation_error", "folder_name"]
 
 
@@ -289,6 +289,13 @@ class RefitConfig(_Section):
         if (self.every_seconds is None) == (self.every_jobs is None):
             raise ValueError("exactly one of every_seconds and every_jobs")
         return self
+
+
+#: ``predictor.refit`` of the trace model (``@xgboost`` on a trace) when the scenario gives
+#: none. Refitting every 10,000 finished jobs instead of 5,000 costs 0.5 % (SDSC-SP2)
+#: and 0.9 % (CTC-SP2) in mean absolute error on the jobs after the first 20,000
+#: and halves the fitting time (refits on the latest 20,000 jobs, 40 trees).
+TRACE_REFIT = RefitConfig(every_jobs=10_000)
 
 
 class PredictorConfig(_Section):

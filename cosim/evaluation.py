@@ -218,8 +218,9 @@ def _built(scenario: Scenario, source, window: Workload, record: bool = False):
     predictor = getattr(source, "predictor", None)
     hooks = ()
     if predictor not in (None, "estimate"):
-        backend = PREDICTION_BACKENDS[predictor](window)
-        hooks = (scenario_hub(predictor, scenario, window, backend, refit=scenario.predictor.refit),)
+        backend = PREDICTION_BACKENDS[predictor](scenario, window)
+        refit = scenario.predictor.refit or getattr(backend, "default_refit", None)
+        hooks = (scenario_hub(predictor, scenario, window, backend, refit=refit),)
     return build(simpy.Environment(), scenario, policy, workload=window, record=record,
                  hooks=hooks)
 

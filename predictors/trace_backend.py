@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from cosim.config import TRACE_REFIT
 from predictors.trace import TraceRuntimeRegressor, feature_names_of, fit_on_past
 from predictors.trace_features import HISTORY_FEATURES, TraceHistory, static_columns
 
@@ -64,6 +65,8 @@ class TraceModelBackend:
 
     version = "trace-model"
     independent_rows = False
+    #: how often a run refits it where ``predictor.refit`` says nothing
+    default_refit = TRACE_REFIT
 
     def __init__(self, workload, model: TraceRuntimeRegressor | None = None, *,
                  params: Mapping[str, Any] | None = None, min_fit: int = 200,

@@ -30,7 +30,7 @@ import numpy as np
 from cosim.workloads.base import Workload
 from predictors.trace_features import trace_columns, trace_end
 
-__all__ = ["WindowPast", "past_of_window", "past_model", "past_key"]
+__all__ = ["WindowPast", "past_of_window", "past_model", "past_key", "window_model"]
 
 #: Bump when what a cached past model is fitted from or with changes meaning.
 _CACHE_VERSION = 1
@@ -125,3 +125,23 @@ def past_model(past: WindowPast, cache_dir: str | Path, key: str, *,
 
         shutil.rmtree(work, ignore_errors=True)
     return model
+
+
+def window_model(scenario, whole: Workload, window: Workload,
+                 echo: Callable[[str], None] | None = None):
+    """``(model, past)`` ``@xgboost`` starts a run of ``window`` (a cut of the trace ``whole``)
+    from: the trace model fitted on the jobs finished before it (cached by trace hash and
+    first job in ``predictor.cache``) and those jobs' ``user``, ``runtime``, ``req_time`` in
+    end order; ``(None, None)`` where the window starts the trace. One set-up for a run
+    (``cosim.compose``) and the evaluation protocol's windows (``agents``)."""
+    from predictors.trace_backend import IN_RUN_PARAMS
+
+    past = past_of_window(whole, window)
+    if past is None:
+        return None, None
+    wc = scenario.workload
+    settings = {"fit": IN_RUN_PARAMS, "workload": wc.model_dump(exclude={"jobs", "offset"}),
+                "cluster": scenario.cluster.model_dump()}
+    key = past_key(whole.source, past.first_job, settings)
+    model = past_model(past, scenario.predictor.cache, key, params=IN_RUN_PARAMS, echo=echo)
+    return model, past.finished_in_order()

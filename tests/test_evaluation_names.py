@@ -19,8 +19,9 @@ def _window() -> Workload:
                                  req_time=[100, 100, 20])
 
 
-# @history is scored where ``import agents`` registered it (tests/test_protocol_beliefs.py)
-@pytest.mark.parametrize("name", ["sjf+easy@xgboost", "fcfs+easy@rnn+kill"])
+# @history and @xgboost are scored where ``import agents`` registered them
+# (tests/test_protocol_beliefs.py)
+@pytest.mark.parametrize("name", ["sjf+easy@rnn", "fcfs+easy@rnn+kill"])
 def test_a_predictor_name_is_refused_with_one_line(name):
     with pytest.raises(ScenarioError) as e:
         with Evaluator(SCENARIO, [_window()]) as ev:

@@ -73,3 +73,19 @@ def test_a_predictor_without_a_registered_backend_is_refused(sdsc):
     with Evaluator(scenario, [workload]) as ev, pytest.raises(ScenarioError) as err:
         ev.evaluate(["saf+easy@rnn"])
     assert "@history" in str(err.value) and "cosim run" in str(err.value)
+
+
+def test_the_trace_model_in_a_window_gives_the_figures_of_cosim_run_on_that_span(sdsc, tmp_path):
+    # cosim run on jobs 2000..2999 (workload.offset) and the protocol's window of the same
+    # rows of a longer prefix: the same model fitted on the past, the same refits
+    cache = f"predictor.cache={tmp_path / 'cache'}"
+    span = _scenario(sdsc, cache, "workload.offset=2000", "workload.jobs=1000")
+    whole = load_workload(_scenario(sdsc, cache, "workload.jobs=3000"))
+    window = window_at(whole, 2000, 1000)
+    with Evaluator(_scenario(sdsc, cache, "workload.jobs=3000"), [window]) as ev:
+        got = ev.evaluate(["saf+easy@xgboost", "saf+easy"])[:, 0, :]
+    run_policy(span, "saf+easy@xgboost", tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())["metrics"]
+    assert got[0] == pytest.approx([summary["bsld_mean"], summary["wait_mean"],
+                                    summary["wait_max"]], rel=1e-9)
+    assert not np.allclose(got[0], got[1])

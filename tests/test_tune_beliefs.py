@@ -77,17 +77,23 @@ def test_learned_dir_plans_with_the_folder_s_predictor_and_correction(sdsc, tmp_
     assert [learned[k] for k in keys] != [plain[k] for k in keys]    # overrun: the default
 
 
-@pytest.mark.parametrize("belief, expected", [
-    ("oracle", "error: --beliefs: expected one of requests, history, got 'oracle'"),
-    ("xgboost", "error: --beliefs: expected one of requests, history (the trace model is not "
-                "scored in the protocol's windows yet"),
-])
-def test_an_unknown_belief_is_one_clear_line(belief, expected, tmp_path, capsys):
+def test_an_unknown_belief_is_one_clear_line(tmp_path, capsys):
     code = main(["tune", "scenarios/lublin256.yaml", "--minutes", "1", "--out",
-                 str(tmp_path / "o"), "--beliefs", "requests", belief])
+                 str(tmp_path / "o"), "--beliefs", "requests", "oracle"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith(expected)
+    assert code == 2 and err == ["error: --beliefs: expected one of requests, history, xgboost, "
+                                 "got 'oracle'"]
     assert not (tmp_path / "o").exists()
+
+
+def test_the_trace_model_with_a_models_folder_is_refused_in_one_line(lublin_trace, tmp_path,
+                                                                     capsys):
+    code = main(["tune", "scenarios/lublin256.yaml", "--set", f"predictor.models={tmp_path}",
+                 "--minutes", "1", "--out", str(tmp_path / "o"), "--beliefs", "xgboost"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("error: --beliefs: expected a trace (swf, slurm) without "
+                             "predictor.models") and "with predictor.models" in err[0]
 
 
 def test_history_without_users_is_refused_before_any_search(lublin_trace, tmp_path, capsys):

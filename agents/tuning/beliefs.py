@@ -1,5 +1,5 @@
 """What the tuned policy plans with, as dimensions of ``agents tune``: the run-time beliefs
-(``--beliefs``: the request, the user's last-two history) and the correction of a job
+(``--beliefs``: the request, the user's last-two history, the trace model) and the correction of a job
 that outlives its belief (``--corrections``), chosen on validation like the rest.
 
 The search and the reference heuristics plan on requests; each other belief and
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from agents.beliefs import TRACE_KINDS
 from cosim.actors.corrections import CORRECTIONS
 from cosim.errors import InputError
 from cosim.evaluation import CLASSIC, Corrected
@@ -22,12 +23,9 @@ __all__ = ["BELIEFS", "DEFAULT_BELIEFS", "checked_beliefs", "checked_corrections
            "refuse_beliefs", "add_belief_arguments", "belief_rows", "with_beliefs", "beliefs_of", "policy_beliefs"]
 
 #: ``--beliefs``: the name of each belief and the ``@PREDICTOR`` it plans with.
-BELIEFS = {"requests": "estimate", "history": "history"}
+BELIEFS = {"requests": "estimate", "history": "history", "xgboost": "xgboost"}
 #: Planning on requests only: what every tune did before beliefs were a dimension.
 DEFAULT_BELIEFS = ("requests",)
-#: Beliefs the protocol cannot score in its windows yet, and why.
-_NOT_YET = {"xgboost": "the trace model is not scored in the protocol's windows yet "
-                       "(compare it with 'python -m cosim run --policy NAME@xgboost')"}
 
 
 def add_belief_arguments(t) -> None:
@@ -35,9 +33,10 @@ def add_belief_arguments(t) -> None:
     and :func:`checked_corrections`)."""
     t.add_argument("--beliefs", nargs="+", default=list(DEFAULT_BELIEFS), metavar="BELIEF",
                    help="what the classic heuristics may plan with, each scored on validation "
-                        f"and the best kept like the rest: {', '.join(BELIEFS)} (the user's "
-                        "last-two history, @history); the search and the reference plan on "
-                        "requests (default: requests only)")
+                        f"and the best kept like the rest: {', '.join(BELIEFS)} (history: the "
+                        "user's last-two run times, @history; xgboost: on a trace, the trace "
+                        "model fitted on the past before each span and refitted in it); the "
+                        "search and the reference plan on requests (default: requests only)")
     t.add_argument("--corrections", nargs="+", default=[], metavar="CORRECTION",
                    help="with --beliefs: the scheduler.correction values each belief is "
                         f"scored under ({', '.join(CORRECTIONS)}; default: the scenario's)")
@@ -47,13 +46,10 @@ def checked_beliefs(names) -> tuple[str, ...]:
     """``--beliefs``, each known, requests first (the search and the reference plan on it).
 
     Raises:
-        InputError: an unknown belief, or one not yet scored in the protocol's windows.
+        InputError: an unknown belief.
     """
     out = ["requests"]
     for name in names:
-        if name in _NOT_YET:
-            raise InputError("--beliefs", repr(name), f"one of {', '.join(BELIEFS)} "
-                                                      f"({_NOT_YET[name]})")
         if name not in BELIEFS:
             raise InputError("--beliefs", repr(name), f"one of {', '.join(BELIEFS)}")
         if name not in out:
@@ -74,10 +70,17 @@ def checked_corrections(names) -> tuple[str, ...]:
 
 
 def refuse_beliefs(beliefs, scenario, workload) -> None:
-    """Before any search: refuse a belief the workload cannot give (``@history`` without
-    users or requests, :func:`cosim.prediction_hub.check_history_inputs`), in one line."""
+    """Before any search: refuse a belief the workload cannot give, in one line: ``@history``
+    without users or requests (:func:`cosim.prediction_hub.check_history_inputs`), the
+    trace model on a workload that is not a trace or with ``predictor.models``."""
     for name in beliefs:
         check_history_inputs(BELIEFS[name], scenario, workload)
+    if "xgboost" in beliefs and (scenario.workload.kind not in TRACE_KINDS
+                                 or scenario.predictor.models):
+        raise InputError("--beliefs", "xgboost on a " + scenario.workload.kind + " workload"
+                         + (" with predictor.models" if scenario.predictor.models else ""),
+                         "a trace (swf, slurm) without predictor.models: the trace model "
+                         "learnt from its past (python -m cosim run compares the others)")
 
 
 def belief_rows(run, val_eval) -> dict:

@@ -65,8 +65,10 @@ def _data_lines(r: dict) -> list[str]:
               + "; the same windows for every policy (paired)")]
     beliefs = r.get("beliefs")
     if beliefs and beliefs["predictor"] != "estimate":
-        lines.append(f"- plans with: the last-two user history (`@{beliefs['predictor']}`, "
-                     "learnt in each run from the jobs finished so far, capped at the request); "
+        lines.append("- plans with: " + ("the last-two user history" if beliefs["predictor"]
+                                         == "history" else "the trace model")
+                     + f" (`@{beliefs['predictor']}`, learnt from the jobs finished so far, "
+                     "capped at the request); "
                      "a job that outlives it is re-estimated by `scheduler.correction: "
                      f"{beliefs['correction']}` (chosen on validation among "
                      f"{', '.join(beliefs['searched']['beliefs'])} x "

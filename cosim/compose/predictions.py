@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cosim.cli import stderr_line
-from cosim.config import RefitConfig, Scenario
+from cosim.config import TRACE_REFIT, Scenario  # TRACE_REFIT re-exported
 from cosim.errors import InputError, ScenarioError
 from cosim.policies import KillRule, KillRulePolicy, PolicySpec, parse_policy
 from cosim.prediction_hub import (  # check_history_inputs re-exported: its callers import it here
@@ -113,11 +113,6 @@ def prepare_models(scenario: Scenario, names: Sequence[str | PolicySpec],
 
 #: Workload kinds that are real traces: ``@xgboost`` learns the trace model in the run.
 TRACE_KINDS = ("swf", "slurm")
-#: ``predictor.refit`` of the trace model when the scenario gives none.
-#: Refitting every 10,000 finished jobs instead of 5,000 costs 0.5 % (SDSC-SP2)
-#: and 0.9 % (CTC-SP2) in mean absolute error on the jobs after the first 20,000
-#: and halves the fitting time (refits on the latest 20,000 jobs, 40 trees).
-TRACE_REFIT = RefitConfig(every_jobs=10_000)
 
 
 class TraceModels:
@@ -149,20 +144,13 @@ class TraceModels:
         if wc.offset == 0:
             return cls()
         from cosim.workloads import load_workload
-        from predictors.trace_backend import IN_RUN_PARAMS
-        from predictors.trace_past import past_key, past_model, past_of_window
+        from predictors.trace_past import window_model
 
         whole_scenario = scenario.model_copy(update={"workload": wc.model_copy(
             update={"jobs": None, "offset": 0})})
         whole = load_workload(whole_scenario, base_dir=base_dir)
-        past = past_of_window(whole, load_workload(scenario, base_dir=base_dir))
-        if past is None:
-            return cls()
-        settings = {"fit": IN_RUN_PARAMS, "workload": wc.model_dump(exclude={"jobs", "offset"}),
-                    "cluster": scenario.cluster.model_dump()}
-        key = past_key(whole.source, past.first_job, settings)
-        model = past_model(past, scenario.predictor.cache, key, params=IN_RUN_PARAMS, echo=echo)
-        return cls(model, past.finished_in_order())
+        return cls(*window_model(scenario, whole, load_workload(scenario, base_dir=base_dir),
+                                 echo))
 
     def trace_backend(self, workload: Workload):
         from predictors.trace_backend import TraceModelBackend
@@ -200,10 +188,7 @@ def make_prediction_hub(spec: PolicySpec, scenario: Scenario, workload: Workload
     """
     if spec.predictor == "estimate" and not spec.kill:
         return None
-    refit = scenario.predictor.refit
-    if refit is None and spec.predictor == "xgboost" and \
-            type(backend).__module__ == "predictors.trace_backend":
-        refit = TRACE_REFIT
+    refit = scenario.predictor.refit or getattr(backend, "default_refit", None)
     return scenario_hub(spec.predictor, scenario, workload, backend,
                         feature_names=feature_names, refit=refit)
 

@@ -34,16 +34,18 @@ def register_policy_loader(prefix: str, loader: PolicyLoader) -> None:
     POLICY_LOADERS[prefix] = loader
 
 
-#: ``backend(workload)`` for a policy name's ``@PREDICTOR``, by predictor: how the evaluation
+#: ``backend(scenario, workload)`` for a name's ``@PREDICTOR``, by predictor: how the evaluation
 #: protocol (:mod:`cosim.evaluation`) plans on predictions in its windows without importing
 #: ``predictors``. Filled, like :data:`POLICY_LOADERS`, by the layers that may import them
 #: (``import agents``, ``import cosim.compose``); ``estimate`` needs none.
-PREDICTION_BACKENDS: dict[str, Callable[[Workload], object]] = {}
+PREDICTION_BACKENDS: dict[str, Callable[[Scenario, Workload], object]] = {}
 
 
-def register_prediction_backend(predictor: str, backend: Callable[[Workload], object]) -> None:
+def register_prediction_backend(predictor: str,
+                                backend: Callable[[Scenario, Workload], object]) -> None:
     """Make ``@PREDICTOR`` evaluable on the protocol's windows, each run a fresh
-    ``backend(window)`` (a module-level function, so worker processes get it too)."""
+    ``backend(scenario, window)`` (a module-level function, so worker processes get it too;
+    a backend's ``default_refit`` applies where ``predictor.refit`` says nothing)."""
     PREDICTION_BACKENDS[predictor] = backend
 
 

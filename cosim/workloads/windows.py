@@ -37,7 +37,7 @@ import numpy as np
 from cosim.errors import WorkloadError
 from cosim.workloads.base import Workload
 
-__all__ = ["window", "jobsets", "curriculum", "arrival_profile", "profiled_arrivals",
+__all__ = ["window", "source_file", "jobsets", "curriculum", "arrival_profile", "profiled_arrivals",
            "HOUR", "DAY", "WEEK"]
 
 
@@ -103,8 +103,22 @@ def window(
     w = workload.take(slice(first, first + n)).shifted()
     w = _cut_dependencies(w)
     _recount(w, left_out=total - n)
-    w.source = f"{workload.source} [jobs {first}..{first + n - 1}]".lstrip()
+    w.source = f"{workload.source}{_JOBS}{first}..{first + n - 1}]".lstrip()
     return w
+
+
+#: How a window's ``source`` records its rows after the trace's file.
+_JOBS = " [jobs "
+
+
+def source_file(source: str) -> str:
+    """The file of a window's ``source``, without the rows it records.
+
+    Examples:
+        >>> source_file("traces/a.swf.gz [jobs 0..2999]")
+        'traces/a.swf.gz'
+    """
+    return source.split(_JOBS, 1)[0]
 
 
 def _recount(w: Workload, left_out: int) -> None:
