@@ -104,6 +104,24 @@ def test_a_job_past_its_request_is_corrected_beyond_it():
     assert corrected_end("stepup", job, 400.0, 0) == (1000.0, 3)   # 100 + 900: rungs skipped
 
 
+
+def test_a_job_at_its_request_to_the_last_bit_is_expected_after_now():
+    # SDSC-SP2 in submit order: a job started at 8372819.51689024 s with an
+    # 18,000 s request that ran it all; at its request's end, now - start rounds
+    # to 17999.99999999907 < 18000 while start + 18000 is now itself, and the
+    # cap put the expected end at now: corrected at now again, the run never
+    # moved on (fcfs+easy@history on the first 10,000 jobs).
+    job = Job(1, 0, 0.0, 18000.0, 1, 18000.0, 3638.5)
+    job.start = 8372819.51689024
+    now = 8390819.516890239
+    assert job.start + job.req_time == now and now - job.start < job.req_time
+    for name in CORRECTIONS:
+        for count in (0, 3):
+            end, _ = corrected_end(name, job, now, count)
+            assert end > now, name
+    # at the request: the overrun rule, 0.2 x elapsed
+    assert corrected_end("overrun", job, now, 0)[0] == now + 0.2 * (now - job.start)
+
 def test_the_step_up_ladder_is_easy_plus_plus_and_goes_on_past_its_end():
     assert STEP_UP_LADDER == (60, 300, 900, 1800, 3600, 7200, 18000, 36000, 72000, 180000,
                               360000)

@@ -87,7 +87,11 @@ def corrected_end(name: str, job: Job, now: float, corrections: int, *,
     """
     elapsed = now - job.start
     request = job.req_time
-    capped = elapsed < request
+    # Whether the request's end is still ahead, compared as the end is computed
+    # (start + request): ``elapsed < request`` can hold where start + request
+    # rounds to ``now`` itself, and an expected end at ``now`` fires again at
+    # ``now``, forever (a job of SDSC-SP2 that ran exactly its 18,000 s request).
+    capped = job.start + request > now
     if name == "request" and not capped:
         name = "overrun"
     if name == "overrun":
@@ -109,4 +113,5 @@ def corrected_end(name: str, job: Job, now: float, corrections: int, *,
         raise ValueError(f"unknown correction {name!r}; one of {', '.join(CORRECTIONS)}")
     if capped and math.isfinite(request):
         end = min(end, job.start + request)
-    return end, count
+    # Always after now, also where a sum rounds down to it: time must move on.
+    return max(end, math.nextafter(now, math.inf)), count
